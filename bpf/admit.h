@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Admission: a host-wide sliding window with pacing, shared by all CPUs
+ * through atomics, and per-CPU token caches in front of it.
+ *
+ * A rule admits at most L = count * interval_ms / 1000 tokens (packets,
+ * bytes or SYNs) in any window of interval_ms. The shared state is:
+ *  - a ring of SLUICE_ADMIT_SLOTS slots per interval counting tokens
+ *    granted, the oldest slot weighted by its overlap with the window;
+ *  - a pacing clock (GCRA): credit accrues at count per second up to one
+ *    interval's worth, and is cleared when the window is full, so freed
+ *    window capacity is re-admitted at `count`, not in a burst.
+ * A CPU takes tokens in chunks of L / (SLUICE_CHUNK_DIV * nr_cpus) and
+ * spends them without reading the clock; after a refused request it
+ * blocks SLUICE_DENY_BATCH packets before asking again.
+ *
+ * Bound (derivation in docs/architecture.md): any interval_ms admits at
+ * most L * (1 + 1/SLUICE_ADMIT_SLOTS) + nr_cpus * chunk tokens, i.e.
+ * L * (1 + 1/32 + 1/64) = 1.047 L with the defaults; the long-run rate
+ * is count.
+ */
+#ifndef SLUICE_ADMIT_H
+#define SLUICE_ADMIT_H
+
+#include <linux/errno.h>
+#include "maps.h"
+
+_Static_assert((SLUICE_MAX_SAMPLES & (SLUICE_MAX_SAMPLES - 1)) == 0,
+	       "SLUICE_MAX_SAMPLES must be a power of two");
+_Static_assert(sizeof(struct sluice_ring_slot) == 16, "slot layout");
+
+/* Fixed at load time. */
+const volatile __u32 nr_cpus = 1;
+const volatile __u8 test_clock = 0;
+
+/* The clock of test builds: written by the test through the .bss map. */
+volatile __u64 test_now_ns;
+
+static __always_inline __u64 sluice_now(void)
+{
+	if (test_clock)
+		return test_now_ns;
+	return bpf_ktime_get_ns();
+}
+
+#define USEC_PER_SEC 1000000ULL
+#define NSEC_PER_USEC 1000ULL
+
+/* Tokens granted in the window ending at cur (slots of slot_ns). */
+static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
+					 const __u32 nslots, __u64 cur,
+					 __u64 frac_ns, __u64 slot_ns)
+{
+	__u64 used = 0;
+	__u32 i;
+
+	for (i = 0; i <= nslots; i++) {
+		__u64 id = READ_ONCE(ring[i].id);
+		__u64 taken = READ_ONCE(ring[i].taken);
+
+		if (id > cur || id + nslots < cur)
+			continue;
+		if (id + nslots == cur) {
+			/* sliding out: weigh by the part still in the window */
+			__u64 w = ((slot_ns - frac_ns) << 10) / slot_ns;
+
+			taken = (taken * w) >> 10;
+		}
+		used += taken;
+	}
+	return used;
+}
+
+static __always_inline void ring_add(struct sluice_ring_slot *s, __u64 cur,
+				     __u64 n)
+{
+	__u64 id = READ_ONCE(s->id);
+
+	if (id != cur &&
+	    __sync_val_compare_and_swap(&s->id, id, cur) == id) {
+		/* we recycled the slot; an add racing with this store is
+		 * lost, at most one chunk (part of the documented bound) */
+		WRITE_ONCE(s->taken, n);
+		return;
+	}
+	__sync_fetch_and_add(&s->taken, n);
+}
+
+/*
+ * Take up to `want` tokens, but at least `cost`, from a shared budget.
+ * Returns the number granted, 0 when refused.
+ */
+static __always_inline __u64 budget_take(__u64 *tat_us,
+					 struct sluice_ring_slot *ring,
+					 const __u32 nslots, __u64 count,
+					 __u32 interval_ms, __u64 now_ns,
+					 __u64 want, __u64 cost)
+{
+	__u64 limit = count * interval_ms / 1000;
+	__u64 slot_ns, cur, frac, used, free, now_us, base, old, credit;
+	__u64 grant, next;
+	int tries;
+
+	if (!count || !limit)
+		return 0;
+	slot_ns = (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000) /
+		  nslots;
+	cur = now_ns / slot_ns;
+	frac = now_ns - cur * slot_ns;
+	used = window_used(ring, nslots, cur, frac, slot_ns);
+	free = limit > used ? limit - used : 0;
+	now_us = now_ns / NSEC_PER_USEC;
+
+	for (tries = 0; tries < 3; tries++) {
+		old = READ_ONCE(*tat_us);
+		if (free < cost) {
+			/* window full: forfeit idle credit, so the capacity
+			 * that frees up later comes back paced */
+			if (old < now_us)
+				__sync_val_compare_and_swap(tat_us, old,
+							    now_us);
+			return 0;
+		}
+		base = old;
+		if (base + (__u64)interval_ms * 1000 < now_us)
+			base = now_us - (__u64)interval_ms * 1000;
+		credit = base < now_us ? (now_us - base) * count / USEC_PER_SEC
+				       : 0;
+		grant = want;
+		if (grant > free)
+			grant = free;
+		if (grant > credit)
+			grant = credit;
+		if (grant < cost)
+			return 0;
+		next = base + (grant * USEC_PER_SEC + count - 1) / count;
+		if (__sync_val_compare_and_swap(tat_us, old, next) == old) {
+			__u32 idx = cur % (nslots + 1);
+
+			/* hide the modulo from clang so the bounds check
+			 * that the verifier needs survives */
+			asm volatile("" : "+r"(idx));
+			if (idx <= nslots)
+				ring_add(&ring[idx], cur, grant);
+			return grant;
+		}
+	}
+	return 0;
+}
+
+/* Move this CPU's statistics to the bucket of now. */
+static __always_inline void roll_bucket(struct sluice_rule_cpu *rc,
+					const struct sluice_rule_cfg *cfg,
+					__u64 now_ns)
+{
+	__u64 id = now_ns / cfg->bucket_ns;
+	__u32 idx = (id % cfg->sample_count) & (SLUICE_MAX_SAMPLES - 1);
+	struct sluice_bucket *b = &rc->bucket[idx];
+
+	if (b->id != id) {
+		b->id = id;
+		b->passed_pkts = 0;
+		b->passed_bytes = 0;
+		b->blocked_pkts = 0;
+		b->blocked_bytes = 0;
+	}
+	rc->bucket_idx = idx;
+}
+
+static __always_inline void account(struct sluice_rule_cpu *rc, __u32 len,
+				    bool passed)
+{
+	struct sluice_bucket *b =
+		&rc->bucket[rc->bucket_idx & (SLUICE_MAX_SAMPLES - 1)];
+
+	if (passed) {
+		b->passed_pkts++;
+		b->passed_bytes += len;
+		rc->passed_pkts++;
+		rc->passed_bytes += len;
+	} else {
+		b->blocked_pkts++;
+		b->blocked_bytes += len;
+		rc->blocked_pkts++;
+		rc->blocked_bytes += len;
+	}
+}
+
+/* Aggregate admission through this CPU's token cache. */
+static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
+				       const struct sluice_rule_cfg *cfg,
+				       __u64 cost)
+{
+	struct sluice_budget *bud;
+	__u64 *limit, now, chunk, grant;
+
+	if (rc->tokens >= cost) {
+		rc->tokens -= cost;
+		return true;
+	}
+	if (rc->deny_left) {
+		rc->deny_left--;
+		return false;
+	}
+
+	bud = bpf_map_lookup_elem(&rule_budget, &slot);
+	limit = bpf_map_lookup_elem(&rule_limit, &slot);
+	if (!bud || !limit)
+		return false;
+	now = sluice_now();
+	roll_bucket(rc, cfg, now);
+	chunk = *limit * cfg->interval_ms / 1000 /
+		(SLUICE_CHUNK_DIV * (__u64)nr_cpus);
+	if (chunk < cost)
+		chunk = cost;
+	grant = budget_take(&bud->tat_us, bud->ring, SLUICE_ADMIT_SLOTS,
+			    *limit, cfg->interval_ms, now, chunk, cost);
+	if (!grant) {
+		rc->deny_left = SLUICE_DENY_BATCH;
+		return false;
+	}
+	rc->tokens += grant - cost;
+	return true;
+}
+
+static __always_inline void mask_prefix(__u8 *addr, __u32 bytes, __u32 plen)
+{
+	__u32 i;
+
+	for (i = 0; i < 16; i++) {
+		if (i >= bytes)
+			break;
+		if (plen >= 8) {
+			plen -= 8;
+			continue;
+		}
+		addr[i] &= (__u8)(0xff00 >> plen);
+		plen = 0;
+	}
+}
+
+static __always_inline void host_stat(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&host_stats, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+/* The source entry of p for rule slot, created on first sight; NULL when
+ * the table cannot hold even the rule's overflow entry. */
+static __always_inline struct sluice_src_state *
+source_state(__u32 slot, const struct sluice_pkt *p,
+	     const struct sluice_rule_cfg *cfg, struct sluice_rule_cpu *rc)
+{
+	struct sluice_src_key key = { .rule = slot, .family = p->family };
+	struct sluice_src_state zero = {}, *st;
+	__u64 *added, *freed, n;
+
+	if (p->family == 4) {
+		__builtin_memcpy(key.addr, p->saddr, 4);
+		mask_prefix(key.addr, 4, cfg->src_prefix_v4);
+	} else {
+		__builtin_memcpy(key.addr, p->saddr, 16);
+		mask_prefix(key.addr, 16, cfg->src_prefix_v6);
+	}
+	st = bpf_map_lookup_elem(&src_table, &key);
+	if (st)
+		return st;
+
+	added = bpf_map_lookup_elem(&rule_src_added, &slot);
+	freed = bpf_map_lookup_elem(&rule_src_freed, &slot);
+	if (added && freed) {
+		long err = -E2BIG;
+
+		n = __sync_fetch_and_add(added, 1) - READ_ONCE(*freed);
+		if (n < cfg->max_sources)
+			err = bpf_map_update_elem(&src_table, &key, &zero,
+						  BPF_NOEXIST);
+		if (!err)
+			return bpf_map_lookup_elem(&src_table, &key);
+		__sync_fetch_and_add(added, -1);
+		/* another CPU created it first */
+		if (err == -EEXIST) {
+			st = bpf_map_lookup_elem(&src_table, &key);
+			if (st)
+				return st;
+		}
+	}
+
+	/* table full for this rule: new sources share one allowance */
+	rc->source_overflow++;
+	__builtin_memset(&key, 0, sizeof(key));
+	key.rule = slot;
+	key.family = SLUICE_SRC_OVERFLOW_FAMILY;
+	st = bpf_map_lookup_elem(&src_table, &key);
+	if (st)
+		return st;
+	bpf_map_update_elem(&src_table, &key, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&src_table, &key);
+}
+
+/* Per-source admission: every source has its own budget of count. */
+static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
+					 struct sluice_rule_cpu *rc,
+					 const struct sluice_rule_cfg *cfg,
+					 __u64 cost)
+{
+	struct sluice_src_state *st;
+	__u64 *limit, now;
+
+	limit = bpf_map_lookup_elem(&rule_limit, &slot);
+	if (!limit)
+		return false;
+	now = sluice_now();
+	roll_bucket(rc, cfg, now);
+	st = source_state(slot, p, cfg, rc);
+	if (!st) {
+		host_stat(SLUICE_ST_SRC_TABLE_FULL);
+		return false;
+	}
+	WRITE_ONCE(st->last_seen_ns, now);
+	return budget_take(&st->tat_us, st->ring, SLUICE_SRC_SLOTS, *limit,
+			   cfg->interval_ms, now, cost, cost) != 0;
+}
+
+#endif

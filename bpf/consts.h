@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Tunables of the data plane; each may be overridden with -D at build time. */
+#ifndef SLUICE_CONSTS_H
+#define SLUICE_CONSTS_H
+
+/* Rule slots: twice the rules per set, so a whole new set fits beside the
+ * old one during a swap. */
+#ifndef SLUICE_MAX_RULE_SLOTS
+#define SLUICE_MAX_RULE_SLOTS 8192
+#endif
+
+/* Per-CPU statistics buckets per rule (a rule's sample_count <= this). */
+#ifndef SLUICE_MAX_SAMPLES
+#define SLUICE_MAX_SAMPLES 8
+#endif
+
+/* Admission ring slots per interval: bounds the window's error to
+ * 1/SLUICE_ADMIT_SLOTS of the limit (docs/architecture.md). */
+#ifndef SLUICE_ADMIT_SLOTS
+#define SLUICE_ADMIT_SLOTS 32
+#endif
+
+/* Admission ring slots per interval for each per_source entry. */
+#ifndef SLUICE_SRC_SLOTS
+#define SLUICE_SRC_SLOTS 4
+#endif
+
+/* A CPU takes at most limit / (SLUICE_CHUNK_DIV * nr_cpus) tokens at once. */
+#ifndef SLUICE_CHUNK_DIV
+#define SLUICE_CHUNK_DIV 64
+#endif
+
+/* After a refused refill a CPU blocks this many packets before asking again. */
+#ifndef SLUICE_DENY_BATCH
+#define SLUICE_DENY_BATCH 32
+#endif
+
+/* Source entries over all per_source rules (plus one overflow per rule). */
+#ifndef SLUICE_MAX_SOURCES
+#define SLUICE_MAX_SOURCES 262144
+#endif
+
+/* Entries of each LPM trie (IPv4, IPv6), over both rule sets. */
+#ifndef SLUICE_MAX_LPM
+#define SLUICE_MAX_LPM 131072
+#endif
+
+/* IPv6 extension headers walked before giving up (malformed). */
+#ifndef SLUICE_MAX_IPV6_EXT
+#define SLUICE_MAX_IPV6_EXT 8
+#endif
+
+#endif

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Every map of the data plane. Configuration (written by user space) and
+ * counters (written by the fast path) live in different maps.
+ */
+#ifndef SLUICE_MAPS_H
+#define SLUICE_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include "sluice_abi.h"
+
+/* Classification, stage 1: (set, protocol slot, dport) -> sluice_port_ref. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_NUM_SETS * SLUICE_SET_SPACE);
+	__type(key, __u32);
+	__type(value, struct sluice_port_ref);
+} port_table SEC(".maps");
+
+/* Classification, stages 2 and 3: (class, address) -> reference. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SLUICE_MAX_LPM);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_lpm4_key);
+	__type(value, __u32);
+} lpm_v4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, SLUICE_MAX_LPM);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_lpm6_key);
+	__type(value, __u32);
+} lpm_v6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_rule_cfg);
+} rule_cfg SEC(".maps");
+
+/* The threshold per second of each rule slot, apart from its configuration
+ * so that one 8-byte map write changes it (cluster grants, warm-up). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rule_limit SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_budget);
+} rule_budget SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_rule_cpu);
+} rule_cpu SEC(".maps");
+
+/* Entries of each per_source rule in src_table: live = added - freed.
+ * The fast path owns `added`, the garbage collector in user space owns
+ * `freed`, so neither read-modify-writes the other's counter. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rule_src_added SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} rule_src_freed SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_MAX_SOURCES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_src_key);
+	__type(value, struct sluice_src_state);
+} src_table SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLUICE_ST_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} host_stats SEC(".maps");
+
+#endif

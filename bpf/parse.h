@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Header parsing: Ethernet, up to two VLAN tags, IPv4 (options, fragments),
+ * IPv6 with a bounded walk over extension headers, TCP/UDP/ICMP/ICMPv6.
+ * Every read is bounds-checked against data_end; a header cut short or
+ * inconsistent yields a SLUICE_ST_MALFORMED_* code (docs/architecture.md).
+ */
+#ifndef SLUICE_PARSE_H
+#define SLUICE_PARSE_H
+
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/in.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include "sluice_abi.h"
+
+#ifndef ETH_P_8021AD
+#define ETH_P_8021AD 0x88A8
+#endif
+
+#define IP_MF	  0x2000
+#define IP_OFFSET 0x1FFF
+
+#define PARSE_OK     0
+#define PARSE_NOT_IP (-1)
+
+struct vlan_tag {
+	__be16 tci;
+	__be16 proto;
+};
+
+struct ipv6_opt {
+	__u8 nexthdr;
+	__u8 hdrlen;
+};
+
+struct ipv6_frag {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off;
+	__be32 id;
+};
+
+struct sluice_pkt {
+	__u32 len;		/* frame length, what bps counts */
+	__u8 family;		/* 4 or 6 */
+	__u8 slot;		/* enum sluice_slot */
+	__u16 dport;		/* host order; 0 when there is no L4 header */
+	const __u8 *saddr;	/* into the packet, bounds already checked */
+	const __u8 *daddr;
+};
+
+/* L4 header at pos for protocol proto; pos may be past data_end. */
+static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
+				    void *data_end, __u8 proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP: {
+		struct tcphdr *th = pos;
+
+		if ((void *)(th + 1) > data_end)
+			return SLUICE_ST_MALFORMED_L4;
+		p->dport = bpf_ntohs(th->dest);
+		p->slot = th->syn && !th->ack ? SLUICE_SLOT_TCP_SYN
+					      : SLUICE_SLOT_TCP;
+		return PARSE_OK;
+	}
+	case IPPROTO_UDP: {
+		struct udphdr *uh = pos;
+
+		if ((void *)(uh + 1) > data_end)
+			return SLUICE_ST_MALFORMED_L4;
+		p->dport = bpf_ntohs(uh->dest);
+		p->slot = SLUICE_SLOT_UDP;
+		return PARSE_OK;
+	}
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		/* type, code, checksum and the 4-byte rest of header */
+		if (pos + 8 > data_end)
+			return SLUICE_ST_MALFORMED_L4;
+		p->slot = proto == IPPROTO_ICMP ? SLUICE_SLOT_ICMP
+						: SLUICE_SLOT_ICMPV6;
+		return PARSE_OK;
+	default:
+		p->slot = SLUICE_SLOT_OTHER;
+		return PARSE_OK;
+	}
+}
+
+/* Slot of a non-first fragment: its protocol, but no port (dport 0). */
+static __always_inline __u8 fragment_slot(__u8 proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return SLUICE_SLOT_TCP;
+	case IPPROTO_UDP:
+		return SLUICE_SLOT_UDP;
+	case IPPROTO_ICMP:
+		return SLUICE_SLOT_ICMP;
+	case IPPROTO_ICMPV6:
+		return SLUICE_SLOT_ICMPV6;
+	default:
+		return SLUICE_SLOT_OTHER;
+	}
+}
+
+static __always_inline int parse_ipv4(struct sluice_pkt *p, void *pos,
+				      void *data_end)
+{
+	struct iphdr *iph = pos;
+	__u32 hlen;
+
+	if ((void *)(iph + 1) > data_end)
+		return SLUICE_ST_MALFORMED_IP4;
+	hlen = iph->ihl * 4;
+	if (iph->version != 4 || hlen < sizeof(*iph) || pos + hlen > data_end)
+		return SLUICE_ST_MALFORMED_IP4;
+	p->family = 4;
+	p->saddr = (const __u8 *)&iph->saddr;
+	p->daddr = (const __u8 *)&iph->daddr;
+	if (iph->frag_off & bpf_htons(IP_OFFSET)) {
+		p->slot = fragment_slot(iph->protocol);
+		return SLUICE_ST_FRAGMENTS;
+	}
+	return parse_l4(p, pos + hlen, data_end, iph->protocol);
+}
+
+static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
+				      void *data_end)
+{
+	struct ipv6hdr *ip6h = pos;
+	__u8 nexthdr;
+	int i;
+
+	if ((void *)(ip6h + 1) > data_end)
+		return SLUICE_ST_MALFORMED_IP6;
+	if (ip6h->version != 6)
+		return SLUICE_ST_MALFORMED_IP6;
+	p->family = 6;
+	p->saddr = ip6h->saddr.in6_u.u6_addr8;
+	p->daddr = ip6h->daddr.in6_u.u6_addr8;
+	nexthdr = ip6h->nexthdr;
+	pos = ip6h + 1;
+
+	for (i = 0; i < SLUICE_MAX_IPV6_EXT; i++) {
+		switch (nexthdr) {
+		case IPPROTO_HOPOPTS:
+		case IPPROTO_ROUTING:
+		case IPPROTO_DSTOPTS: {
+			struct ipv6_opt *opt = pos;
+
+			if ((void *)(opt + 1) > data_end)
+				return SLUICE_ST_MALFORMED_IP6;
+			nexthdr = opt->nexthdr;
+			pos += (opt->hdrlen + 1) * 8;
+			break;
+		}
+		case IPPROTO_FRAGMENT: {
+			struct ipv6_frag *fh = pos;
+
+			if ((void *)(fh + 1) > data_end)
+				return SLUICE_ST_MALFORMED_IP6;
+			nexthdr = fh->nexthdr;
+			if (fh->frag_off & bpf_htons(0xFFF8)) {
+				p->slot = fragment_slot(nexthdr);
+				return SLUICE_ST_FRAGMENTS;
+			}
+			pos = fh + 1;
+			break;
+		}
+		default:
+			return parse_l4(p, pos, data_end, nexthdr);
+		}
+	}
+	/* more extension headers than we walk: judged as malformed */
+	return SLUICE_ST_MALFORMED_IP6;
+}
+
+static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
+					void *data_end)
+{
+	struct ethhdr *eth = data;
+	void *pos = eth + 1;
+	__be16 proto;
+	int i;
+
+	p->len = data_end - data;
+	p->dport = 0;
+	if (pos > data_end)
+		return SLUICE_ST_MALFORMED_ETH;
+	proto = eth->h_proto;
+
+#pragma unroll
+	for (i = 0; i < 2; i++) {
+		struct vlan_tag *tag = pos;
+
+		if (proto != bpf_htons(ETH_P_8021Q) &&
+		    proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if ((void *)(tag + 1) > data_end)
+			return SLUICE_ST_MALFORMED_VLAN;
+		proto = tag->proto;
+		pos = tag + 1;
+	}
+
+	if (proto == bpf_htons(ETH_P_IP))
+		return parse_ipv4(p, pos, data_end);
+	if (proto == bpf_htons(ETH_P_IPV6))
+		return parse_ipv6(p, pos, data_end);
+	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD))
+		return SLUICE_ST_MALFORMED_VLAN; /* a third tag */
+	return PARSE_NOT_IP;
+}
+
+#endif

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sluice: per-rule admission of packets at XDP. One program instance and
+ * one set of maps serve every interface it is attached to, so a rule's
+ * limit holds for the host.
+ */
+#include <stdbool.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#ifndef READ_ONCE
+#define READ_ONCE(x)	 (*(volatile typeof(x) *)&(x))
+#define WRITE_ONCE(x, v) (*(volatile typeof(x) *)&(x) = (v))
+#endif
+
+#include "sluice_abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "classify.h"
+#include "admit.h"
+
+/* Verdict for packets whose headers are cut short or inconsistent. */
+const volatile __u32 malformed_verdict = XDP_PASS;
+
+SEC("xdp")
+int sluice_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct sluice_rule_cpu *rc;
+	struct sluice_rule_cfg *cfg;
+	struct sluice_pkt p;
+	__u32 ref, slot;
+	__u64 cost;
+	bool passed;
+	int rc_parse;
+
+	host_stat(SLUICE_ST_PACKETS);
+	rc_parse = parse_packet(&p, data, data_end);
+	if (rc_parse == PARSE_NOT_IP) {
+		host_stat(SLUICE_ST_UNMATCHED);
+		return XDP_PASS;
+	}
+	if (rc_parse == SLUICE_ST_FRAGMENTS) {
+		host_stat(SLUICE_ST_FRAGMENTS);
+	} else if (rc_parse != PARSE_OK) {
+		host_stat(rc_parse);
+		return malformed_verdict;
+	}
+
+	ref = classify(&p);
+	if (ref == SLUICE_REF_NONE) {
+		host_stat(SLUICE_ST_UNMATCHED);
+		return XDP_PASS;
+	}
+	slot = ref - 1;
+	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
+	rc = bpf_map_lookup_elem(&rule_cpu, &slot);
+	if (!cfg || !rc || !cfg->interval_ms) {
+		host_stat(SLUICE_ST_NO_RULE_CFG);
+		return XDP_PASS;
+	}
+
+	cost = cfg->grade == SLUICE_GRADE_BPS ? p.len : 1;
+	if (cfg->flags & SLUICE_RULE_PER_SOURCE)
+		passed = admit_source(slot, &p, rc, cfg, cost);
+	else
+		passed = admit_rule(slot, rc, cfg, cost);
+	account(rc, p.len, passed);
+
+	if (passed || (cfg->flags & SLUICE_RULE_SHADOW))
+		return XDP_PASS;
+	return XDP_DROP;
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Map keys and values shared by the XDP program and user space.
+ * Layout is ABI between the two; change both sides together.
+ */
+#ifndef SLUICE_ABI_H
+#define SLUICE_ABI_H
+
+#include <linux/types.h>
+#include "consts.h"
+
+/* Protocol slots of the port table; the first three are indexed by port. */
+enum sluice_slot {
+	SLUICE_SLOT_TCP = 0,	/* TCP other than a bare SYN */
+	SLUICE_SLOT_TCP_SYN,	/* SYN without ACK: the only packets cps rules see */
+	SLUICE_SLOT_UDP,
+	SLUICE_SLOT_ICMP,
+	SLUICE_SLOT_ICMPV6,
+	SLUICE_SLOT_OTHER,
+	SLUICE_SLOT_MAX,
+};
+
+#define SLUICE_PORTED_SLOTS 3
+/* Entries per rule set: 65536 ports for each ported slot, one for the rest. */
+#define SLUICE_SET_SPACE                                                      \
+	(SLUICE_PORTED_SLOTS * 65536 + (SLUICE_SLOT_MAX - SLUICE_PORTED_SLOTS))
+/* Two sets: the fast path reads one while user space writes the other. */
+#define SLUICE_NUM_SETS 2
+
+/*
+ * A classification reference: 0 = no rule (pass), SLUICE_REF_LPM | id =
+ * look the packet up again in the LPM trie of its family with class id,
+ * otherwise rule slot + 1.
+ */
+#define SLUICE_REF_NONE 0u
+#define SLUICE_REF_LPM	0x80000000u
+
+struct sluice_port_ref {
+	__u32 v4;
+	__u32 v6;
+};
+
+/* prefixlen counts the 32 bits of class_id plus the address bits. */
+struct sluice_lpm4_key {
+	__u32 prefixlen;
+	__u32 class_id;
+	__u8 addr[4];
+};
+
+struct sluice_lpm6_key {
+	__u32 prefixlen;
+	__u32 class_id;
+	__u8 addr[16];
+};
+
+enum sluice_grade {
+	SLUICE_GRADE_PPS = 0,
+	SLUICE_GRADE_BPS,
+	SLUICE_GRADE_CPS,
+};
+
+#define SLUICE_RULE_SHADOW     (1u << 0)
+#define SLUICE_RULE_PER_SOURCE (1u << 1)
+
+/* Configuration of one rule slot; written only by user space. */
+struct sluice_rule_cfg {
+	__u64 interval_ns;
+	__u64 bucket_ns;	/* interval_ns / sample_count: stats buckets */
+	__u64 slot_ns;		/* admission ring slot width */
+	__u32 interval_ms;
+	__u32 sample_count;
+	__u32 flags;
+	__u32 grade;
+	__u32 max_sources;
+	__u8 src_prefix_v4;
+	__u8 src_prefix_v6;
+	__u8 pad[2];
+};
+
+/* One slot of a shared admission ring: tokens granted during slot `id`. */
+struct sluice_ring_slot {
+	__u64 id;
+	__u64 taken;
+};
+
+/*
+ * Host-wide admission state of a rule (shared by all CPUs, atomics only):
+ * a pacing clock (tat_us, GCRA's theoretical arrival time) and a ring of
+ * SLUICE_ADMIT_SLOTS slots per interval plus the one sliding out.
+ */
+struct sluice_budget {
+	__u64 tat_us;
+	__u64 pad;
+	struct sluice_ring_slot ring[SLUICE_ADMIT_SLOTS + 1];
+};
+
+/* Per-CPU statistics bucket; `blocked` is over the limit (dropped, or
+ * passed and counted in shadow mode). */
+struct sluice_bucket {
+	__u64 id;		/* time / bucket_ns */
+	__u64 passed_pkts;
+	__u64 passed_bytes;
+	__u64 blocked_pkts;
+	__u64 blocked_bytes;
+};
+
+/* Per-CPU state of a rule: the token cache and the counters. */
+struct sluice_rule_cpu {
+	__u64 tokens;		/* granted to this CPU, not yet spent */
+	__u32 deny_left;	/* packets to block before asking again */
+	__u32 bucket_idx;
+	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
+	__u64 passed_pkts;
+	__u64 passed_bytes;
+	__u64 blocked_pkts;
+	__u64 blocked_bytes;
+	__u64 source_overflow;	/* packets judged on the overflow allowance */
+};
+
+#define SLUICE_SRC_OVERFLOW_FAMILY 0xff
+
+struct sluice_src_key {
+	__u32 rule;
+	__u8 family;		/* 4, 6, or SLUICE_SRC_OVERFLOW_FAMILY */
+	__u8 pad[3];
+	__u8 addr[16];		/* masked to the rule's source prefix */
+};
+
+struct sluice_src_state {
+	__u64 tat_us;
+	__u64 last_seen_ns;
+	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
+};
+
+/* Host-wide per-CPU counters, indexed by enum sluice_stat. */
+enum sluice_stat {
+	SLUICE_ST_PACKETS = 0,
+	SLUICE_ST_UNMATCHED,
+	SLUICE_ST_MALFORMED_ETH,
+	SLUICE_ST_MALFORMED_VLAN,
+	SLUICE_ST_MALFORMED_IP4,
+	SLUICE_ST_MALFORMED_IP6,
+	SLUICE_ST_MALFORMED_L4,
+	SLUICE_ST_FRAGMENTS,	/* non-first fragments (no L4 header) */
+	SLUICE_ST_NO_RULE_CFG,	/* a class pointed at an unknown slot */
+	SLUICE_ST_SRC_TABLE_FULL, /* source table exhausted: blocked */
+	SLUICE_ST_MAX,
+};
+
+#endif

@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: GPL-2.0
+# Test suites. Every suite prints TAP; tests/run.sh adds them up.
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+BPF_TEST   := $(BUILD)/tests/test_xdp
+INTEG_TESTS := $(sort $(wildcard tests/integration/test_*.sh))
+
+$(BUILD)/tests:
+	mkdir -p $@
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+
+$(BPF_TEST): tests/bpf/test_xdp.c tests/bpf/pkt.h $(LIB) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Itests/bpf -o $@ $< $(LIB) $(LDLIBS)
+
+TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST))
+
+# One shell command per suite.
+UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
+BPF_SUITES   := $(if $(wildcard tests/bpf/test_xdp.c),"$(BPF_TEST)")
+INTEG_SUITES := $(foreach t,$(INTEG_TESTS),"$(t)")
+VMTEST_SUITES ?= $(BPF_SUITES) $(INTEG_SUITES)
+VMTEST_PREREQS := all gen $(TEST_BINS)
+
+.PHONY: test test-bins
+test-bins: $(TEST_BINS)
+
+test: deps
+	$(MAKE) all gen test-bins
+	tests/run.sh $(UNIT_SUITES) $(BPF_SUITES) $(INTEG_SUITES)

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "compile.h"
+
+static int cmp_u32(uint32_t a, uint32_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+int sl_rule_cmp(const struct sl_rule *a, const struct sl_rule *b)
+{
+	uint32_t pa = a->has_priority ? a->priority : 0;
+	uint32_t pb = b->has_priority ? b->priority : 0;
+	uint32_t wa, wb;
+	int c;
+
+	if ((c = cmp_u32(pb, pa)))
+		return c;
+	if ((c = cmp_u32(a->proto == SL_PROTO_ANY, b->proto == SL_PROTO_ANY)))
+		return c;
+	if ((c = cmp_u32(b->dst.len, a->dst.len)))
+		return c;
+	if ((c = cmp_u32(b->src.len, a->src.len)))
+		return c;
+	wa = a->dport_lo ? a->dport_hi - a->dport_lo + 1u : 65536u;
+	wb = b->dport_lo ? b->dport_hi - b->dport_lo + 1u : 65536u;
+	if ((c = cmp_u32(wa, wb)))
+		return c;
+	return cmp_u32(a->file_index, b->file_index);
+}
+
+uint32_t sl_port_index(enum sluice_slot slot, uint16_t port)
+{
+	if (slot < SLUICE_PORTED_SLOTS)
+		return slot * 65536u + port;
+	return SLUICE_PORTED_SLOTS * 65536u + (slot - SLUICE_PORTED_SLOTS);
+}
+
+static bool rule_in_slot(const struct sl_rule *r, enum sluice_slot slot)
+{
+	switch (slot) {
+	case SLUICE_SLOT_TCP:
+		return (r->proto == SL_PROTO_TCP && r->grade != SL_GRADE_CPS) ||
+		       r->proto == SL_PROTO_ANY;
+	case SLUICE_SLOT_TCP_SYN:
+		return r->proto == SL_PROTO_TCP || r->proto == SL_PROTO_ANY;
+	case SLUICE_SLOT_UDP:
+		return r->proto == SL_PROTO_UDP || r->proto == SL_PROTO_ANY;
+	case SLUICE_SLOT_ICMP:
+		return r->proto == SL_PROTO_ICMP || r->proto == SL_PROTO_ANY;
+	case SLUICE_SLOT_ICMPV6:
+		return r->proto == SL_PROTO_ICMPV6 || r->proto == SL_PROTO_ANY;
+	default:
+		return r->proto == SL_PROTO_ANY;
+	}
+}
+
+static bool rule_in_port(const struct sl_rule *r, uint32_t port)
+{
+	return !r->dport_lo || (port >= r->dport_lo && port <= r->dport_hi);
+}
+
+static bool rule_in_family(const struct sl_rule *r, int af)
+{
+	return (!r->dst.family || r->dst.family == af) &&
+	       (!r->src.family || r->src.family == af);
+}
+
+/* Compilation state: rules in precedence order ("ranks"). */
+struct ctx {
+	const struct sl_ruleset *rs;
+	const uint32_t *slots;
+	uint32_t *order; /* rank -> rule index */
+	uint32_t next_class;
+	uint32_t max_lpm;
+	struct sl_compiled *out;
+	char *err;
+	size_t errlen;
+	/* classes already built: a rank list -> its port_ref, found through
+	 * an open-addressing table of indexes + 1 (htab_size is a power of 2,
+	 * at least twice n_known) */
+	struct known {
+		uint32_t *ranks;
+		uint32_t n;
+		uint64_t hash;
+		struct sluice_port_ref ref;
+	} *known;
+	size_t n_known, cap_known;
+	uint32_t *htab;
+	size_t htab_size;
+};
+
+static uint64_t hash_ranks(const uint32_t *ranks, uint32_t n)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (uint32_t i = 0; i < n; i++) {
+		h ^= ranks[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static int htab_grow(struct ctx *x)
+{
+	size_t size = x->htab_size ? x->htab_size * 2 : 256;
+	uint32_t *t = calloc(size, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < x->n_known; i++) {
+		size_t b = x->known[i].hash & (size - 1);
+
+		while (t[b])
+			b = (b + 1) & (size - 1);
+		t[b] = i + 1;
+	}
+	free(x->htab);
+	x->htab = t;
+	x->htab_size = size;
+	return 0;
+}
+
+static const struct sl_rule *by_rank(struct ctx *x, uint32_t rank)
+{
+	return &x->rs->rules[x->order[rank]];
+}
+
+static uint32_t rule_ref(struct ctx *x, uint32_t rank)
+{
+	return x->slots[x->order[rank]] + 1;
+}
+
+static int add_lpm(struct ctx *x, int af, uint32_t class_id,
+		   const struct sl_prefix *p, uint32_t ref)
+{
+	struct sl_compiled *o = x->out;
+	struct sl_lpm_entry *e;
+	uint32_t *n = af == AF_INET ? &o->n_lpm4 : &o->n_lpm6;
+
+	if (*n >= x->max_lpm) {
+		snprintf(x->err, x->errlen,
+			 "rule set needs more than %u IPv%d trie entries; "
+			 "simplify overlapping address rules",
+			 x->max_lpm, af == AF_INET ? 4 : 6);
+		return -E2BIG;
+	}
+	if (o->n_lpm == o->cap_lpm) {
+		size_t cap = o->cap_lpm ? o->cap_lpm * 2 : 256;
+		void *p2 = realloc(o->lpm, cap * sizeof(*o->lpm));
+
+		if (!p2)
+			return -ENOMEM;
+		o->lpm = p2;
+		o->cap_lpm = cap;
+	}
+	e = &o->lpm[o->n_lpm++];
+	memset(e, 0, sizeof(*e));
+	e->family = af == AF_INET ? 4 : 6;
+	e->class_id = class_id;
+	e->ref = ref;
+	e->plen = p->family ? p->len : 0;
+	if (p->family)
+		memcpy(e->addr, p->addr, 16);
+	(*n)++;
+	return 0;
+}
+
+static bool has_prefix(const struct sl_prefix *list, size_t n,
+		       const struct sl_prefix *p)
+{
+	for (size_t i = 0; i < n; i++)
+		if (list[i].len == p->len &&
+		    !memcmp(list[i].addr, p->addr, 16))
+			return true;
+	return false;
+}
+
+/* The distinct prefixes (field dst or src) of cand, "any" as /0. */
+static size_t distinct_prefixes(struct ctx *x, const uint32_t *cand,
+				uint32_t n, bool dst, int af,
+				struct sl_prefix *out)
+{
+	size_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct sl_prefix p = dst ? by_rank(x, cand[i])->dst
+					 : by_rank(x, cand[i])->src;
+
+		if (!p.family) {
+			memset(&p, 0, sizeof(p));
+			p.family = af;
+		}
+		if (!has_prefix(out, k, &p))
+			out[k++] = p;
+	}
+	return k;
+}
+
+static bool contains(const struct sl_prefix *rule_p,
+		     const struct sl_prefix *node)
+{
+	return !rule_p->family || sl_prefix_contains(rule_p, node);
+}
+
+/* Source stage for the rules in cand (rank order) under one dst node. */
+static int build_src(struct ctx *x, int af, const uint32_t *cand, uint32_t n,
+		     uint32_t *ref)
+{
+	struct sl_prefix *nodes = calloc(n, sizeof(*nodes));
+	uint32_t class_id = x->next_class++;
+	size_t k;
+	int err = 0;
+
+	if (!nodes)
+		return -ENOMEM;
+	k = distinct_prefixes(x, cand, n, false, af, nodes);
+	for (size_t i = 0; i < k && !err; i++) {
+		for (uint32_t j = 0; j < n; j++) {
+			if (contains(&by_rank(x, cand[j])->src, &nodes[i])) {
+				err = add_lpm(x, af, class_id, &nodes[i],
+					      rule_ref(x, cand[j]));
+				break;
+			}
+		}
+	}
+	free(nodes);
+	*ref = SLUICE_REF_LPM | class_id;
+	return err;
+}
+
+/* The reference for one family of a class whose rules are ranks[]. */
+static int build_family(struct ctx *x, int af, const uint32_t *ranks,
+			uint32_t n, uint32_t *ref)
+{
+	uint32_t *fam = calloc(n ? n : 1, sizeof(*fam));
+	uint32_t *cand = calloc(n ? n : 1, sizeof(*cand));
+	struct sl_prefix *nodes = calloc(n ? n : 1, sizeof(*nodes));
+	uint32_t nf = 0, class_id;
+	size_t k;
+	int err = 0;
+
+	if (!fam || !cand || !nodes) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (rule_in_family(by_rank(x, ranks[i]), af))
+			fam[nf++] = ranks[i];
+	if (!nf) {
+		*ref = SLUICE_REF_NONE;
+		goto out;
+	}
+	if (!by_rank(x, fam[0])->dst.family &&
+	    !by_rank(x, fam[0])->src.family) {
+		/* the best rule matches every address: no trie needed */
+		*ref = rule_ref(x, fam[0]);
+		goto out;
+	}
+
+	class_id = x->next_class++;
+	*ref = SLUICE_REF_LPM | class_id;
+	k = distinct_prefixes(x, fam, nf, true, af, nodes);
+	for (size_t i = 0; i < k && !err; i++) {
+		uint32_t nc = 0, node_ref;
+
+		for (uint32_t j = 0; j < nf; j++)
+			if (contains(&by_rank(x, fam[j])->dst, &nodes[i]))
+				cand[nc++] = fam[j];
+		if (!by_rank(x, cand[0])->src.family)
+			node_ref = rule_ref(x, cand[0]);
+		else
+			err = build_src(x, af, cand, nc, &node_ref);
+		if (!err)
+			err = add_lpm(x, af, class_id, &nodes[i], node_ref);
+	}
+out:
+	free(fam);
+	free(cand);
+	free(nodes);
+	return err;
+}
+
+/* The port_ref for a list of ranks, built once per distinct list. */
+static int class_ref(struct ctx *x, uint32_t *ranks, uint32_t n,
+		     struct sluice_port_ref *ref)
+{
+	uint64_t hash = hash_ranks(ranks, n);
+	struct known *kn;
+	size_t b;
+	int err;
+
+	if (x->htab_size < 2 * (x->n_known + 1) && (err = htab_grow(x)))
+		return err;
+	for (b = hash & (x->htab_size - 1); x->htab[b];
+	     b = (b + 1) & (x->htab_size - 1)) {
+		kn = &x->known[x->htab[b] - 1];
+		if (kn->hash == hash && kn->n == n &&
+		    !memcmp(kn->ranks, ranks, n * sizeof(*ranks))) {
+			*ref = kn->ref;
+			return 0;
+		}
+	}
+	if (!n) {
+		memset(ref, 0, sizeof(*ref));
+		return 0;
+	}
+	err = build_family(x, AF_INET, ranks, n, &ref->v4);
+	if (!err)
+		err = build_family(x, AF_INET6, ranks, n, &ref->v6);
+	if (err)
+		return err;
+
+	if (x->n_known == x->cap_known) {
+		size_t cap = x->cap_known ? x->cap_known * 2 : 64;
+		void *p = realloc(x->known, cap * sizeof(*x->known));
+
+		if (!p)
+			return -ENOMEM;
+		x->known = p;
+		x->cap_known = cap;
+	}
+	kn = &x->known[x->n_known++];
+	kn->ranks = malloc(n * sizeof(*ranks));
+	if (!kn->ranks)
+		return -ENOMEM;
+	memcpy(kn->ranks, ranks, n * sizeof(*ranks));
+	kn->n = n;
+	kn->hash = hash;
+	kn->ref = *ref;
+	x->htab[b] = x->n_known;
+	return 0;
+}
+
+static const struct sl_ruleset *sort_rs;
+
+static int cmp_rank(const void *a, const void *b)
+{
+	return sl_rule_cmp(&sort_rs->rules[*(const uint32_t *)a],
+			   &sort_rs->rules[*(const uint32_t *)b]);
+}
+
+/* Ports where the set of rules of a slot can change: range edges. */
+static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
+{
+	uint32_t nports = slot < SLUICE_PORTED_SLOTS ? 65536 : 1;
+	uint8_t *edge = calloc(65537, 1);
+	struct sluice_port_ref ref = { 0 };
+	size_t nr = x->rs->n;
+	int err = 0;
+
+	if (!edge)
+		return -ENOMEM;
+	edge[0] = 1;
+	edge[1] = 1; /* port 0 (fragments) never matches a dport rule */
+	for (size_t i = 0; i < nr; i++) {
+		const struct sl_rule *r = &x->rs->rules[i];
+
+		if (r->dport_lo && rule_in_slot(r, slot)) {
+			edge[r->dport_lo] = 1;
+			edge[r->dport_hi + 1u] = 1;
+		}
+	}
+	for (uint32_t port = 0; port < nports && !err; port++) {
+		if (edge[port]) {
+			uint32_t n = 0;
+
+			for (uint32_t rk = 0; rk < nr; rk++) {
+				const struct sl_rule *r = by_rank(x, rk);
+
+				if (rule_in_slot(r, slot) &&
+				    (nports == 1 ? !r->dport_lo
+						 : rule_in_port(r, port)))
+					ranks[n++] = rk;
+			}
+			err = class_ref(x, ranks, n, &ref);
+		}
+		x->out->port[sl_port_index(slot, port)] = ref;
+	}
+	free(edge);
+	return err;
+}
+
+int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
+	       uint32_t class_base, uint32_t max_lpm_per_family,
+	       struct sl_compiled *out, char *err, size_t errlen)
+{
+	struct ctx x = {
+		.rs = rs,
+		.slots = slots,
+		.next_class = class_base,
+		.max_lpm = max_lpm_per_family,
+		.out = out,
+		.err = err,
+		.errlen = errlen,
+	};
+	uint32_t *ranks = NULL;
+	int ret = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	out->port = calloc(SLUICE_SET_SPACE, sizeof(*out->port));
+	x.order = calloc(rs->n ? rs->n : 1, sizeof(*x.order));
+	ranks = calloc(rs->n ? rs->n : 1, sizeof(*ranks));
+	if (!out->port || !x.order || !ranks)
+		goto out;
+	for (uint32_t i = 0; i < rs->n; i++)
+		x.order[i] = i;
+	sort_rs = rs;
+	qsort(x.order, rs->n, sizeof(*x.order), cmp_rank);
+
+	for (int s = 0; s < SLUICE_SLOT_MAX; s++) {
+		ret = build_slot(&x, s, ranks);
+		if (ret)
+			break;
+	}
+	out->n_classes = x.next_class - class_base;
+out:
+	if (ret == -ENOMEM)
+		snprintf(err, errlen, "out of memory compiling the rule set");
+	for (size_t i = 0; i < x.n_known; i++)
+		free(x.known[i].ranks);
+	free(x.known);
+	free(x.htab);
+	free(x.order);
+	free(ranks);
+	if (ret)
+		sl_compiled_free(out);
+	return ret;
+}
+
+void sl_compiled_free(struct sl_compiled *c)
+{
+	free(c->port);
+	free(c->lpm);
+	memset(c, 0, sizeof(*c));
+}
+
+void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->interval_ms = r->interval_ms;
+	cfg->sample_count = r->sample_count;
+	cfg->interval_ns = (uint64_t)r->interval_ms * 1000000ULL;
+	cfg->bucket_ns = cfg->interval_ns / r->sample_count;
+	cfg->slot_ns = cfg->interval_ns / SLUICE_ADMIT_SLOTS;
+	cfg->grade = r->grade == SL_GRADE_BPS ? SLUICE_GRADE_BPS
+		     : r->grade == SL_GRADE_CPS ? SLUICE_GRADE_CPS
+						: SLUICE_GRADE_PPS;
+	if (r->mode == SL_MODE_SHADOW)
+		cfg->flags |= SLUICE_RULE_SHADOW;
+	if (r->per_source) {
+		cfg->flags |= SLUICE_RULE_PER_SOURCE;
+		cfg->max_sources = r->max_sources;
+		cfg->src_prefix_v4 = r->src_prefix_v4;
+		cfg->src_prefix_v6 = r->src_prefix_v6;
+	}
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The data plane from user space: load the XDP object, write a rule set
+ * into its maps (atomically, as a whole), attach it to interfaces with
+ * bpf_link, read its counters.
+ */
+#ifndef SLUICE_LOADER_H
+#define SLUICE_LOADER_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compile.h"
+#include "rules.h"
+
+#define SL_MAX_IFACES 16
+
+enum sl_xdp_mode {
+	SL_XDP_AUTO = 0,
+	SL_XDP_NATIVE,
+	SL_XDP_GENERIC,
+};
+
+struct sl_dp_opts {
+	bool test_clock;	/* time comes from sl_dp_set_test_time() */
+	bool drop_malformed;	/* verdict for malformed headers */
+};
+
+struct sl_iface {
+	char name[IF_NAMESIZE];
+	int ifindex;
+	int link_fd;
+	enum sl_xdp_mode mode; /* native or generic, as attached */
+};
+
+struct sluice_bpf;
+
+struct sl_dataplane {
+	struct sluice_bpf *skel;
+	struct sl_iface ifaces[SL_MAX_IFACES];
+	int n_ifaces;
+	int n_cpus;
+	struct sl_ruleset rules; /* in force, file order */
+	uint32_t *slots;	 /* slot of rules.rules[i] */
+	struct sl_lpm_entry *lpm; /* trie entries of the active set */
+	size_t n_lpm;
+};
+
+int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts);
+
+/*
+ * Make rs the rule set in force: compile it, write it beside the active
+ * set, flip, then clear the old one. Rules whose definition did not change
+ * keep their slot, so their counters and windows survive. On failure the
+ * rules in force stay as they were and err says why.
+ */
+int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
+		char *err, size_t errlen);
+
+int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
+		 enum sl_xdp_mode mode);
+
+/* Change a rule's threshold (per second) with one map write. */
+int sl_dp_set_limit(struct sl_dataplane *dp, const char *rule_name,
+		    uint64_t count);
+
+/* Test builds: the clock the data plane reads. */
+void sl_dp_set_test_time(struct sl_dataplane *dp, uint64_t now_ns);
+
+/* The clock the data plane uses (CLOCK_MONOTONIC or the test clock). */
+uint64_t sl_dp_now(const struct sl_dataplane *dp);
+
+/* Delete source entries idle for two intervals; returns how many. */
+int sl_dp_gc_sources(struct sl_dataplane *dp);
+
+/* Detach from every interface and free everything. */
+void sl_dp_destroy(struct sl_dataplane *dp);
+
+const char *sl_xdp_mode_str(enum sl_xdp_mode mode);
+int sl_xdp_mode_parse(const char *s, enum sl_xdp_mode *mode);
+
+/* Internal to the library: map fds by role. */
+int sl_dp_map_fd(const struct sl_dataplane *dp, const char *name);
+
+#endif

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Rule files: parsing and validation (rules.json format, docs/rules.md). */
+#ifndef SLUICE_RULES_H
+#define SLUICE_RULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_NAME_MAX	     63
+#define SL_MAX_RULES	     4096
+#define SL_MAX_SAMPLE_COUNT  8
+#define SL_MAX_INTERVAL_MS   60000
+#define SL_MAX_COUNT	     100000000000ULL /* 1e11/s: 800 Gbit/s for bps */
+#define SL_MAX_PRIORITY	     65535
+
+enum sl_proto {
+	SL_PROTO_ANY = 0,
+	SL_PROTO_TCP,
+	SL_PROTO_UDP,
+	SL_PROTO_ICMP,
+	SL_PROTO_ICMPV6,
+};
+
+enum sl_grade {
+	SL_GRADE_PPS = 0,
+	SL_GRADE_BPS,
+	SL_GRADE_CPS,
+};
+
+enum sl_mode {
+	SL_MODE_ENFORCE = 0,
+	SL_MODE_SHADOW,
+};
+
+/* family 0 means "any address" (field absent); addr is masked to len. */
+struct sl_prefix {
+	uint8_t family; /* 0, AF_INET or AF_INET6 */
+	uint8_t len;
+	uint8_t addr[16]; /* network byte order; IPv4 in the first 4 bytes */
+};
+
+struct sl_rule {
+	char name[SL_NAME_MAX + 1];
+	enum sl_proto proto;
+	uint16_t dport_lo; /* 0/0: any port */
+	uint16_t dport_hi;
+	struct sl_prefix dst;
+	struct sl_prefix src;
+	enum sl_grade grade;
+	uint64_t count; /* per second */
+	uint32_t interval_ms;
+	uint32_t sample_count;
+	bool per_source;
+	uint8_t src_prefix_v4;
+	uint8_t src_prefix_v6;
+	uint32_t max_sources;
+	enum sl_mode mode;
+	bool has_priority;
+	uint32_t priority;
+	uint32_t file_index; /* position in the file, the last tie-break */
+};
+
+struct sl_ruleset {
+	struct sl_rule *rules;
+	size_t n;
+};
+
+/*
+ * Parse and validate a rule document. On failure returns -EINVAL and
+ * writes every error found, one per line, each naming the rule and the
+ * field, into err (truncated to errlen). *out is untouched on failure.
+ */
+int sl_rules_parse(const char *json, size_t len, struct sl_ruleset *out,
+		   char *err, size_t errlen);
+
+/* As sl_rules_parse, reading path; I/O errors name the file. */
+int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
+		       size_t errlen);
+
+void sl_ruleset_free(struct sl_ruleset *set);
+
+/* Strings for the enums, as they appear in rule files. */
+const char *sl_proto_str(enum sl_proto p);
+const char *sl_grade_str(enum sl_grade g);
+const char *sl_mode_str(enum sl_mode m);
+
+/* "198.18.0.0/15", "2001:db8::/32" or "any". */
+void sl_prefix_str(const struct sl_prefix *p, char *buf, size_t len);
+
+/* True when prefix a contains prefix b (a's family is 0, or same family,
+ * a->len <= b->len and the first a->len bits agree). */
+bool sl_prefix_contains(const struct sl_prefix *a, const struct sl_prefix *b);
+
+#endif

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "sluice.skel.h"
+#include "stats.h"
+
+static size_t percpu_stride(size_t size)
+{
+	return (size + 7) & ~7UL;
+}
+
+int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
+		     struct sl_rule_stats *st)
+{
+	const struct sl_rule *r = &dp->rules.rules[rule];
+	size_t stride = percpu_stride(sizeof(struct sluice_rule_cpu));
+	uint32_t slot = dp->slots[rule];
+	uint64_t bucket_ns, cur, added = 0, freed = 0;
+	double interval_s = r->interval_ms / 1000.0;
+	char *buf;
+
+	memset(st, 0, sizeof(*st));
+	buf = calloc(dp->n_cpus, stride);
+	if (!buf)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_cpu), &slot,
+				buf)) {
+		free(buf);
+		return -errno;
+	}
+	bucket_ns = (uint64_t)r->interval_ms * 1000000ULL / r->sample_count;
+	cur = sl_dp_now(dp) / bucket_ns;
+	for (int c = 0; c < dp->n_cpus; c++) {
+		const struct sluice_rule_cpu *rc =
+			(const void *)(buf + c * stride);
+
+		st->passed_pkts += rc->passed_pkts;
+		st->passed_bytes += rc->passed_bytes;
+		st->blocked_pkts += rc->blocked_pkts;
+		st->blocked_bytes += rc->blocked_bytes;
+		st->source_overflow += rc->source_overflow;
+		for (uint32_t b = 0; b < r->sample_count; b++) {
+			const struct sluice_bucket *bk = &rc->bucket[b];
+
+			if (bk->id > cur || bk->id + r->sample_count <= cur)
+				continue;
+			st->passed_pps += bk->passed_pkts;
+			st->blocked_pps += bk->blocked_pkts;
+			st->passed_Bps += bk->passed_bytes;
+			st->blocked_Bps += bk->blocked_bytes;
+		}
+	}
+	free(buf);
+	st->passed_pps /= interval_s;
+	st->blocked_pps /= interval_s;
+	st->passed_Bps /= interval_s;
+	st->blocked_Bps /= interval_s;
+	if (r->per_source &&
+	    !bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_src_added),
+				 &slot, &added) &&
+	    !bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_src_freed),
+				 &slot, &freed))
+		st->sources = added - freed;
+	return 0;
+}
+
+int sl_dp_host_stats(const struct sl_dataplane *dp,
+		     uint64_t out[SLUICE_ST_MAX])
+{
+	uint64_t *vals = calloc(dp->n_cpus, sizeof(*vals));
+	int fd = bpf_map__fd(dp->skel->maps.host_stats);
+
+	if (!vals)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < SLUICE_ST_MAX; k++) {
+		out[k] = 0;
+		if (bpf_map_lookup_elem(fd, &k, vals))
+			continue;
+		for (int c = 0; c < dp->n_cpus; c++)
+			out[k] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+const char *sl_host_stat_name(int stat)
+{
+	static const char *const names[SLUICE_ST_MAX] = {
+		[SLUICE_ST_PACKETS] = "packets",
+		[SLUICE_ST_UNMATCHED] = "unmatched",
+		[SLUICE_ST_MALFORMED_ETH] = "malformed_eth",
+		[SLUICE_ST_MALFORMED_VLAN] = "malformed_vlan",
+		[SLUICE_ST_MALFORMED_IP4] = "malformed_ipv4",
+		[SLUICE_ST_MALFORMED_IP6] = "malformed_ipv6",
+		[SLUICE_ST_MALFORMED_L4] = "malformed_l4",
+		[SLUICE_ST_FRAGMENTS] = "fragments",
+		[SLUICE_ST_NO_RULE_CFG] = "no_rule_cfg",
+		[SLUICE_ST_SRC_TABLE_FULL] = "source_table_full",
+	};
+
+	return stat >= 0 && stat < SLUICE_ST_MAX ? names[stat] : "?";
+}

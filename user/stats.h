@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Counters of the data plane, summed over CPUs. */
+#ifndef SLUICE_STATS_H
+#define SLUICE_STATS_H
+
+#include <stdint.h>
+
+#include "loader.h"
+
+struct sl_rule_stats {
+	/* totals since the rule's slot was created */
+	uint64_t passed_pkts;
+	uint64_t passed_bytes;
+	uint64_t blocked_pkts;	/* over the limit: dropped, or would-drop */
+	uint64_t blocked_bytes;
+	uint64_t source_overflow;
+	/* per second over the rule's sliding window */
+	double passed_pps;
+	double blocked_pps;
+	double passed_Bps;
+	double blocked_Bps;
+	uint64_t sources;	/* live per_source entries */
+};
+
+int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
+		     struct sl_rule_stats *st);
+
+int sl_dp_host_stats(const struct sl_dataplane *dp,
+		     uint64_t out[SLUICE_ST_MAX]);
+
+const char *sl_host_stat_name(int stat);
+
+#endif
