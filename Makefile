@@ -13,7 +13,7 @@ CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE \
 LDLIBS    += -lbpf -lelf -lz -lcjson -lsystemd
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
-	      $(ARCH_INC) -Ibpf
+	      $(ARCH_INC) -Ibpf $(BPF_EXTRA)
 
 BPF_SRC   := bpf/sluice.bpf.c
 BPF_HDRS  := $(wildcard bpf/*.h)

@@ -1,0 +1,1042 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Unit tests for the rule-file parser and validator (user/rules.c). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rules.h"
+
+#define ERR_LEN 65536
+
+static char err[ERR_LEN];
+
+/* Doc of one rule from the members of its object, e.g. ONE("\"name\":..."). */
+static char doc_buf[8192];
+static const char *one(const char *members)
+{
+	snprintf(doc_buf, sizeof(doc_buf), "{\"rules\": [{%s}]}", members);
+	return doc_buf;
+}
+
+static int parse(const char *json, struct sl_ruleset *set)
+{
+	memset(set, 0, sizeof(*set));
+	return sl_rules_parse(json, strlen(json), set, err, sizeof(err));
+}
+
+static unsigned int err_lines(void)
+{
+	unsigned int n = err[0] ? 1 : 0;
+	const char *p;
+
+	for (p = err; *p; p++)
+		n += *p == '\n';
+	return n;
+}
+
+static void expect_err_in(const char *json, const char *needle)
+{
+	struct sl_ruleset set;
+	int ret = parse(json, &set);
+
+	if (ret != -EINVAL || !strstr(err, needle))
+		fail_msg("ret %d; expected -EINVAL and error containing\n"
+			 "  %s\ngot:\n%s\nfor: %s",
+			 ret, needle, err, json);
+	assert_null(set.rules);
+}
+
+/* A base rule with one member replaced, for single-field error tests. */
+#define NAME  "\"name\": \"web\""
+#define MATCH "\"match\": {\"proto\": \"tcp\", \"dport\": 80}"
+#define GRADE "\"grade\": \"pps\""
+#define COUNT "\"count\": 100"
+
+static void expect_ok(const char *json, struct sl_ruleset *set)
+{
+	int ret = parse(json, set);
+
+	if (ret != 0)
+		fail_msg("ret %d for %s\nerrors:\n%s", ret, json, err);
+	assert_string_equal(err, "");
+}
+
+static struct sl_prefix pfx(const char *s, unsigned int len)
+{
+	struct sl_prefix p = {0};
+
+	if (inet_pton(AF_INET, s, p.addr) == 1)
+		p.family = AF_INET;
+	else if (inet_pton(AF_INET6, s, p.addr) == 1)
+		p.family = AF_INET6;
+	else
+		fail_msg("bad test prefix %s", s);
+	p.len = len;
+	return p;
+}
+
+static void test_full_document(void **state)
+{
+	static const char json[] =
+	    "{\"rules\": [\n"
+	    " {\"name\": \"web-v4\",\n"
+	    "  \"match\": {\"proto\": \"tcp\", \"dport\": \"8000-8080\",\n"
+	    "            \"dst\": \"198.18.0.0/15\", \"src\": "
+	    "\"10.1.0.0/16\"},\n"
+	    "  \"grade\": \"pps\", \"count\": 5000,\n"
+	    "  \"window\": {\"interval_ms\": 2000, \"sample_count\": 4},\n"
+	    "  \"per_source\": {\"max_sources\": 1000},\n"
+	    "  \"mode\": \"shadow\", \"priority\": 10},\n"
+	    " {\"name\": \"dns_v6\",\n"
+	    "  \"match\": {\"proto\": \"udp\", \"dport\": 53,\n"
+	    "            \"dst\": \"2001:db8::/32\", \"src\": "
+	    "\"2001:db8:1::1\"},\n"
+	    "  \"grade\": \"bps\", \"count\": 100000000000,\n"
+	    "  \"per_source\": {\"prefix_v4\": 24, \"prefix_v6\": 48,\n"
+	    "                 \"max_sources\": 1048576}},\n"
+	    " {\"name\": \"syn.443\", \"match\": {\"proto\": \"tcp\", "
+	    "\"dport\": \"443\"},\n"
+	    "  \"grade\": \"cps\", \"count\": 1000, \"priority\": 65535},\n"
+	    " {\"name\": \"all\", \"match\": {}, \"grade\": \"pps\", "
+	    "\"count\": 1,\n"
+	    "  \"mode\": \"enforce\", \"window\": {}}\n"
+	    "]}\n";
+	struct sl_prefix dst4 = pfx("198.18.0.0", 15),
+			 src4 = pfx("10.1.0.0", 16);
+	struct sl_prefix dst6 = pfx("2001:db8::", 32);
+	struct sl_prefix src6 = pfx("2001:db8:1::1", 128);
+	struct sl_ruleset set;
+	const struct sl_rule *r;
+
+	(void) state;
+	expect_ok(json, &set);
+	assert_int_equal(set.n, 4);
+
+	r = &set.rules[0];
+	assert_string_equal(r->name, "web-v4");
+	assert_int_equal(r->proto, SL_PROTO_TCP);
+	assert_int_equal(r->dport_lo, 8000);
+	assert_int_equal(r->dport_hi, 8080);
+	assert_memory_equal(&r->dst, &dst4, sizeof(dst4));
+	assert_memory_equal(&r->src, &src4, sizeof(src4));
+	assert_int_equal(r->grade, SL_GRADE_PPS);
+	assert_int_equal(r->count, 5000);
+	assert_int_equal(r->interval_ms, 2000);
+	assert_int_equal(r->sample_count, 4);
+	assert_true(r->per_source);
+	assert_int_equal(r->src_prefix_v4, 32);
+	assert_int_equal(r->src_prefix_v6, 64);
+	assert_int_equal(r->max_sources, 1000);
+	assert_int_equal(r->mode, SL_MODE_SHADOW);
+	assert_true(r->has_priority);
+	assert_int_equal(r->priority, 10);
+	assert_int_equal(r->file_index, 0);
+
+	r = &set.rules[1];
+	assert_string_equal(r->name, "dns_v6");
+	assert_int_equal(r->proto, SL_PROTO_UDP);
+	assert_int_equal(r->dport_lo, 53);
+	assert_int_equal(r->dport_hi, 53);
+	assert_memory_equal(&r->dst, &dst6, sizeof(dst6));
+	assert_memory_equal(&r->src, &src6, sizeof(src6));
+	assert_int_equal(r->grade, SL_GRADE_BPS);
+	assert_true(r->count == SL_MAX_COUNT);
+	assert_int_equal(r->interval_ms, 1000);
+	assert_int_equal(r->sample_count, 2);
+	assert_true(r->per_source);
+	assert_int_equal(r->src_prefix_v4, 24);
+	assert_int_equal(r->src_prefix_v6, 48);
+	assert_int_equal(r->max_sources, 1048576);
+	assert_int_equal(r->mode, SL_MODE_ENFORCE);
+	assert_false(r->has_priority);
+	assert_int_equal(r->priority, 0);
+	assert_int_equal(r->file_index, 1);
+
+	r = &set.rules[2];
+	assert_string_equal(r->name, "syn.443");
+	assert_int_equal(r->grade, SL_GRADE_CPS);
+	assert_int_equal(r->dport_lo, 443);
+	assert_int_equal(r->dport_hi, 443);
+	assert_int_equal(r->dst.family, 0);
+	assert_int_equal(r->src.family, 0);
+	assert_false(r->per_source);
+	assert_int_equal(r->max_sources, 0);
+	assert_true(r->has_priority);
+	assert_int_equal(r->priority, 65535);
+	assert_int_equal(r->file_index, 2);
+
+	r = &set.rules[3];
+	assert_string_equal(r->name, "all");
+	assert_int_equal(r->proto, SL_PROTO_ANY);
+	assert_int_equal(r->dport_lo, 0);
+	assert_int_equal(r->dport_hi, 0);
+	assert_int_equal(r->dst.family, 0);
+	assert_int_equal(r->dst.len, 0);
+	assert_int_equal(r->count, 1);
+	assert_int_equal(r->interval_ms, 1000);
+	assert_int_equal(r->sample_count, 2);
+	assert_int_equal(r->mode, SL_MODE_ENFORCE);
+	assert_int_equal(r->file_index, 3);
+
+	sl_ruleset_free(&set);
+	assert_null(set.rules);
+	assert_int_equal(set.n, 0);
+}
+
+static void test_protos_and_count_forms(void **state)
+{
+	struct sl_ruleset set;
+
+	(void) state;
+	expect_ok("{\"rules\": ["
+		  "{\"name\": \"a\", \"match\": {\"proto\": \"icmp\", \"dst\": "
+		  "\"192.0.2.1\"}, \"grade\": \"pps\", \"count\": 1e3},"
+		  "{\"name\": \"b\", \"match\": {\"proto\": \"icmpv6\", "
+		  "\"src\": \"::/0\"}, \"grade\": \"bps\", \"count\": 2.0},"
+		  "{\"name\": \"c\", \"match\": {\"proto\": \"any\"}, "
+		  "\"grade\": \"pps\", \"count\": 3,"
+		  " \"window\": {\"interval_ms\": 60000, \"sample_count\": 8}},"
+		  "{\"name\": \"d\", \"match\": {\"proto\": \"udp\", "
+		  "\"dport\": \"1-65535\"}, \"grade\": \"pps\", \"count\": 4,"
+		  " \"window\": {\"interval_ms\": 10, \"sample_count\": 2}}]}",
+		  &set);
+	assert_int_equal(set.n, 4);
+	assert_int_equal(set.rules[0].proto, SL_PROTO_ICMP);
+	assert_int_equal(set.rules[0].dst.family, AF_INET);
+	assert_int_equal(set.rules[0].dst.len, 32);
+	assert_int_equal(set.rules[0].count, 1000);
+	assert_int_equal(set.rules[1].proto, SL_PROTO_ICMPV6);
+	assert_int_equal(set.rules[1].src.family, AF_INET6);
+	assert_int_equal(set.rules[1].src.len, 0);
+	assert_int_equal(set.rules[1].count, 2);
+	assert_int_equal(set.rules[2].proto, SL_PROTO_ANY);
+	assert_int_equal(set.rules[2].interval_ms, 60000);
+	assert_int_equal(set.rules[2].sample_count, 8);
+	assert_int_equal(set.rules[3].dport_lo, 1);
+	assert_int_equal(set.rules[3].dport_hi, 65535);
+	assert_int_equal(set.rules[3].interval_ms, 10);
+	sl_ruleset_free(&set);
+}
+
+static void test_empty_rules_valid(void **state)
+{
+	struct sl_ruleset set;
+
+	(void) state;
+	expect_ok("{\"rules\": []}", &set);
+	assert_int_equal(set.n, 0);
+	sl_ruleset_free(&set);
+	expect_ok("  \n{ \"rules\" : [ ] }\n\n", &set);
+	assert_int_equal(set.n, 0);
+	sl_ruleset_free(&set);
+}
+
+static void test_json_syntax_error(void **state)
+{
+	(void) state;
+	/* The missing comma is on line 3; cJSON stops at the next string. */
+	expect_err_in("{\"rules\": [\n"
+		      "  {\"name\": \"a\",\n"
+		      "   \"grade\": \"pps\" \"count\": 1}\n"
+		      "]}",
+		      "document: JSON syntax error at line 3, column 19");
+	expect_err_in("{\"rules\": [\n{},\n]}",
+		      "JSON syntax error at line 3, column 1 near ']}'");
+	expect_err_in("{\"rules\": [",
+		      "JSON syntax error at line 1, column 12: "
+		      "unexpected end of input");
+	expect_err_in("{\"rules\": []} trailing",
+		      "JSON syntax error at line 1, column 15 near 'trailing'");
+	expect_err_in("", "unexpected end of input");
+	assert_int_equal(err_lines(), 1);
+}
+
+static void test_nul_byte_rejected(void **state)
+{
+	static const char json[] = "{\"rules\": []}\0junk";
+	struct sl_ruleset set = {0};
+
+	(void) state;
+	assert_int_equal(
+	    sl_rules_parse(json, sizeof(json) - 1, &set, err, sizeof(err)),
+	    -EINVAL);
+	assert_non_null(strstr(err, "document: contains a NUL byte"));
+}
+
+static void test_document_shape(void **state)
+{
+	(void) state;
+	expect_err_in("[]", "document: must be an object {\"rules\": [...]}, "
+			    "got array");
+	expect_err_in("{}", "document: field 'rules': required");
+	expect_err_in("{\"rules\": {}}",
+		      "document: field 'rules': must be an array, got object");
+	expect_err_in("{\"rules\": [], \"rule\": []}",
+		      "document: unknown field 'rule' (did you mean 'rules'?)");
+	expect_err_in("{\"rules\": [], \"version\": 2}",
+		      "document: unknown field 'version'");
+	assert_null(strstr(err, "did you mean"));
+	expect_err_in("{\"rules\": [], \"rules\": []}",
+		      "document: field 'rules' given more than once");
+	expect_err_in("{\"rules\": [42]}",
+		      "rule #1: must be an object, got number");
+}
+
+static char *many_rules(unsigned int n)
+{
+	size_t cap = 64 + (size_t) n * 80, used;
+	char *s = malloc(cap);
+	unsigned int i;
+
+	assert_non_null(s);
+	used = snprintf(s, cap, "{\"rules\": [");
+	for (i = 0; i < n; i++)
+		used += snprintf(s + used, cap - used,
+				 "%s{\"name\": \"r%u\", \"match\": {}, "
+				 "\"grade\": \"pps\", \"count\": %u}",
+				 i ? "," : "", i, i + 1);
+	snprintf(s + used, cap - used, "]}");
+	return s;
+}
+
+static void test_rule_count_limit(void **state)
+{
+	struct sl_ruleset set;
+	char *s;
+
+	(void) state;
+	s = many_rules(SL_MAX_RULES);
+	expect_ok(s, &set);
+	assert_int_equal(set.n, SL_MAX_RULES);
+	assert_string_equal(set.rules[4095].name, "r4095");
+	assert_int_equal(set.rules[4095].count, 4096);
+	assert_int_equal(set.rules[4095].file_index, 4095);
+	sl_ruleset_free(&set);
+	free(s);
+
+	s = many_rules(SL_MAX_RULES + 1);
+	expect_err_in(s, "document: field 'rules': 4097 rules, at most 4096 "
+			 "are allowed");
+	free(s);
+}
+
+static void test_duplicate_names(void **state)
+{
+	(void) state;
+	expect_err_in(
+	    "{\"rules\": ["
+	    "{\"name\": \"web\", \"match\": {}, \"grade\": \"pps\", \"count\": "
+	    "1},"
+	    "{\"name\": \"other\", \"match\": {}, \"grade\": \"pps\", "
+	    "\"count\": 1},"
+	    "{\"name\": \"web\", \"match\": {}, \"grade\": \"pps\", \"count\": "
+	    "1},"
+	    "{\"name\": \"web\", \"match\": {}, \"grade\": \"pps\", \"count\": "
+	    "1}]}",
+	    "rule 'web': field 'name': duplicate name: rules #1 and #3 "
+	    "are both named 'web'");
+	assert_non_null(strstr(err, "rules #1 and #4 are both named 'web'"));
+	assert_int_equal(err_lines(), 2);
+}
+
+static void test_name_errors(void **state)
+{
+	(void) state;
+	expect_err_in(one(MATCH "," GRADE "," COUNT),
+		      "rule #1: field 'name': required");
+	expect_err_in(one("\"name\": \"Web\"," MATCH "," GRADE "," COUNT),
+		      "rule #1: field 'name': 'Web' must be 1-63 characters");
+	expect_err_in(one("\"name\": \"\"," MATCH "," GRADE "," COUNT),
+		      "rule #1: field 'name': '' must be");
+	expect_err_in(one("\"name\": 7," MATCH "," GRADE "," COUNT),
+		      "rule #1: field 'name': must be a string, got number");
+	/* 63 characters is the longest name; 64 is one too many. */
+	expect_err_in(one("\"name\": "
+			  "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			  "aaaaaaaaaaaaaa\"," MATCH "," GRADE "," COUNT),
+		      "rule #1: field 'name':");
+	{
+		struct sl_ruleset set;
+
+		expect_ok(one("\"name\": "
+			      "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			      "aaaaaaaaaaaaaaaaa\"," MATCH "," GRADE "," COUNT),
+			  &set);
+		assert_int_equal(strlen(set.rules[0].name), 63);
+		sl_ruleset_free(&set);
+	}
+	/* An invalid name is reported by position, 1-based. */
+	expect_err_in("{\"rules\": [{\"name\": \"ok\", \"match\": {}, "
+		      "\"grade\": \"pps\", \"count\": 1},"
+		      "{\"name\": \"bad name\", \"match\": {}, \"grade\": "
+		      "\"pps\", \"count\": 0}]}",
+		      "rule #2: field 'count': must be between 1 and "
+		      "100000000000, got 0");
+}
+
+static void test_match_errors(void **state)
+{
+	(void) state;
+	expect_err_in(one(NAME "," GRADE "," COUNT),
+		      "rule 'web': field 'match': required");
+	expect_err_in(
+	    one(NAME ", \"match\": []," GRADE "," COUNT),
+	    "rule 'web': field 'match': must be an object, got array");
+	expect_err_in(
+	    one(NAME ", \"match\": {\"proto\": \"TCP\"}," GRADE "," COUNT),
+	    "rule 'web': field 'match.proto': must be one of any, tcp, "
+	    "udp, icmp, icmpv6; got 'TCP'");
+	expect_err_in(
+	    one(NAME ", \"match\": {\"proto\": 6}," GRADE "," COUNT),
+	    "rule 'web': field 'match.proto': must be a string, got number");
+}
+
+static void test_dport_errors(void **state)
+{
+	static const struct {
+		const char *match;
+		const char *msg;
+	} cases[] = {
+	    {"{\"proto\": \"tcp\", \"dport\": 0}",
+	     "field 'match.dport': must be between 1 and 65535, got 0"},
+	    {"{\"proto\": \"tcp\", \"dport\": 65536}",
+	     "field 'match.dport': must be between 1 and 65535, got 65536"},
+	    {"{\"proto\": \"tcp\", \"dport\": 80.5}",
+	     "field 'match.dport': must be an integer, got 80.5"},
+	    {"{\"proto\": \"tcp\", \"dport\": \"90-80\"}",
+	     "field 'match.dport': '90-80': range is reversed (90 > 80)"},
+	    {"{\"proto\": \"tcp\", \"dport\": \"0-80\"}",
+	     "field 'match.dport': '0-80': ports must be between 1 and 65535"},
+	    {"{\"proto\": \"udp\", \"dport\": \"80-70000\"}",
+	     "field 'match.dport': '80-70000': ports must be between"},
+	    {"{\"proto\": \"udp\", \"dport\": \"http\"}",
+	     "field 'match.dport': 'http' is not a port or a range"},
+	    {"{\"proto\": \"udp\", \"dport\": \" 80\"}",
+	     "field 'match.dport': ' 80' is not a port"},
+	    {"{\"proto\": \"udp\", \"dport\": \"80-\"}",
+	     "field 'match.dport': '80-' is not a port"},
+	    {"{\"proto\": \"udp\", \"dport\": \"\"}",
+	     "field 'match.dport': '' is not a port"},
+	    {"{\"proto\": \"udp\", \"dport\": true}",
+	     "field 'match.dport': must be a port number 1-65535 or a "
+	     "string \"lo-hi\", got boolean"},
+	    {"{\"proto\": \"icmp\", \"dport\": 80}",
+	     "field 'match.dport': only allowed with proto tcp or udp "
+	     "(proto is 'icmp')"},
+	    {"{\"dport\": 80}",
+	     "field 'match.dport': only allowed with proto tcp or udp "
+	     "(proto is 'any')"},
+	};
+	char members[512];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME ", \"match\": %s," GRADE "," COUNT,
+			 cases[i].match);
+		snprintf(want, sizeof(want), "rule 'web': %s", cases[i].msg);
+		expect_err_in(one(members), want);
+		assert_int_equal(err_lines(), 1);
+	}
+}
+
+static void test_prefix_errors(void **state)
+{
+	static const struct {
+		const char *match;
+		const char *msg;
+	} cases[] = {
+	    {"{\"dst\": \"198.19.0.0/15\"}",
+	     "field 'match.dst': '198.19.0.0/15': host bits set; did you "
+	     "mean 198.18.0.0/15?"},
+	    {"{\"src\": \"10.0.0.1/8\"}",
+	     "field 'match.src': '10.0.0.1/8': host bits set; did you "
+	     "mean 10.0.0.0/8?"},
+	    {"{\"dst\": \"2001:db8::1/32\"}",
+	     "field 'match.dst': '2001:db8::1/32': host bits set; did you "
+	     "mean 2001:db8::/32?"},
+	    {"{\"dst\": \"198.18.0.0/33\"}",
+	     "field 'match.dst': '198.18.0.0/33': prefix length must be 0-32"},
+	    {"{\"dst\": \"2001:db8::/129\"}",
+	     "field 'match.dst': '2001:db8::/129': prefix length must be "
+	     "0-128"},
+	    {"{\"dst\": \"10.0.0.0/\"}",
+	     "field 'match.dst': '10.0.0.0/': prefix length must be 0-32"},
+	    {"{\"dst\": \"10.0.0.0/8x\"}",
+	     "field 'match.dst': '10.0.0.0/8x': prefix length"},
+	    {"{\"dst\": \"10.0.0.256/32\"}",
+	     "field 'match.dst': '10.0.0.256/32' is not an IPv4 or IPv6 "
+	     "prefix"},
+	    {"{\"dst\": \"example.com\"}",
+	     "field 'match.dst': 'example.com' is not an IPv4 or IPv6 prefix"},
+	    {"{\"dst\": 167772160}",
+	     "field 'match.dst': must be a string, got number"},
+	    {"{\"dst\": \"::ffff:10.0.0.0/104\"}",
+	     "field 'match.dst': '::ffff:10.0.0.0/104' is an IPv4-mapped"},
+	    {"{\"dst\": \"10.0.0.0/8\", \"src\": \"2001:db8::/32\"}",
+	     "field 'match.src': is IPv6 but match.dst is IPv4; no packet "
+	     "can match both"},
+	    {"{\"proto\": \"icmp\", \"dst\": \"2001:db8::/32\"}",
+	     "field 'match.dst': proto icmp is IPv4 only; use icmpv6"},
+	    {"{\"proto\": \"icmp\", \"src\": \"2001:db8::/32\"}",
+	     "field 'match.src': proto icmp is IPv4 only; use icmpv6"},
+	    {"{\"proto\": \"icmpv6\", \"src\": \"192.0.2.0/24\"}",
+	     "field 'match.src': proto icmpv6 is IPv6 only; use icmp"},
+	    {"{\"proto\": \"icmpv6\", \"dst\": \"192.0.2.0/24\"}",
+	     "field 'match.dst': proto icmpv6 is IPv6 only; use icmp"},
+	};
+	char members[512];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME ", \"match\": %s," GRADE "," COUNT,
+			 cases[i].match);
+		snprintf(want, sizeof(want), "rule 'web': %s", cases[i].msg);
+		expect_err_in(one(members), want);
+		assert_int_equal(err_lines(), 1);
+	}
+}
+
+static void test_grade_errors(void **state)
+{
+	(void) state;
+	expect_err_in(one(NAME "," MATCH "," COUNT),
+		      "rule 'web': field 'grade': required");
+	expect_err_in(
+	    one(NAME "," MATCH ", \"grade\": \"qps\"," COUNT),
+	    "rule 'web': field 'grade': must be one of pps, bps, cps; "
+	    "got 'qps'");
+	expect_err_in(
+	    one(NAME ", \"match\": {\"proto\": \"udp\"}, "
+		     "\"grade\": \"cps\"," COUNT),
+	    "rule 'web': field 'grade': cps counts TCP SYNs and needs "
+	    "match.proto \"tcp\" (proto is 'udp')");
+	expect_err_in(
+	    one(NAME ", \"match\": {}, \"grade\": \"cps\"," COUNT),
+	    "rule 'web': field 'grade': cps counts TCP SYNs and needs "
+	    "match.proto \"tcp\" (proto is 'any')");
+	/* A bad proto is reported once, not again as a cps mismatch. */
+	expect_err_in(one(NAME ", \"match\": {\"proto\": \"tpc\"}, "
+			       "\"grade\": \"cps\"," COUNT),
+		      "field 'match.proto'");
+	assert_null(strstr(err, "cps counts"));
+	assert_int_equal(err_lines(), 1);
+}
+
+static void test_count_errors(void **state)
+{
+	static const struct {
+		const char *count;
+		const char *msg;
+	} cases[] = {
+	    {"0", "must be between 1 and 100000000000, got 0"},
+	    {"-5", "must be between 1 and 100000000000, got -5"},
+	    {"100000000001",
+	     "must be between 1 and 100000000000, got 100000000001"},
+	    {"1e400", "must be between 1 and 100000000000, got inf"},
+	    {"1.5", "must be an integer, got 1.5"},
+	    {"\"10\"", "must be an integer number, got string"},
+	    {"true", "must be an integer number, got boolean"},
+	    {"null", "must be an integer number, got null"},
+	    {"[10]", "must be an integer number, got array"},
+	};
+	char members[512];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME "," MATCH "," GRADE ", \"count\": %s",
+			 cases[i].count);
+		snprintf(want, sizeof(want), "rule 'web': field 'count': %s",
+			 cases[i].msg);
+		expect_err_in(one(members), want);
+	}
+	expect_err_in(one(NAME "," MATCH "," GRADE),
+		      "rule 'web': field 'count': required");
+}
+
+static void test_window_errors(void **state)
+{
+	static const struct {
+		const char *window;
+		const char *msg;
+	} cases[] = {
+	    {"{\"sample_count\": 0}",
+	     "field 'window.sample_count': must be between 1 and 8, got 0"},
+	    {"{\"sample_count\": 9}",
+	     "field 'window.sample_count': must be between 1 and 8, got 9"},
+	    {"{\"interval_ms\": 9}",
+	     "field 'window.interval_ms': must be between 10 and 60000, got 9"},
+	    {"{\"interval_ms\": 60001}",
+	     "field 'window.interval_ms': must be between 10 and 60000, "
+	     "got 60001"},
+	    {"{\"interval_ms\": \"1s\"}",
+	     "field 'window.interval_ms': must be an integer number, got "
+	     "string"},
+	    {"{\"interval_ms\": 1000, \"sample_count\": 3}",
+	     "field 'window': interval_ms 1000 does not divide evenly into "
+	     "sample_count 3 buckets"},
+	    {"{\"sample_count\": 3}",
+	     "field 'window': interval_ms 1000 does not divide evenly into "
+	     "sample_count 3 buckets"},
+	    {"{\"interval_ms\": 32, \"sample_count\": 8}",
+	     "field 'window': buckets of interval_ms/sample_count = 4 ms are "
+	     "shorter than the minimum 5 ms"},
+	    {"[1000, 2]", "field 'window': must be an object, got array"},
+	    {"{\"intreval_ms\": 1000}",
+	     "field 'window': unknown field 'intreval_ms' (did you mean "
+	     "'interval_ms'?)"},
+	};
+	char members[512];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME "," MATCH "," GRADE "," COUNT ", \"window\": %s",
+			 cases[i].window);
+		snprintf(want, sizeof(want), "rule 'web': %s", cases[i].msg);
+		expect_err_in(one(members), want);
+		assert_int_equal(err_lines(), 1);
+	}
+}
+
+static void test_per_source_errors(void **state)
+{
+	static const struct {
+		const char *ps;
+		const char *msg;
+	} cases[] = {
+	    {"{}", "field 'per_source.max_sources': required"},
+	    {"{\"max_sources\": 0}",
+	     "field 'per_source.max_sources': must be between 1 and "
+	     "1048576, got 0"},
+	    {"{\"max_sources\": 1048577}",
+	     "field 'per_source.max_sources': must be between 1 and "
+	     "1048576, got 1048577"},
+	    {"{\"max_sources\": 10, \"prefix_v4\": 0}",
+	     "field 'per_source.prefix_v4': must be between 1 and 32, got 0"},
+	    {"{\"max_sources\": 10, \"prefix_v4\": 33}",
+	     "field 'per_source.prefix_v4': must be between 1 and 32, got 33"},
+	    {"{\"max_sources\": 10, \"prefix_v6\": 129}",
+	     "field 'per_source.prefix_v6': must be between 1 and 128, got "
+	     "129"},
+	    {"{\"max_source\": 10}",
+	     "field 'per_source': unknown field 'max_source' (did you mean "
+	     "'max_sources'?)"},
+	    {"true", "field 'per_source': must be an object, got boolean"},
+	};
+	char members[512];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME "," MATCH "," GRADE "," COUNT
+			      ", \"per_source\": %s",
+			 cases[i].ps);
+		snprintf(want, sizeof(want), "rule 'web': %s", cases[i].msg);
+		expect_err_in(one(members), want);
+	}
+}
+
+static void test_mode_priority_errors(void **state)
+{
+	(void) state;
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"mode\": \"dry-run\""),
+	    "rule 'web': field 'mode': must be one of enforce, shadow; "
+	    "got 'dry-run'");
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"priority\": 0"),
+	    "rule 'web': field 'priority': must be between 1 and 65535, "
+	    "got 0");
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"priority\": 65536"),
+	    "rule 'web': field 'priority': must be between 1 and 65535, "
+	    "got 65536");
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"priority\": \"high\""),
+	    "rule 'web': field 'priority': must be an integer number, "
+	    "got string");
+}
+
+static void test_unknown_keys(void **state)
+{
+	(void) state;
+	expect_err_in(
+	    one(NAME "," MATCH "," COUNT ", \"grad\": \"pps\""),
+	    "rule 'web': unknown field 'grad' (did you mean 'grade'?)");
+	expect_err_in(
+	    one(NAME ", \"match\": {\"proto\": \"tcp\", \"dprot\": 80}," GRADE
+		     "," COUNT),
+	    "rule 'web': field 'match': unknown field 'dprot' (did you "
+	    "mean 'dport'?)");
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
+			       ", \"window\": {\"sample_cnt\": 2}"),
+		      "rule 'web': field 'window': unknown field 'sample_cnt' "
+		      "(did you mean 'sample_count'?)");
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT
+		     ", \"per_source\": {\"max_sources\": 5, \"prefix4\": 24}"),
+	    "rule 'web': field 'per_source': unknown field 'prefix4' "
+	    "(did you mean 'prefix_v4'?)");
+	/* Keys are case-sensitive; the suggestion still helps. */
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"Mode\": \"shadow\""),
+	    "rule 'web': unknown field 'Mode' (did you mean 'mode'?)");
+	/* No suggestion when nothing is close. */
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
+			       ", \"behavior\": \"reject\""),
+		      "rule 'web': unknown field 'behavior'");
+	assert_null(strstr(err, "did you mean"));
+	/* Control characters in a key cannot break one-error-per-line. */
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT ", \"a\\nb\": 1"),
+		      "rule 'web': unknown field 'a\\x0ab'");
+	assert_int_equal(err_lines(), 1);
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT ", \"count\": 5"),
+		      "rule 'web': field 'count' given more than once");
+	/* A huge object gets one error, not one per key. */
+	{
+		char members[2048], *p = members;
+		unsigned int i;
+
+		p += sprintf(p, NAME "," GRADE "," COUNT ", \"match\": {");
+		for (i = 0; i < 40; i++)
+			p += sprintf(p, "%s\"k%u\": 1", i ? "," : "", i);
+		sprintf(p, "}");
+		expect_err_in(one(members), "rule 'web': field 'match': has 40 "
+					    "fields; at most 8 are defined");
+		assert_int_equal(err_lines(), 1);
+	}
+}
+
+static void test_multiple_errors_collected(void **state)
+{
+	(void) state;
+	expect_err_in(
+	    "{\"rules\": ["
+	    "{\"name\": \"web\", \"match\": {\"proto\": \"udp\", \"dport\": 0},"
+	    " \"grade\": \"cps\", \"count\": 1.5},"
+	    "{\"name\": \"ok\", \"match\": {}, \"grade\": \"pps\", \"count\": "
+	    "1},"
+	    "{\"match\": {}, \"grade\": \"pps\", \"count\": 1,"
+	    " \"window\": {\"sample_count\": 3}}]}",
+	    "rule 'web': field 'match.dport': must be between 1 and 65535");
+	assert_non_null(strstr(err, "rule 'web': field 'grade': cps counts"));
+	assert_non_null(strstr(err, "rule 'web': field 'count': must be an "
+				    "integer, got 1.5"));
+	assert_non_null(strstr(err, "rule #3: field 'name': required"));
+	assert_non_null(strstr(err, "rule #3: field 'window': interval_ms 1000 "
+				    "does not divide evenly"));
+	assert_int_equal(err_lines(), 5);
+	assert_null(strstr(err, "rule 'ok'"));
+}
+
+static void test_error_cap(void **state)
+{
+	char *s = malloc(64 * 100), *p;
+	unsigned int i;
+
+	(void) state;
+	assert_non_null(s);
+	p = s + sprintf(s, "{\"rules\": [");
+	for (i = 0; i < 60; i++)
+		p += sprintf(p,
+			     "%s{\"name\": \"r%u\", \"match\": {}, "
+			     "\"grade\": \"pps\", \"count\": 0}",
+			     i ? "," : "", i);
+	sprintf(p, "]}");
+	expect_err_in(s, "rule 'r49': field 'count'");
+	assert_null(strstr(err, "rule 'r50'"));
+	assert_non_null(strstr(err, "\n... 10 more errors"));
+	assert_int_equal(err_lines(), 51);
+	free(s);
+}
+
+static void test_err_truncated_and_out_untouched(void **state)
+{
+	struct sl_rule sentinel;
+	struct sl_ruleset set = {.rules = &sentinel, .n = 77};
+	char small[16];
+	const char *json = one(NAME ", \"match\": {}, \"grade\": \"pps\", "
+				    "\"count\": 0");
+
+	(void) state;
+	memset(small, 'x', sizeof(small));
+	assert_int_equal(
+	    sl_rules_parse(json, strlen(json), &set, small, sizeof(small)),
+	    -EINVAL);
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+	assert_memory_equal(small, "rule 'web': fie", sizeof(small));
+	assert_ptr_equal(set.rules, &sentinel);
+	assert_int_equal(set.n, 77);
+	/* No error buffer at all is allowed. */
+	assert_int_equal(sl_rules_parse(json, strlen(json), &set, NULL, 0),
+			 -EINVAL);
+}
+
+static void test_prefix_contains(void **state)
+{
+	struct sl_prefix any = {0};
+	struct sl_prefix n15 = pfx("198.18.0.0", 15);
+	struct sl_prefix n24in = pfx("198.19.7.0", 24);
+	struct sl_prefix n24out = pfx("198.20.0.0", 24);
+	struct sl_prefix n24lo = pfx("198.18.0.0", 24);
+	struct sl_prefix h = pfx("198.19.255.255", 32);
+	struct sl_prefix v4all = pfx("0.0.0.0", 0);
+	struct sl_prefix v6 = pfx("2001:db8::", 32);
+	struct sl_prefix v6in = pfx("2001:db8:ffff::", 48);
+	struct sl_prefix v6out = pfx("2001:db9::", 48);
+	struct sl_prefix v6odd = pfx("2001:db8::", 31);
+
+	(void) state;
+	assert_true(sl_prefix_contains(&any, &any));
+	assert_true(sl_prefix_contains(&any, &n15));
+	assert_true(sl_prefix_contains(&any, &v6));
+	assert_false(sl_prefix_contains(&n15, &any));
+	assert_true(sl_prefix_contains(&n15, &n15));
+	assert_true(sl_prefix_contains(&n15, &n24in));
+	assert_true(sl_prefix_contains(&n15, &h));
+	assert_false(sl_prefix_contains(&n15, &n24out));
+	assert_false(sl_prefix_contains(&n24in, &n15));
+	/* Same leading bits, but a longer prefix never contains a shorter. */
+	assert_false(sl_prefix_contains(&n24lo, &n15));
+	assert_true(sl_prefix_contains(&n15, &n24lo));
+	assert_true(sl_prefix_contains(&v4all, &h));
+	assert_false(sl_prefix_contains(&v4all, &v6));
+	assert_false(sl_prefix_contains(&n15, &v6));
+	assert_true(sl_prefix_contains(&v6, &v6in));
+	assert_false(sl_prefix_contains(&v6, &v6out));
+	/* /31 covers 2001:db8:: and 2001:db9::; /32 does not. */
+	assert_true(sl_prefix_contains(&v6odd, &v6out));
+	assert_false(sl_prefix_contains(&v6odd, &n15));
+}
+
+static void test_prefix_str(void **state)
+{
+	struct sl_prefix any = {0};
+	struct sl_prefix a = pfx("198.18.0.0", 15);
+	struct sl_prefix b = pfx("2001:db8::", 32);
+	char buf[64], tiny[6];
+
+	(void) state;
+	sl_prefix_str(&any, buf, sizeof(buf));
+	assert_string_equal(buf, "any");
+	sl_prefix_str(&a, buf, sizeof(buf));
+	assert_string_equal(buf, "198.18.0.0/15");
+	sl_prefix_str(&b, buf, sizeof(buf));
+	assert_string_equal(buf, "2001:db8::/32");
+	sl_prefix_str(&a, tiny, sizeof(tiny));
+	assert_string_equal(tiny, "198.1");
+}
+
+static void test_enum_strings(void **state)
+{
+	(void) state;
+	assert_string_equal(sl_proto_str(SL_PROTO_ANY), "any");
+	assert_string_equal(sl_proto_str(SL_PROTO_TCP), "tcp");
+	assert_string_equal(sl_proto_str(SL_PROTO_UDP), "udp");
+	assert_string_equal(sl_proto_str(SL_PROTO_ICMP), "icmp");
+	assert_string_equal(sl_proto_str(SL_PROTO_ICMPV6), "icmpv6");
+	assert_string_equal(sl_proto_str((enum sl_proto) 99), "?");
+	assert_string_equal(sl_grade_str(SL_GRADE_PPS), "pps");
+	assert_string_equal(sl_grade_str(SL_GRADE_BPS), "bps");
+	assert_string_equal(sl_grade_str(SL_GRADE_CPS), "cps");
+	assert_string_equal(sl_mode_str(SL_MODE_ENFORCE), "enforce");
+	assert_string_equal(sl_mode_str(SL_MODE_SHADOW), "shadow");
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t) len);
+	close(fd);
+}
+
+static void test_load_file(void **state)
+{
+	char dir[] = "/tmp/sl-rules-XXXXXX", path[128];
+	struct sl_ruleset set = {0};
+	static const char good[] =
+	    "{\"rules\": [{\"name\": \"f\", \"match\": {\"proto\": \"udp\","
+	    " \"dport\": 9000}, \"grade\": \"pps\", \"count\": 20000}]}\n";
+	int fd;
+
+	(void) state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/rules.json", dir);
+
+	assert_int_equal(sl_rules_load_file(path, &set, err, sizeof(err)),
+			 -ENOENT);
+	assert_non_null(strstr(err, "rules.json: cannot open: No such file "
+				    "or directory"));
+
+	write_file(path, good, sizeof(good) - 1);
+	assert_int_equal(sl_rules_load_file(path, &set, err, sizeof(err)), 0);
+	assert_int_equal(set.n, 1);
+	assert_string_equal(set.rules[0].name, "f");
+	assert_int_equal(set.rules[0].dport_lo, 9000);
+	assert_int_equal(set.rules[0].count, 20000);
+	sl_ruleset_free(&set);
+
+	write_file(path, "{\"rules\": [\n\n}", 14);
+	assert_int_equal(sl_rules_load_file(path, &set, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "JSON syntax error at line 3"));
+
+	assert_int_equal(sl_rules_load_file(dir, &set, err, sizeof(err)),
+			 -EISDIR);
+	assert_non_null(strstr(err, ": cannot read: Is a directory"));
+
+	/* One byte over 64 MiB (sparse: cheap to make). */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (64 << 20) + 1), 0);
+	close(fd);
+	assert_int_equal(sl_rules_load_file(path, &set, err, sizeof(err)),
+			 -EFBIG);
+	assert_non_null(strstr(err, "rules.json: larger than 64 MiB"));
+
+	unlink(path);
+	rmdir(dir);
+}
+
+/*
+ * The shipped rule files must stay valid. Find the source tree from
+ * $SLUICE_SRCDIR, else from this file's path as the compiler saw it, else
+ * the current directory.
+ */
+static void load_shipped(const char *rel, struct sl_ruleset *set)
+{
+	static const char self[] = "tests/unit/test_rules.c";
+	const char *top = getenv("SLUICE_SRCDIR");
+	char path[1024], here[512];
+	size_t n = strlen(__FILE__);
+	int ret;
+
+	if (!top && n >= strlen(self) &&
+	    !strcmp(__FILE__ + n - strlen(self), self) &&
+	    n - strlen(self) < sizeof(here) - 2) {
+		memcpy(here, __FILE__, n - strlen(self));
+		here[n - strlen(self)] = '\0';
+		if (!here[0])
+			strcpy(here, ".");
+		top = here;
+	}
+	snprintf(path, sizeof(path), "%s/%s", top ? top : ".", rel);
+	if (access(path, R_OK))
+		snprintf(path, sizeof(path), "./%s", rel);
+	ret = sl_rules_load_file(path, set, err, sizeof(err));
+	if (ret)
+		fail_msg("%s: %d (set SLUICE_SRCDIR to the source tree)\n%s",
+			 path, ret, err);
+}
+
+static void test_shipped_demo(void **state)
+{
+	struct sl_ruleset set = {0};
+	const struct sl_rule *r;
+
+	(void) state;
+	load_shipped("rules/demo.json", &set);
+	assert_int_equal(set.n, 2);
+	r = &set.rules[0];
+	assert_string_equal(r->name, "demo-udp-9000");
+	assert_int_equal(r->proto, SL_PROTO_UDP);
+	assert_int_equal(r->dport_lo, 9000);
+	assert_int_equal(r->dport_hi, 9000);
+	assert_int_equal(r->grade, SL_GRADE_PPS);
+	assert_int_equal(r->count, 20000);
+	r = &set.rules[1];
+	assert_string_equal(r->name, "demo-syn-80");
+	assert_int_equal(r->proto, SL_PROTO_TCP);
+	assert_int_equal(r->dport_lo, 80);
+	assert_int_equal(r->grade, SL_GRADE_CPS);
+	assert_int_equal(r->count, 1000);
+	sl_ruleset_free(&set);
+}
+
+static void test_shipped_examples(void **state)
+{
+	static const char *const files[] = {
+	    "rules/examples/dns-udp-53.json",
+	    "rules/examples/syn-flood-443.json",
+	    "rules/examples/bandwidth-cap.json",
+	    "rules/examples/icmp-both-families.json",
+	    "rules/examples/per-source-api.json",
+	    "rules/examples/shadow-trial.json",
+	    "rules/examples/priority-override.json",
+	};
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		struct sl_ruleset set = {0};
+
+		load_shipped(files[i], &set);
+		assert_true(set.n >= 1);
+		sl_ruleset_free(&set);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_full_document),
+	    cmocka_unit_test(test_protos_and_count_forms),
+	    cmocka_unit_test(test_empty_rules_valid),
+	    cmocka_unit_test(test_json_syntax_error),
+	    cmocka_unit_test(test_nul_byte_rejected),
+	    cmocka_unit_test(test_document_shape),
+	    cmocka_unit_test(test_rule_count_limit),
+	    cmocka_unit_test(test_duplicate_names),
+	    cmocka_unit_test(test_name_errors),
+	    cmocka_unit_test(test_match_errors),
+	    cmocka_unit_test(test_dport_errors),
+	    cmocka_unit_test(test_prefix_errors),
+	    cmocka_unit_test(test_grade_errors),
+	    cmocka_unit_test(test_count_errors),
+	    cmocka_unit_test(test_window_errors),
+	    cmocka_unit_test(test_per_source_errors),
+	    cmocka_unit_test(test_mode_priority_errors),
+	    cmocka_unit_test(test_unknown_keys),
+	    cmocka_unit_test(test_multiple_errors_collected),
+	    cmocka_unit_test(test_error_cap),
+	    cmocka_unit_test(test_err_truncated_and_out_untouched),
+	    cmocka_unit_test(test_prefix_contains),
+	    cmocka_unit_test(test_prefix_str),
+	    cmocka_unit_test(test_enum_strings),
+	    cmocka_unit_test(test_load_file),
+	    cmocka_unit_test(test_shipped_demo),
+	    cmocka_unit_test(test_shipped_examples),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
