@@ -10,7 +10,7 @@ ARCH_INC  := -I/usr/include/$(shell uname -m)-linux-gnu
 CFLAGS    ?= -O2 -g
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE \
 	     -I$(BUILD) -Iuser -Ibpf
-LDLIBS    += -lbpf -lelf -lz -lcjson -lsystemd
+LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
 	      $(ARCH_INC) -Ibpf $(BPF_EXTRA)
@@ -20,7 +20,8 @@ BPF_HDRS  := $(wildcard bpf/*.h)
 BPF_OBJ   := $(BUILD)/sluice.bpf.o
 SKEL      := $(BUILD)/sluice.skel.h
 
-LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c
+LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
+	     user/snapshot.c user/ctl.c user/agent.c user/cli.c
 LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/libsluice.a
 SLUICE    := $(BUILD)/sluice

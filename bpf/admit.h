@@ -46,10 +46,16 @@ static __always_inline __u64 sluice_now(void)
 #define USEC_PER_SEC 1000000ULL
 #define NSEC_PER_USEC 1000ULL
 
-/* Tokens granted in the window ending at cur (slots of slot_ns). */
+/*
+ * Tokens granted in the window ending at cur (slots of slot_ns). The slot
+ * sliding out is weighed by its part still in the window, as if its
+ * tokens were spread evenly; that is off by at most `share`, so a slot
+ * holding more (a burst) counts whole until it has left.
+ */
 static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 					 const __u32 nslots, __u64 cur,
-					 __u64 frac_ns, __u64 slot_ns)
+					 __u64 frac_ns, __u64 slot_ns,
+					 __u64 share)
 {
 	__u64 used = 0;
 	__u32 i;
@@ -60,7 +66,7 @@ static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 
 		if (id > cur || id + nslots < cur)
 			continue;
-		if (id + nslots == cur) {
+		if (id + nslots == cur && taken <= share) {
 			/* sliding out: weigh by the part still in the window */
 			__u64 w = ((slot_ns - frac_ns) << 10) / slot_ns;
 
@@ -107,7 +113,9 @@ static __always_inline __u64 budget_take(__u64 *tat_us,
 		  nslots;
 	cur = now_ns / slot_ns;
 	frac = now_ns - cur * slot_ns;
-	used = window_used(ring, nslots, cur, frac, slot_ns);
+	/* a paced slot holds limit / nslots, give or take one grant */
+	used = window_used(ring, nslots, cur, frac, slot_ns,
+			   limit / nslots + want);
 	free = limit > used ? limit - used : 0;
 	now_us = now_ns / NSEC_PER_USEC;
 
@@ -133,7 +141,10 @@ static __always_inline __u64 budget_take(__u64 *tat_us,
 			grant = credit;
 		if (grant < cost)
 			return 0;
-		next = base + (grant * USEC_PER_SEC + count - 1) / count;
+		/* rounded down: rounding up charged up to 1 us per grant
+		 * and lost tokens (6 of 7 at count 7); the ring bounds the
+		 * window whatever the pacing clock says */
+		next = base + grant * USEC_PER_SEC / count;
 		if (__sync_val_compare_and_swap(tat_us, old, next) == old) {
 			__u32 idx = cur % (nslots + 1);
 
@@ -146,6 +157,24 @@ static __always_inline __u64 budget_take(__u64 *tat_us,
 		}
 	}
 	return 0;
+}
+
+/* The threshold in force: count, or its warm-up ramp (linear from
+ * count / cold_factor to count over warm_period_ms). */
+static __always_inline __u64 effective_limit(const struct sluice_rule_cfg *cfg,
+					     __u64 count, __u64 now_ns)
+{
+	__u64 elapsed_ms, cold;
+
+	if (!cfg->warm_period_ms || !cfg->cold_factor ||
+	    now_ns < cfg->warm_start_ns)
+		return count;
+	elapsed_ms = (now_ns - cfg->warm_start_ns) / 1000000;
+	if (elapsed_ms >= cfg->warm_period_ms)
+		return count;
+	cold = 1024 / cfg->cold_factor;
+	return count *
+	       (cold + (1024 - cold) * elapsed_ms / cfg->warm_period_ms) >> 10;
 }
 
 /* Move this CPU's statistics to the bucket of now. */
@@ -192,15 +221,20 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 				       __u64 cost)
 {
 	struct sluice_budget *bud;
-	__u64 *limit, now, chunk, grant;
+	__u64 *limit, now, count, chunk, grant;
 
 	if (rc->tokens >= cost) {
 		rc->tokens -= cost;
 		return true;
 	}
 	if (rc->deny_left) {
-		rc->deny_left--;
-		return false;
+		/* a refusal holds for the rest of its admission slot only,
+		 * or a quiet rule would block packets an interval later */
+		if (sluice_now() / cfg->slot_ns == rc->deny_slot) {
+			rc->deny_left--;
+			return false;
+		}
+		rc->deny_left = 0;
 	}
 
 	bud = bpf_map_lookup_elem(&rule_budget, &slot);
@@ -209,14 +243,16 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		return false;
 	now = sluice_now();
 	roll_bucket(rc, cfg, now);
-	chunk = *limit * cfg->interval_ms / 1000 /
+	count = effective_limit(cfg, *limit, now);
+	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_CHUNK_DIV * (__u64)nr_cpus);
 	if (chunk < cost)
 		chunk = cost;
 	grant = budget_take(&bud->tat_us, bud->ring, SLUICE_ADMIT_SLOTS,
-			    *limit, cfg->interval_ms, now, chunk, cost);
+			    count, cfg->interval_ms, now, chunk, cost);
 	if (!grant) {
 		rc->deny_left = SLUICE_DENY_BATCH;
+		rc->deny_slot = now / cfg->slot_ns;
 		return false;
 	}
 	rc->tokens += grant - cost;
@@ -320,8 +356,9 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 		return false;
 	}
 	WRITE_ONCE(st->last_seen_ns, now);
-	return budget_take(&st->tat_us, st->ring, SLUICE_SRC_SLOTS, *limit,
-			   cfg->interval_ms, now, cost, cost) != 0;
+	return budget_take(&st->tat_us, st->ring, SLUICE_SRC_SLOTS,
+			   effective_limit(cfg, *limit, now), cfg->interval_ms,
+			   now, cost, cost) != 0;
 }
 
 #endif

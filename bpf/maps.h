@@ -83,6 +83,13 @@ struct {
 } rule_src_freed SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_rule_meta);
+} rule_meta SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SLUICE_MAX_SOURCES);
 	__uint(map_flags, BPF_F_NO_PREALLOC);

@@ -146,7 +146,8 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 	nexthdr = ip6h->nexthdr;
 	pos = ip6h + 1;
 
-	for (i = 0; i < SLUICE_MAX_IPV6_EXT; i++) {
+	/* one pass per extension header, plus one to reach the L4 header */
+	for (i = 0; i <= SLUICE_MAX_IPV6_EXT; i++) {
 		switch (nexthdr) {
 		case IPPROTO_HOPOPTS:
 		case IPPROTO_ROUTING:
@@ -157,6 +158,9 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 				return SLUICE_ST_MALFORMED_IP6;
 			nexthdr = opt->nexthdr;
 			pos += (opt->hdrlen + 1) * 8;
+			/* cut inside this header: an IPv6 error, not L4 */
+			if (pos > data_end)
+				return SLUICE_ST_MALFORMED_IP6;
 			break;
 		}
 		case IPPROTO_FRAGMENT: {

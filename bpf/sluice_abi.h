@@ -75,6 +75,20 @@ struct sluice_rule_cfg {
 	__u8 src_prefix_v4;
 	__u8 src_prefix_v6;
 	__u8 pad[2];
+	/* warm-up: the threshold ramps from count / cold_factor to count
+	 * over warm_period_ms from warm_start_ns; 0 = none */
+	__u64 warm_start_ns;
+	__u32 warm_period_ms;
+	__u32 cold_factor;
+};
+
+/* What a slot holds, for an agent that adopts a running data plane.
+ * Written and read by user space only. */
+struct sluice_rule_meta {
+	char name[64];
+	__u64 def_hash;		/* hash of the rule's definition */
+	__u32 set_mask;		/* bit n: the slot is in rule set n */
+	__u32 pad;
 };
 
 /* One slot of a shared admission ring: tokens granted during slot `id`. */
@@ -115,6 +129,7 @@ struct sluice_rule_cpu {
 	__u64 blocked_pkts;
 	__u64 blocked_bytes;
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
+	__u64 deny_slot;	/* admission slot (time / slot_ns) of deny_left */
 };
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff

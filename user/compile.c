@@ -453,6 +453,10 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 						: SLUICE_GRADE_PPS;
 	if (r->mode == SL_MODE_SHADOW)
 		cfg->flags |= SLUICE_RULE_SHADOW;
+	if (r->warm_up) {
+		cfg->warm_period_ms = r->warm_period_s * 1000;
+		cfg->cold_factor = r->cold_factor;
+	}
 	if (r->per_source) {
 		cfg->flags |= SLUICE_RULE_PER_SOURCE;
 		cfg->max_sources = r->max_sources;

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/if_link.h>
 #include <linux/membarrier.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,8 +47,172 @@ int sl_dp_map_fd(const struct sl_dataplane *dp, const char *name)
 	return m ? bpf_map__fd(m) : -ENOENT;
 }
 
+static int lpm_write(struct sl_dataplane *dp, const struct sl_lpm_entry *e,
+		     bool del)
+{
+	int fd;
+
+	if (e->family == 4) {
+		struct sluice_lpm4_key k = { .prefixlen = 32 + e->plen,
+					     .class_id = e->class_id };
+
+		memcpy(k.addr, e->addr, 4);
+		fd = bpf_map__fd(dp->skel->maps.lpm_v4);
+		return (del ? bpf_map_delete_elem(fd, &k)
+			    : bpf_map_update_elem(fd, &k, &e->ref, BPF_ANY))
+			       ? -errno
+			       : 0;
+	} else {
+		struct sluice_lpm6_key k = { .prefixlen = 32 + e->plen,
+					     .class_id = e->class_id };
+
+		memcpy(k.addr, e->addr, 16);
+		fd = bpf_map__fd(dp->skel->maps.lpm_v6);
+		return (del ? bpf_map_delete_elem(fd, &k)
+			    : bpf_map_update_elem(fd, &k, &e->ref, BPF_ANY))
+			       ? -errno
+			       : 0;
+	}
+}
+
+static int mkdir_p(const char *dir)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s", dir);
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(path, 0700) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Pins only survive the process on a BPF filesystem. */
+static int check_bpffs(const char *dir)
+{
+	struct statfs st;
+
+	if (statfs(dir, &st))
+		return -errno;
+	if (st.f_type != BPF_FS_MAGIC) {
+		pr_err("%s is not on a BPF filesystem (mount -t bpf bpf "
+		       "/sys/fs/bpf, or choose --pin-dir on one)", dir);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int set_pin_paths(struct sl_dataplane *dp)
+{
+	char path[PATH_MAX];
+	struct bpf_map *m;
+	int err;
+
+	bpf_object__for_each_map(m, dp->skel->obj) {
+		/* read-only data is per program instance; a frozen map
+		 * cannot be reopened for writing anyway */
+		if (m == dp->skel->maps.rodata)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dp->pin_dir,
+			 bpf_map__name(m));
+		/* bpffs refuses names with dots, as in "sluice_b.bss" */
+		for (char *p = path + strlen(dp->pin_dir) + 1; *p; p++)
+			if (*p == '.')
+				*p = '_';
+		err = bpf_map__set_pin_path(m, path);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static bool in_set(uint32_t class_id, uint32_t set)
+{
+	uint32_t next = set + 1 < SLUICE_NUM_SETS ? set_class_base[set + 1]
+						  : SLUICE_REF_LPM;
+
+	return class_id >= set_class_base[set] && class_id < next;
+}
+
+/* Trie entries of the active set are kept (to delete after the next
+ * swap); those of the other set are leftovers of an interrupted apply. */
+static int adopt_lpm(struct sl_dataplane *dp, uint32_t active)
+{
+	struct bpf_map *maps[2] = { dp->skel->maps.lpm_v4,
+				    dp->skel->maps.lpm_v6 };
+	size_t cap = 0;
+
+	for (int f = 0; f < 2; f++) {
+		int fd = bpf_map__fd(maps[f]);
+		struct sluice_lpm6_key key, *prev = NULL;
+
+		while (!bpf_map_get_next_key(fd, prev, &key)) {
+			struct sl_lpm_entry e = {
+				.family = f ? 6 : 4,
+				.plen = key.prefixlen - 32,
+				.class_id = key.class_id,
+			};
+
+			prev = &key;
+			memcpy(e.addr, key.addr, f ? 16 : 4);
+			if (bpf_map_lookup_elem(fd, &key, &e.ref))
+				continue;
+			if (dp->n_lpm == cap) {
+				void *p;
+
+				cap = cap ? cap * 2 : 256;
+				p = realloc(dp->lpm, cap * sizeof(*dp->lpm));
+				if (!p)
+					return -ENOMEM;
+				dp->lpm = p;
+			}
+			dp->lpm[dp->n_lpm++] = e;
+		}
+	}
+	for (size_t i = 0; i < dp->n_lpm;) {
+		if (in_set(dp->lpm[i].class_id, active)) {
+			i++;
+			continue;
+		}
+		lpm_write(dp, &dp->lpm[i], true);
+		dp->lpm[i] = dp->lpm[--dp->n_lpm];
+	}
+	return 0;
+}
+
+/* Rebuild what the maps hold from rule_meta and the tries. */
+static int adopt(struct sl_dataplane *dp)
+{
+	int meta_fd = bpf_map__fd(dp->skel->maps.rule_meta);
+	int cfg_fd = bpf_map__fd(dp->skel->maps.rule_cfg);
+	uint32_t active = dp->skel->bss->active_set & 1;
+
+	for (uint32_t slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++) {
+		struct sl_slot_state *st = &dp->slot_state[slot];
+		struct sluice_rule_meta meta;
+		struct sluice_rule_cfg cfg;
+
+		if (bpf_map_lookup_elem(meta_fd, &slot, &meta) ||
+		    !(meta.set_mask & (1u << active)))
+			continue;
+		st->in_force = true;
+		st->def_hash = meta.def_hash;
+		memcpy(st->name, meta.name, sizeof(st->name) - 1);
+		if (!bpf_map_lookup_elem(cfg_fd, &slot, &cfg))
+			st->per_source = cfg.flags & SLUICE_RULE_PER_SOURCE;
+	}
+	return adopt_lpm(dp, active);
+}
+
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 {
+	char probe[PATH_MAX];
 	int err;
 
 	memset(dp, 0, sizeof(*dp));
@@ -51,32 +220,56 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	dp->n_cpus = libbpf_num_possible_cpus();
 	if (dp->n_cpus <= 0)
 		return dp->n_cpus ? dp->n_cpus : -EINVAL;
+	dp->slot_state = calloc(SLUICE_MAX_RULE_SLOTS,
+				sizeof(*dp->slot_state));
+	if (!dp->slot_state)
+		return -ENOMEM;
 	dp->skel = sluice_bpf__open();
-	if (!dp->skel)
-		return -errno;
+	if (!dp->skel) {
+		err = -errno;
+		goto fail;
+	}
 	dp->skel->rodata->nr_cpus = dp->n_cpus;
 	dp->skel->rodata->test_clock = opts->test_clock;
 	dp->skel->rodata->malformed_verdict =
 		opts->drop_malformed ? XDP_DROP : XDP_PASS;
+	if (opts->pin_dir) {
+		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", opts->pin_dir);
+		err = mkdir_p(dp->pin_dir);
+		if (!err)
+			err = check_bpffs(dp->pin_dir);
+		if (!err)
+			err = set_pin_paths(dp);
+		if (err)
+			goto fail;
+		snprintf(probe, sizeof(probe), "%s/rule_meta", dp->pin_dir);
+		dp->adopted = !access(probe, F_OK);
+	}
+	/* libbpf reuses maps already pinned at their pin path, and pins
+	 * the ones it creates */
 	err = sluice_bpf__load(dp->skel);
-	if (err) {
-		sluice_bpf__destroy(dp->skel);
-		dp->skel = NULL;
-		return err;
+	if (err)
+		goto fail;
+	if (dp->adopted) {
+		err = adopt(dp);
+		if (err)
+			goto fail;
 	}
 	return 0;
+fail:
+	sluice_bpf__destroy(dp->skel);
+	free(dp->slot_state);
+	memset(dp, 0, sizeof(*dp));
+	return err;
 }
 
-static bool same_definition(const struct sl_rule *a, const struct sl_rule *b)
+size_t sl_dp_slots_in_force(const struct sl_dataplane *dp)
 {
-	struct sl_rule x = *a, y = *b;
+	size_t n = 0;
 
-	/* position and priority only steer classification, which lives in
-	 * the set tables; everything else is the rule's slot state */
-	x.file_index = y.file_index = 0;
-	x.has_priority = y.has_priority = false;
-	x.priority = y.priority = 0;
-	return !memcmp(&x, &y, sizeof(x));
+	for (uint32_t i = 0; i < SLUICE_MAX_RULE_SLOTS; i++)
+		n += dp->slot_state[i].in_force;
+	return n;
 }
 
 static int percpu_zero(struct sl_dataplane *dp, int fd, uint32_t key,
@@ -156,9 +349,22 @@ static void drop_sources(struct sl_dataplane *dp, uint32_t slot)
 	sweep_sources(dp, other_slot, &slot);
 }
 
+static int write_meta(struct sl_dataplane *dp, uint32_t slot,
+		      const char *name, uint64_t def_hash, uint32_t set_mask)
+{
+	struct sluice_rule_meta meta = { .def_hash = def_hash,
+					 .set_mask = set_mask };
+
+	snprintf(meta.name, sizeof(meta.name), "%s", name);
+	return bpf_map_update_elem(bpf_map__fd(dp->skel->maps.rule_meta),
+				   &slot, &meta, BPF_ANY)
+		       ? -errno
+		       : 0;
+}
+
 /* Fresh state for a slot: its configuration and zeroed counters. */
 static int init_slot(struct sl_dataplane *dp, uint32_t slot,
-		     const struct sl_rule *r)
+		     const struct sl_rule *r, uint32_t set)
 {
 	struct sluice_bpf *s = dp->skel;
 	struct sluice_rule_cfg cfg;
@@ -167,6 +373,11 @@ static int init_slot(struct sl_dataplane *dp, uint32_t slot,
 	int err = 0;
 
 	sl_rule_cfg(r, &cfg);
+	if (r->warm_up)
+		cfg.warm_start_ns = sl_dp_now(dp);
+	err = write_meta(dp, slot, r->name, sl_rule_def_hash(r), 1u << set);
+	if (err)
+		return err;
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.rule_budget), &slot,
 				&budget, BPF_ANY) ||
 	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_limit), &slot,
@@ -187,34 +398,6 @@ static int init_slot(struct sl_dataplane *dp, uint32_t slot,
 				BPF_ANY))
 		return -errno;
 	return 0;
-}
-
-static int lpm_write(struct sl_dataplane *dp, const struct sl_lpm_entry *e,
-		     bool del)
-{
-	int fd;
-
-	if (e->family == 4) {
-		struct sluice_lpm4_key k = { .prefixlen = 32 + e->plen,
-					     .class_id = e->class_id };
-
-		memcpy(k.addr, e->addr, 4);
-		fd = bpf_map__fd(dp->skel->maps.lpm_v4);
-		return (del ? bpf_map_delete_elem(fd, &k)
-			    : bpf_map_update_elem(fd, &k, &e->ref, BPF_ANY))
-			       ? -errno
-			       : 0;
-	} else {
-		struct sluice_lpm6_key k = { .prefixlen = 32 + e->plen,
-					     .class_id = e->class_id };
-
-		memcpy(k.addr, e->addr, 16);
-		fd = bpf_map__fd(dp->skel->maps.lpm_v6);
-		return (del ? bpf_map_delete_elem(fd, &k)
-			    : bpf_map_update_elem(fd, &k, &e->ref, BPF_ANY))
-			       ? -errno
-			       : 0;
-	}
 }
 
 static int write_port_table(struct sl_dataplane *dp, uint32_t set,
@@ -253,44 +436,92 @@ static int copy_ruleset(const struct sl_ruleset *rs, struct sl_ruleset *out)
 	return 0;
 }
 
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	while (*name) {
+		h ^= (uint8_t)*name++;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* Slots in force, found by name through an open-addressing table. */
+static uint32_t *index_slots(struct sl_dataplane *dp, size_t *size)
+{
+	size_t n = 2 * SLUICE_MAX_RULE_SLOTS;
+	uint32_t *t = calloc(n, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	for (uint32_t s = 0; s < SLUICE_MAX_RULE_SLOTS; s++) {
+		size_t b;
+
+		if (!dp->slot_state[s].in_force)
+			continue;
+		b = name_hash(dp->slot_state[s].name) & (n - 1);
+		while (t[b])
+			b = (b + 1) & (n - 1);
+		t[b] = s + 1;
+	}
+	*size = n;
+	return t;
+}
+
 static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			uint32_t *slots, bool *fresh, char *err,
 			size_t errlen)
 {
-	uint8_t *used = calloc(SLUICE_MAX_RULE_SLOTS, 1);
+	uint8_t *taken = calloc(SLUICE_MAX_RULE_SLOTS, 1);
+	size_t size = 0;
+	uint32_t *index = index_slots(dp, &size);
 	uint32_t next = 0;
 
-	if (!used)
+	if (!taken || !index) {
+		free(taken);
+		free(index);
 		return -ENOMEM;
-	for (size_t i = 0; i < dp->rules.n; i++)
-		used[dp->slots[i]] = 1;
+	}
 	for (size_t i = 0; i < rs->n; i++) {
+		const char *name = rs->rules[i].name;
+		uint64_t h = sl_rule_def_hash(&rs->rules[i]);
+
 		fresh[i] = true;
-		for (size_t j = 0; j < dp->rules.n; j++) {
-			if (!strcmp(rs->rules[i].name, dp->rules.rules[j].name) &&
-			    same_definition(&rs->rules[i],
-					    &dp->rules.rules[j])) {
-				slots[i] = dp->slots[j];
+		for (size_t b = name_hash(name) & (size - 1); index[b];
+		     b = (b + 1) & (size - 1)) {
+			uint32_t s = index[b] - 1;
+			struct sl_slot_state *st = &dp->slot_state[s];
+
+			if (!taken[s] && st->def_hash == h &&
+			    !strcmp(st->name, name)) {
+				slots[i] = s;
+				taken[s] = 1;
 				fresh[i] = false;
 				break;
 			}
 		}
+	}
+	free(index);
+	for (size_t i = 0; i < rs->n; i++) {
 		if (!fresh[i])
 			continue;
-		while (next < SLUICE_MAX_RULE_SLOTS && used[next])
+		while (next < SLUICE_MAX_RULE_SLOTS &&
+		       (taken[next] || dp->slot_state[next].in_force))
 			next++;
 		if (next == SLUICE_MAX_RULE_SLOTS) {
-			free(used);
+			free(taken);
 			snprintf(err, errlen,
 				 "no free rule slot: %zu rules in force and "
 				 "%zu in the new set exceed %u",
-				 dp->rules.n, rs->n, SLUICE_MAX_RULE_SLOTS);
+				 sl_dp_slots_in_force(dp), rs->n,
+				 SLUICE_MAX_RULE_SLOTS);
 			return -E2BIG;
 		}
-		used[next] = 1;
-		slots[i] = next;
+		taken[next] = 1;
+		slots[i] = next++;
 	}
-	free(used);
+	free(taken);
 	return 0;
 }
 
@@ -300,6 +531,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	uint32_t set = !(dp->skel->bss->active_set & 1);
 	struct sl_compiled comp = { 0 };
 	struct sl_ruleset copy = { 0 };
+	uint8_t *in_new = malloc(SLUICE_MAX_RULE_SLOTS);
 	uint32_t *slots;
 	bool *fresh;
 	size_t written = 0;
@@ -307,7 +539,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 
 	slots = calloc(rs->n ? rs->n : 1, sizeof(*slots));
 	fresh = calloc(rs->n ? rs->n : 1, sizeof(*fresh));
-	if (!slots || !fresh) {
+	if (!slots || !fresh || !in_new) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -323,8 +555,10 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		goto fail;
 
 	for (size_t i = 0; i < rs->n && !ret; i++)
-		if (fresh[i])
-			ret = init_slot(dp, slots[i], &rs->rules[i]);
+		ret = fresh[i] ? init_slot(dp, slots[i], &rs->rules[i], set)
+			       : write_meta(dp, slots[i], rs->rules[i].name,
+					    dp->slot_state[slots[i]].def_hash,
+					    3u);
 	if (!ret)
 		ret = write_port_table(dp, set, comp.port);
 	for (; written < comp.n_lpm && !ret; written++)
@@ -348,25 +582,43 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	comp.lpm = NULL;
 	sl_compiled_free(&comp);
 
-	for (size_t j = 0; j < dp->rules.n; j++) {
-		bool kept = false;
+	/* the maps now say which slots the new set uses; slots that left
+	 * the set lose their sources */
+	memset(in_new, 0, SLUICE_MAX_RULE_SLOTS);
+	for (size_t i = 0; i < rs->n; i++)
+		in_new[slots[i]] = 1;
+	for (uint32_t s = 0; s < SLUICE_MAX_RULE_SLOTS; s++) {
+		struct sl_slot_state *st = &dp->slot_state[s];
 
-		for (size_t i = 0; i < rs->n && !kept; i++)
-			kept = slots[i] == dp->slots[j];
-		if (!kept && dp->rules.rules[j].per_source)
-			drop_sources(dp, dp->slots[j]);
+		if (!st->in_force || in_new[s])
+			continue;
+		st->in_force = false;
+		write_meta(dp, s, "", 0, 0);
+		if (st->per_source)
+			drop_sources(dp, s);
+	}
+	for (size_t i = 0; i < rs->n; i++) {
+		struct sl_slot_state *st = &dp->slot_state[slots[i]];
+
+		st->in_force = true;
+		st->per_source = rs->rules[i].per_source;
+		st->def_hash = sl_rule_def_hash(&rs->rules[i]);
+		snprintf(st->name, sizeof(st->name), "%s", rs->rules[i].name);
+		write_meta(dp, slots[i], st->name, st->def_hash, 1u << set);
 	}
 	sl_ruleset_free(&dp->rules);
 	dp->rules = copy;
 	free(dp->slots);
 	dp->slots = slots;
 	free(fresh);
+	free(in_new);
 	return 0;
 fail:
 	sl_compiled_free(&comp);
 	sl_ruleset_free(&copy);
 	free(slots);
 	free(fresh);
+	free(in_new);
 	return ret;
 }
 
@@ -404,9 +656,50 @@ static int link_xdp(struct sl_dataplane *dp, int ifindex, __u32 flags)
 	return fd < 0 ? -errno : fd;
 }
 
+static enum sl_xdp_mode attached_mode(int ifindex)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+
+	if (bpf_xdp_query(ifindex, 0, &q))
+		return SL_XDP_AUTO;
+	return q.attach_mode == XDP_ATTACHED_SKB ? SL_XDP_GENERIC
+						 : SL_XDP_NATIVE;
+}
+
+/*
+ * A link pinned by an earlier agent on this interface: point it at our
+ * program instance (same maps; one atomic swap, no gap) and keep it.
+ * Returns the fd, or -ENOENT when there is none to adopt.
+ */
+static int adopt_link(struct sl_dataplane *dp, const char *path, int ifindex)
+{
+	struct bpf_link_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path);
+
+	if (fd < 0)
+		return -ENOENT;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    info.type != BPF_LINK_TYPE_XDP || info.xdp.ifindex != (__u32)ifindex) {
+		/* the interface went away and came back: a stale pin */
+		close(fd);
+		unlink(path);
+		return -ENOENT;
+	}
+	if (bpf_link_update(fd, bpf_program__fd(dp->skel->progs.sluice_xdp),
+			    NULL)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 		 enum sl_xdp_mode mode)
 {
+	char path[PATH_MAX] = "";
 	struct sl_iface *ifc;
 	int ifindex, fd;
 
@@ -416,6 +709,30 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 	if (!ifindex)
 		return -ENODEV;
 	ifc = &dp->ifaces[dp->n_ifaces];
+	memset(ifc, 0, sizeof(*ifc));
+	snprintf(ifc->name, sizeof(ifc->name), "%s", ifname);
+	ifc->ifindex = ifindex;
+
+	if (dp->pin_dir[0]) {
+		snprintf(path, sizeof(path), "%s/link-%s", dp->pin_dir, ifname);
+		fd = adopt_link(dp, path, ifindex);
+		if (fd >= 0) {
+			ifc->link_fd = fd;
+			ifc->adopted = true;
+			ifc->mode = attached_mode(ifindex);
+			if (mode != SL_XDP_AUTO && mode != ifc->mode)
+				pr_warn("%s: kept the running data plane in %s "
+					"mode although %s was asked; run "
+					"`sluice down` first to change it",
+					ifname, sl_xdp_mode_str(ifc->mode),
+					sl_xdp_mode_str(mode));
+			dp->n_ifaces++;
+			return 0;
+		}
+		if (fd != -ENOENT)
+			return fd;
+	}
+
 	fd = mode == SL_XDP_GENERIC ? -EOPNOTSUPP
 				    : link_xdp(dp, ifindex, XDP_FLAGS_DRV_MODE);
 	if (fd >= 0) {
@@ -432,8 +749,12 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 			return fd;
 		ifc->mode = SL_XDP_GENERIC;
 	}
-	snprintf(ifc->name, sizeof(ifc->name), "%s", ifname);
-	ifc->ifindex = ifindex;
+	if (path[0] && bpf_obj_pin(fd, path)) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
 	ifc->link_fd = fd;
 	dp->n_ifaces++;
 	return 0;
@@ -497,6 +818,45 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 		sluice_bpf__destroy(dp->skel);
 	sl_ruleset_free(&dp->rules);
 	free(dp->slots);
+	free(dp->slot_state);
 	free(dp->lpm);
 	memset(dp, 0, sizeof(*dp));
+}
+
+int sl_pins_down(const char *pin_dir, const char *ifname)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	bool links_left = false;
+	int fd, err = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/link-%s", pin_dir, ifname);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return -ENOENT;
+	/* detach even if some other process still holds the link */
+	if (bpf_link_detach(fd))
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
+	unlink(path);
+
+	d = opendir(pin_dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		links_left |= !strncmp(de->d_name, "link-", 5);
+	rewinddir(d);
+	while (!links_left && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	if (!links_left)
+		rmdir(pin_dir);
+	return 0;
 }

@@ -25,6 +25,9 @@ enum sl_xdp_mode {
 struct sl_dp_opts {
 	bool test_clock;	/* time comes from sl_dp_set_test_time() */
 	bool drop_malformed;	/* verdict for malformed headers */
+	/* bpffs directory for the maps and links; NULL: nothing pinned,
+	 * the data plane ends with the process */
+	const char *pin_dir;
 };
 
 struct sl_iface {
@@ -32,17 +35,29 @@ struct sl_iface {
 	int ifindex;
 	int link_fd;
 	enum sl_xdp_mode mode; /* native or generic, as attached */
+	bool adopted;	       /* the link was already there */
+};
+
+/* A rule slot in force, as the maps know it. */
+struct sl_slot_state {
+	bool in_force;
+	bool per_source;
+	uint64_t def_hash;
+	char name[SL_NAME_MAX + 1];
 };
 
 struct sluice_bpf;
 
 struct sl_dataplane {
 	struct sluice_bpf *skel;
+	char pin_dir[256];
+	bool adopted;		 /* maps were pinned by an earlier agent */
 	struct sl_iface ifaces[SL_MAX_IFACES];
 	int n_ifaces;
 	int n_cpus;
-	struct sl_ruleset rules; /* in force, file order */
+	struct sl_ruleset rules; /* in force, file order (after an apply) */
 	uint32_t *slots;	 /* slot of rules.rules[i] */
+	struct sl_slot_state *slot_state; /* SLUICE_MAX_RULE_SLOTS */
 	struct sl_lpm_entry *lpm; /* trie entries of the active set */
 	size_t n_lpm;
 };
@@ -74,8 +89,19 @@ uint64_t sl_dp_now(const struct sl_dataplane *dp);
 /* Delete source entries idle for two intervals; returns how many. */
 int sl_dp_gc_sources(struct sl_dataplane *dp);
 
-/* Detach from every interface and free everything. */
+/* Number of rule slots in force (after an adoption, before any apply,
+ * this is what the previous agent left). */
+size_t sl_dp_slots_in_force(const struct sl_dataplane *dp);
+
+/*
+ * Close everything. With a pin directory the data plane stays attached
+ * and keeps limiting; without one, closing the links detaches it.
+ */
 void sl_dp_destroy(struct sl_dataplane *dp);
+
+/* Detach ifname's pinned link and unpin it; when no link is left, remove
+ * the pinned maps and the directory. -ENOENT when nothing is pinned. */
+int sl_pins_down(const char *pin_dir, const char *ifname);
 
 const char *sl_xdp_mode_str(enum sl_xdp_mode mode);
 int sl_xdp_mode_parse(const char *s, enum sl_xdp_mode *mode);

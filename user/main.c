@@ -1,28 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /* sluice: one binary, subcommands. */
 #include <errno.h>
-#include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "agent.h"
+#include "cli.h"
 #include "compile.h"
-#include "loader.h"
-#include "log.h"
 #include "rules.h"
-#include "stats.h"
 
 #define ERRBUF 8192
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	stop = sig;
-}
 
 static void usage(FILE *f)
 {
@@ -30,13 +18,20 @@ static void usage(FILE *f)
 		"usage: sluice COMMAND [OPTIONS]\n"
 		"\n"
 		"commands:\n"
-		"  agent --iface IF[,IF...] --rules FILE [--xdp-mode native|generic|auto]\n"
-		"        [--stats-interval SECONDS] [--allow-empty] [--drop-malformed]\n"
-		"      attach the limiter and run in the foreground; detaches on\n"
-		"      SIGINT/SIGTERM\n"
+		"  agent --iface IF[,IF...] [--state-dir DIR] [--pin-dir DIR]\n"
+		"        [--rules FILE] [--xdp-mode native|generic|auto]\n"
+		"        [--allow-empty] [--stats-interval SECONDS] [--drop-malformed]\n"
+		"      the daemon: puts the snapshot's rules in force, attaches,\n"
+		"      serves the CLI; the data plane stays attached when it exits\n"
+		"  rule add|del|replace|list ...   change or show the rules\n"
+		"  status [-j] [--ready]           the agent's state, readiness\n"
+		"  stats [-j] [--watch [SECONDS]]  per-rule rates and totals\n"
+		"  down --iface IF[,IF...]         detach and remove the pins\n"
 		"  check FILE\n"
 		"      validate a rule file and print the compiled rules\n"
-		"  help\n");
+		"  help\n"
+		"\n"
+		"docs/cli.md has the details.\n");
 }
 
 static void print_rule_line(const struct sl_rule *r, int rank)
@@ -119,186 +114,6 @@ out:
 	return ret;
 }
 
-static void print_stats(const struct sl_dataplane *dp, uint64_t *prev_pass,
-			uint64_t *prev_block, double dt)
-{
-	printf("%-24s %-8s %12s %12s %14s %14s %10s\n", "rule", "mode",
-	       "passed/s", "dropped/s", "passed", "dropped", "sources");
-	for (size_t i = 0; i < dp->rules.n; i++) {
-		const struct sl_rule *r = &dp->rules.rules[i];
-		struct sl_rule_stats st;
-
-		if (sl_dp_rule_stats(dp, i, &st))
-			continue;
-		printf("%-24s %-8s %12.0f %12.0f %14llu %14llu %10llu\n",
-		       r->name, sl_mode_str(r->mode),
-		       (st.passed_pkts - prev_pass[i]) / dt,
-		       (st.blocked_pkts - prev_block[i]) / dt,
-		       (unsigned long long)st.passed_pkts,
-		       (unsigned long long)st.blocked_pkts,
-		       (unsigned long long)st.sources);
-		prev_pass[i] = st.passed_pkts;
-		prev_block[i] = st.blocked_pkts;
-	}
-	fflush(stdout);
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int cmd_agent(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "iface", required_argument, NULL, 'i' },
-		{ "rules", required_argument, NULL, 'r' },
-		{ "xdp-mode", required_argument, NULL, 'm' },
-		{ "stats-interval", required_argument, NULL, 's' },
-		{ "allow-empty", no_argument, NULL, 'e' },
-		{ "drop-malformed", no_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
-	};
-	struct sl_dp_opts dopts = { 0 };
-	enum sl_xdp_mode mode = SL_XDP_AUTO;
-	const char *ifaces = NULL, *rules = NULL;
-	struct sl_ruleset rs = { 0 };
-	struct sl_dataplane dp;
-	bool allow_empty = false;
-	long stats_interval = 1;
-	uint64_t *prev_pass = NULL, *prev_block = NULL;
-	char *err, *end, *list, *tok, *save;
-	int c, ret = 1;
-	double last_stats, last_gc;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			ifaces = optarg;
-			break;
-		case 'r':
-			rules = optarg;
-			break;
-		case 'm':
-			if (sl_xdp_mode_parse(optarg, &mode)) {
-				pr_err("--xdp-mode: '%s' is not native, generic "
-				       "or auto", optarg);
-				return 2;
-			}
-			break;
-		case 's':
-			errno = 0;
-			stats_interval = strtol(optarg, &end, 10);
-			if (errno || *end || stats_interval < 0) {
-				pr_err("--stats-interval: '%s' is not a number "
-				       "of seconds >= 0", optarg);
-				return 2;
-			}
-			break;
-		case 'e':
-			allow_empty = true;
-			break;
-		case 'd':
-			dopts.drop_malformed = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		pr_err("unexpected argument '%s'", argv[optind]);
-		return 2;
-	}
-	if (!ifaces || !rules) {
-		pr_err("agent needs --iface and --rules");
-		return 2;
-	}
-
-	err = calloc(1, ERRBUF);
-	if (!err)
-		return 1;
-	if (sl_rules_load_file(rules, &rs, err, ERRBUF)) {
-		pr_err("%s: refusing to start, the rule file is invalid:\n%s",
-		       rules, err);
-		goto out_free;
-	}
-	if (!rs.n && !allow_empty) {
-		pr_err("%s holds no rules: refusing to start with nothing in "
-		       "force (pass --allow-empty if that is intended)",
-		       rules);
-		goto out_free;
-	}
-
-	ret = sl_dp_load(&dp, &dopts);
-	if (ret) {
-		pr_err("loading the XDP program: %s", strerror(-ret));
-		ret = 1;
-		goto out_free;
-	}
-	/* every map is filled before the first attach: the first packet
-	 * is already judged by the rules */
-	if (sl_dp_apply(&dp, &rs, err, ERRBUF)) {
-		pr_err("%s: %s", rules, err);
-		ret = 1;
-		goto out_dp;
-	}
-	list = strdup(ifaces);
-	for (tok = strtok_r(list, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		ret = sl_dp_attach(&dp, tok, mode);
-		if (ret) {
-			pr_err("%s: cannot attach XDP (%s mode): %s", tok,
-			       sl_xdp_mode_str(mode), strerror(-ret));
-			free(list);
-			ret = 1;
-			goto out_dp;
-		}
-		pr_info("%s: attached in %s mode, %zu rules in force", tok,
-			sl_xdp_mode_str(dp.ifaces[dp.n_ifaces - 1].mode),
-			rs.n);
-	}
-	free(list);
-
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	prev_pass = calloc(rs.n + 1, sizeof(*prev_pass));
-	prev_block = calloc(rs.n + 1, sizeof(*prev_block));
-	last_stats = last_gc = mono_s();
-	while (!stop) {
-		double now;
-
-		usleep(100000);
-		now = mono_s();
-		if (stats_interval && now - last_stats >= stats_interval) {
-			print_stats(&dp, prev_pass, prev_block,
-				    now - last_stats);
-			last_stats = now;
-		}
-		if (now - last_gc >= 1.0) {
-			sl_dp_gc_sources(&dp);
-			last_gc = now;
-		}
-	}
-	pr_info("signal %d: detaching", (int)stop);
-	ret = 0;
-out_dp:
-	sl_dp_destroy(&dp);
-out_free:
-	free(prev_pass);
-	free(prev_block);
-	sl_ruleset_free(&rs);
-	free(err);
-	return ret;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -306,7 +121,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(argv[1], "agent"))
-		return cmd_agent(argc - 1, argv + 1);
+		return sl_agent_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "rule") || !strcmp(argv[1], "status") ||
+	    !strcmp(argv[1], "stats") || !strcmp(argv[1], "down"))
+		return sl_cli_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "check"))
 		return cmd_check(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help")) {

@@ -211,11 +211,14 @@ static void check_keys(struct rule_ctx *rc, const cJSON *obj, const char *where,
 		       const char *const *known)
 {
 	const cJSON *it, *prev;
-	int n = cJSON_GetArraySize(obj);
+	int n = cJSON_GetArraySize(obj), n_known = 0;
 
-	/* Ours have <= 8 keys; bound the quadratic duplicate check. */
+	while (known[n_known])
+		n_known++;
+	/* Ours have <= 9 keys; bound the quadratic duplicate check. */
 	if (n > 32) {
-		rule_err(rc, where, "has %d fields; at most 8 are defined", n);
+		rule_err(rc, where, "has %d fields; at most %d are defined", n,
+			 n_known);
 		return;
 	}
 	for (it = obj->child; it; it = it->next) {
@@ -691,11 +694,92 @@ static void parse_per_source(struct rule_ctx *rc, const cJSON *ps,
 		r->max_sources = v;
 }
 
+/*
+ * "reject", or {"warm_up": {"period_s": P, "cold_factor": F}}. The ramp
+ * itself (count / F up to count over P seconds) is the data plane's.
+ */
+static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
+			   struct sl_rule *r)
+{
+	static const char *const known[] = {"warm_up", NULL};
+	static const char *const warm_known[] = {"period_s", "cold_factor",
+						 NULL};
+	const cJSON *w, *it;
+	uint32_t period = 0, cold = SL_DEF_COLD_FACTOR;
+	bool ok = true;
+	uint64_t v;
+
+	r->warm_up = false;
+	r->warm_period_s = 0;
+	r->cold_factor = 0;
+	if (!b)
+		return;
+	if (cJSON_IsString(b) && b->valuestring) {
+		char shown[SL_KEY_SHOW_MAX * 4 + 8];
+
+		if (!strcmp(b->valuestring, "reject"))
+			return;
+		show(b->valuestring, shown, sizeof(shown));
+		if (!strcmp(b->valuestring, "warm_up"))
+			rule_err(rc, "behavior",
+				 "warm_up needs its parameters: "
+				 "{\"warm_up\": {\"period_s\": 10}}");
+		else
+			rule_err(rc, "behavior",
+				 "must be \"reject\" or {\"warm_up\": "
+				 "{...}}; got '%s'",
+				 shown);
+		return;
+	}
+	if (!cJSON_IsObject(b)) {
+		rule_err(rc, "behavior",
+			 "must be \"reject\" or an object {\"warm_up\": "
+			 "{...}}, got %s",
+			 json_type(b));
+		return;
+	}
+	check_keys(rc, b, "behavior", known);
+	w = cJSON_GetObjectItemCaseSensitive(b, "warm_up");
+	if (!w) {
+		rule_err(rc, "behavior.warm_up",
+			 "required in a behavior object (or write "
+			 "\"behavior\": \"reject\")");
+		return;
+	}
+	if (!get_object(rc, w, "behavior.warm_up"))
+		return;
+	check_keys(rc, w, "behavior.warm_up", warm_known);
+	it = cJSON_GetObjectItemCaseSensitive(w, "period_s");
+	if (!it) {
+		rule_err(rc, "behavior.warm_up.period_s",
+			 "required (seconds to ramp up to count)");
+		ok = false;
+	} else if (get_uint(rc, it, "behavior.warm_up.period_s", 1,
+			    SL_MAX_WARM_PERIOD_S, &v) == 0) {
+		period = v;
+	} else {
+		ok = false;
+	}
+	it = cJSON_GetObjectItemCaseSensitive(w, "cold_factor");
+	if (it) {
+		if (get_uint(rc, it, "behavior.warm_up.cold_factor",
+			     SL_MIN_COLD_FACTOR, SL_MAX_COLD_FACTOR, &v) == 0)
+			cold = v;
+		else
+			ok = false;
+	}
+	if (!ok)
+		return;
+	r->warm_up = true;
+	r->warm_period_s = period;
+	r->cold_factor = cold;
+}
+
 static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 {
-	static const char *const known[] = {"name",  "match",	 "grade",
-					    "count", "window",	 "per_source",
-					    "mode",  "priority", NULL};
+	static const char *const known[] = {
+	    "name",	  "match", "grade",    "count",	   "window",
+	    "per_source", "mode",  "priority", "behavior", NULL};
 	const cJSON *name, *match, *grade, *count, *mode, *prio;
 	bool proto_known;
 	uint64_t v;
@@ -776,6 +860,16 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 		r->has_priority = true;
 		r->priority = v;
 	}
+
+	parse_behavior(rc, cJSON_GetObjectItemCaseSensitive(obj, "behavior"),
+		       r);
+	/* A ramp starting at count / cold_factor = 0 would drop everything. */
+	if (r->warm_up && r->count && r->count < r->cold_factor)
+		rule_err(rc, "behavior.warm_up.cold_factor",
+			 "%u is larger than count %llu: the ramp would start "
+			 "at a threshold of 0; lower cold_factor or raise "
+			 "count",
+			 r->cold_factor, (unsigned long long) r->count);
 }
 
 struct name_ref {
@@ -939,11 +1033,9 @@ int sl_rules_parse(const char *json, size_t len, struct sl_ruleset *out,
 		   char *err, size_t errlen)
 {
 	struct errbuf eb = {.buf = err, .len = errlen};
-	struct sl_rule *rules = NULL;
 	const char *end = NULL;
 	cJSON *doc;
 	char *copy;
-	size_t n = 0;
 	int ret;
 
 	if (err && errlen)
@@ -968,9 +1060,29 @@ int sl_rules_parse(const char *json, size_t len, struct sl_ruleset *out,
 		free(copy);
 		return -EINVAL;
 	}
-	ret = parse_doc(doc, &rules, &n, &eb);
-	cJSON_Delete(doc);
 	free(copy);
+	ret = sl_rules_from_cjson(doc, out, err, errlen);
+	cJSON_Delete(doc);
+	return ret;
+}
+
+int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
+			size_t errlen)
+{
+	struct errbuf eb = {.buf = err, .len = errlen};
+	struct sl_rule *rules = NULL;
+	size_t n = 0;
+	int ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!out)
+		return -EINVAL;
+	if (!doc) {
+		eb_add(&eb, "document: missing");
+		return -EINVAL;
+	}
+	ret = parse_doc(doc, &rules, &n, &eb);
 	if (ret == -ENOMEM)
 		eb_add(&eb, "document: out of memory");
 	eb_finish(&eb);
@@ -1119,4 +1231,140 @@ bool sl_prefix_contains(const struct sl_prefix *a, const struct sl_prefix *b)
 			return false;
 	}
 	return true;
+}
+
+/* cJSON_Add*ToObject return NULL when out of memory; so do we. */
+static bool add_str(cJSON *o, const char *k, const char *v)
+{
+	return cJSON_AddStringToObject(o, k, v) != NULL;
+}
+
+/* Every integer we emit is <= 1e11 < 2^53: exact as a double. */
+static bool add_num(cJSON *o, const char *k, uint64_t v)
+{
+	return cJSON_AddNumberToObject(o, k, (double) v) != NULL;
+}
+
+static bool add_match(cJSON *rule, const struct sl_rule *r)
+{
+	cJSON *m = cJSON_AddObjectToObject(rule, "match");
+	char buf[INET6_ADDRSTRLEN + 8];
+
+	if (!m || !add_str(m, "proto", sl_proto_str(r->proto)))
+		return false;
+	if (r->dport_lo && r->dport_lo == r->dport_hi) {
+		if (!add_num(m, "dport", r->dport_lo))
+			return false;
+	} else if (r->dport_lo) {
+		snprintf(buf, sizeof(buf), "%u-%u", r->dport_lo, r->dport_hi);
+		if (!add_str(m, "dport", buf))
+			return false;
+	}
+	if (r->dst.family) {
+		sl_prefix_str(&r->dst, buf, sizeof(buf));
+		if (!add_str(m, "dst", buf))
+			return false;
+	}
+	if (r->src.family) {
+		sl_prefix_str(&r->src, buf, sizeof(buf));
+		if (!add_str(m, "src", buf))
+			return false;
+	}
+	return true;
+}
+
+static bool add_behavior(cJSON *rule, const struct sl_rule *r)
+{
+	cJSON *b, *w;
+
+	if (!r->warm_up)
+		return add_str(rule, "behavior", "reject");
+	b = cJSON_AddObjectToObject(rule, "behavior");
+	w = b ? cJSON_AddObjectToObject(b, "warm_up") : NULL;
+	return w && add_num(w, "period_s", r->warm_period_s) &&
+	       add_num(w, "cold_factor", r->cold_factor);
+}
+
+static cJSON *rule_to_json(const struct sl_rule *r, bool with_priority)
+{
+	cJSON *o = cJSON_CreateObject(), *w, *ps;
+
+	if (!o || !add_str(o, "name", r->name) || !add_match(o, r) ||
+	    !add_str(o, "grade", sl_grade_str(r->grade)) ||
+	    !add_num(o, "count", r->count))
+		goto nomem;
+	w = cJSON_AddObjectToObject(o, "window");
+	if (!w || !add_num(w, "interval_ms", r->interval_ms) ||
+	    !add_num(w, "sample_count", r->sample_count))
+		goto nomem;
+	if (r->per_source) {
+		ps = cJSON_AddObjectToObject(o, "per_source");
+		if (!ps || !add_num(ps, "prefix_v4", r->src_prefix_v4) ||
+		    !add_num(ps, "prefix_v6", r->src_prefix_v6) ||
+		    !add_num(ps, "max_sources", r->max_sources))
+			goto nomem;
+	}
+	if (!add_str(o, "mode", sl_mode_str(r->mode)))
+		goto nomem;
+	if (with_priority && r->has_priority &&
+	    !add_num(o, "priority", r->priority))
+		goto nomem;
+	if (!add_behavior(o, r))
+		goto nomem;
+	return o;
+nomem:
+	cJSON_Delete(o);
+	return NULL;
+}
+
+cJSON *sl_rule_to_json(const struct sl_rule *r)
+{
+	return rule_to_json(r, true);
+}
+
+char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty)
+{
+	cJSON *doc = cJSON_CreateObject(), *arr;
+	char *text = NULL, *out = NULL;
+	size_t i;
+
+	arr = doc ? cJSON_AddArrayToObject(doc, "rules") : NULL;
+	if (!arr)
+		goto out;
+	for (i = 0; i < rs->n; i++) {
+		cJSON *r = sl_rule_to_json(&rs->rules[i]);
+
+		if (!r || !cJSON_AddItemToArray(arr, r)) {
+			cJSON_Delete(r);
+			goto out;
+		}
+	}
+	text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
+	/* Our own copy: the caller frees with free() whatever cJSON's hooks. */
+	if (text)
+		out = strdup(text);
+out:
+	cJSON_free(text);
+	cJSON_Delete(doc);
+	if (!out)
+		errno = ENOMEM;
+	return out;
+}
+
+uint64_t sl_rule_def_hash(const struct sl_rule *r)
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
+	cJSON *o = rule_to_json(r, false);
+	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+	const unsigned char *p;
+
+	cJSON_Delete(o);
+	if (!text)
+		return 0;
+	for (p = (const unsigned char *) text; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ULL; /* FNV 64 prime */
+	}
+	cJSON_free(text);
+	return h ? h : 1; /* 0 means "out of memory" */
 }

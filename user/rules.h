@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Rule files: parsing and validation (rules.json format, docs/rules.md). */
+/* Rule files: parsing, validation and the canonical form (docs/rules.md). */
 #ifndef SLUICE_RULES_H
 #define SLUICE_RULES_H
 
@@ -7,12 +7,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #define SL_NAME_MAX	     63
 #define SL_MAX_RULES	     4096
 #define SL_MAX_SAMPLE_COUNT  8
 #define SL_MAX_INTERVAL_MS   60000
 #define SL_MAX_COUNT	     100000000000ULL /* 1e11/s: 800 Gbit/s for bps */
 #define SL_MAX_PRIORITY	     65535
+#define SL_MAX_WARM_PERIOD_S 3600
+#define SL_MIN_COLD_FACTOR   2
+#define SL_MAX_COLD_FACTOR   100
+#define SL_DEF_COLD_FACTOR   3 /* Sentinel's coldFactor default */
 
 enum sl_proto {
 	SL_PROTO_ANY = 0,
@@ -58,6 +64,11 @@ struct sl_rule {
 	enum sl_mode mode;
 	bool has_priority;
 	uint32_t priority;
+	/* behavior: "reject" (warm_up false, both 0) or a warm-up ramp of the
+	 * threshold from count / cold_factor to count over warm_period_s */
+	bool warm_up;
+	uint32_t warm_period_s;
+	uint32_t cold_factor;
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 
@@ -74,11 +85,42 @@ struct sl_ruleset {
 int sl_rules_parse(const char *json, size_t len, struct sl_ruleset *out,
 		   char *err, size_t errlen);
 
+/*
+ * As sl_rules_parse, for a document the caller already holds parsed
+ * ({"rules": [...]}); doc is not modified.
+ */
+int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
+			size_t errlen);
+
 /* As sl_rules_parse, reading path; I/O errors name the file. */
 int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
 		       size_t errlen);
 
 void sl_ruleset_free(struct sl_ruleset *set);
+
+/*
+ * The rule in the file format with every field explicit, in a fixed key
+ * order: name, match {proto, dport, dst, src}, grade, count, window,
+ * per_source (if set), mode, priority (if set), behavior. dport is an
+ * integer for one port, "lo-hi" for a range; dport, dst and src are left
+ * out when they match anything. Parsing the result gives *r back (but for
+ * file_index). NULL when out of memory; free with cJSON_Delete().
+ */
+cJSON *sl_rule_to_json(const struct sl_rule *r);
+
+/*
+ * {"rules": [...]} of sl_rule_to_json() for each rule, pretty-printed or
+ * on one line. malloc'd, free with free(); NULL with errno ENOMEM.
+ */
+char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
+
+/*
+ * FNV-1a 64 of the canonical one-line JSON of the rule without priority
+ * (priority only steers classification): equal hashes mean the same
+ * definition, a changed one is a new rule. 0 only if out of memory, which
+ * callers must treat as "changed".
+ */
+uint64_t sl_rule_def_hash(const struct sl_rule *r);
 
 /* Strings for the enums, as they appear in rule files. */
 const char *sl_proto_str(enum sl_proto p);

@@ -711,8 +711,8 @@ static void test_unknown_keys(void **state)
 	    "rule 'web': unknown field 'Mode' (did you mean 'mode'?)");
 	/* No suggestion when nothing is close. */
 	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
-			       ", \"behavior\": \"reject\""),
-		      "rule 'web': unknown field 'behavior'");
+			       ", \"description\": \"web\""),
+		      "rule 'web': unknown field 'description'");
 	assert_null(strstr(err, "did you mean"));
 	/* Control characters in a key cannot break one-error-per-line. */
 	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT ", \"a\\nb\": 1"),
@@ -730,7 +730,7 @@ static void test_unknown_keys(void **state)
 			p += sprintf(p, "%s\"k%u\": 1", i ? "," : "", i);
 		sprintf(p, "}");
 		expect_err_in(one(members), "rule 'web': field 'match': has 40 "
-					    "fields; at most 8 are defined");
+					    "fields; at most 4 are defined");
 		assert_int_equal(err_lines(), 1);
 	}
 }
@@ -1006,6 +1006,497 @@ static void test_shipped_examples(void **state)
 	}
 }
 
+static void test_behavior(void **state)
+{
+	struct sl_ruleset set;
+	const struct sl_rule *r;
+
+	(void) state;
+	expect_ok("{\"rules\": ["
+		  "{\"name\": \"a\", \"match\": {}, \"grade\": \"pps\", "
+		  "\"count\": 100},"
+		  "{\"name\": \"b\", \"match\": {}, \"grade\": \"pps\", "
+		  "\"count\": 100, \"behavior\": \"reject\"},"
+		  "{\"name\": \"c\", \"match\": {}, \"grade\": \"pps\", "
+		  "\"count\": 100, \"behavior\": {\"warm_up\": "
+		  "{\"period_s\": 10, \"cold_factor\": 4}}},"
+		  "{\"name\": \"d\", \"match\": {}, \"grade\": \"pps\", "
+		  "\"count\": 3, \"behavior\": {\"warm_up\": "
+		  "{\"period_s\": 3600}}},"
+		  "{\"name\": \"e\", \"match\": {}, \"grade\": \"pps\", "
+		  "\"count\": 100, \"behavior\": {\"warm_up\": "
+		  "{\"cold_factor\": 100, \"period_s\": 1}}}]}",
+		  &set);
+	assert_int_equal(set.n, 5);
+	r = &set.rules[0];
+	assert_false(r->warm_up);
+	assert_int_equal(r->warm_period_s, 0);
+	assert_int_equal(r->cold_factor, 0);
+	r = &set.rules[1];
+	assert_false(r->warm_up);
+	assert_int_equal(r->warm_period_s, 0);
+	assert_int_equal(r->cold_factor, 0);
+	r = &set.rules[2];
+	assert_true(r->warm_up);
+	assert_int_equal(r->warm_period_s, 10);
+	assert_int_equal(r->cold_factor, 4);
+	/* cold_factor defaults to Sentinel's 3; count 3 starts the ramp at 1 */
+	r = &set.rules[3];
+	assert_true(r->warm_up);
+	assert_int_equal(r->warm_period_s, 3600);
+	assert_int_equal(r->cold_factor, 3);
+	r = &set.rules[4];
+	assert_true(r->warm_up);
+	assert_int_equal(r->warm_period_s, 1);
+	assert_int_equal(r->cold_factor, 100);
+	sl_ruleset_free(&set);
+}
+
+static void test_behavior_errors(void **state)
+{
+	static const struct {
+		const char *count;
+		const char *behavior;
+		const char *msg;
+		unsigned int also; /* further errors the case implies */
+	} cases[] = {
+	    {"100", "\"drop\"",
+	     "field 'behavior': must be \"reject\" or {\"warm_up\": {...}}; "
+	     "got 'drop'",
+	     0},
+	    {"100", "\"Reject\"",
+	     "field 'behavior': must be \"reject\" or {\"warm_up\": {...}}; "
+	     "got 'Reject'",
+	     0},
+	    {"100", "\"warm_up\"",
+	     "field 'behavior': warm_up needs its parameters: "
+	     "{\"warm_up\": {\"period_s\": 10}}",
+	     0},
+	    {"100", "1",
+	     "field 'behavior': must be \"reject\" or an object "
+	     "{\"warm_up\": {...}}, got number",
+	     0},
+	    {"100", "[\"reject\"]",
+	     "field 'behavior': must be \"reject\" or an object "
+	     "{\"warm_up\": {...}}, got array",
+	     0},
+	    {"100", "{}",
+	     "field 'behavior.warm_up': required in a behavior object (or "
+	     "write \"behavior\": \"reject\")",
+	     0},
+	    {"100", "{\"warm_up\": true}",
+	     "field 'behavior.warm_up': must be an object, got boolean", 0},
+	    {"100", "{\"warm_up\": {}}",
+	     "field 'behavior.warm_up.period_s': required (seconds to ramp "
+	     "up to count)",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": 0}}",
+	     "field 'behavior.warm_up.period_s': must be between 1 and 3600, "
+	     "got 0",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": 3601}}",
+	     "field 'behavior.warm_up.period_s': must be between 1 and 3600, "
+	     "got 3601",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": 2.5}}",
+	     "field 'behavior.warm_up.period_s': must be an integer, got 2.5",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": \"10\"}}",
+	     "field 'behavior.warm_up.period_s': must be an integer number, "
+	     "got string",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": 10, \"cold_factor\": 1}}",
+	     "field 'behavior.warm_up.cold_factor': must be between 2 and "
+	     "100, got 1",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": 10, \"cold_factor\": 101}}",
+	     "field 'behavior.warm_up.cold_factor': must be between 2 and "
+	     "100, got 101",
+	     0},
+	    {"2", "{\"warm_up\": {\"period_s\": 10}}",
+	     "field 'behavior.warm_up.cold_factor': 3 is larger than count 2: "
+	     "the ramp would start at a threshold of 0; lower cold_factor or "
+	     "raise count",
+	     0},
+	    /* ... and the misspelt key's real one is then missing */
+	    {"100", "{\"warmup\": {\"period_s\": 10}}",
+	     "field 'behavior': unknown field 'warmup' (did you mean "
+	     "'warm_up'?)",
+	     1},
+	    {"100", "{\"warm_up\": {\"period\": 10}}",
+	     "field 'behavior.warm_up': unknown field 'period' (did you mean "
+	     "'period_s'?)",
+	     1},
+	    {"100", "{\"warm_up\": {\"period_s\": 10, \"coldFactor\": 3}}",
+	     "field 'behavior.warm_up': unknown field 'coldFactor'", 0},
+	    {"100", "{\"warm_up\": {\"period_s\": 10, \"cold_factr\": 3}}",
+	     "field 'behavior.warm_up': unknown field 'cold_factr' (did you "
+	     "mean 'cold_factor'?)",
+	     0},
+	    {"100", "{\"warm_up\": {\"period_s\": 10}, \"reject\": true}",
+	     "field 'behavior': unknown field 'reject'", 0},
+	};
+	char members[512];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME "," MATCH "," GRADE
+			      ", \"count\": %s, \"behavior\": %s",
+			 cases[i].count, cases[i].behavior);
+		snprintf(want, sizeof(want), "rule 'web': %s", cases[i].msg);
+		expect_err_in(one(members), want);
+		assert_int_equal(err_lines(), 1 + cases[i].also);
+	}
+	/* Both warm_up parameters wrong: both reported, nothing else. */
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
+			       ", \"behavior\": {\"warm_up\": {\"period_s\": "
+			       "-1, \"cold_factor\": 0}}"),
+		      "rule 'web': field 'behavior.warm_up.period_s': must be "
+		      "between 1 and 3600, got -1");
+	assert_non_null(strstr(err, "rule 'web': field "
+				    "'behavior.warm_up.cold_factor': must be "
+				    "between 2 and 100, got 0"));
+	assert_int_equal(err_lines(), 2);
+}
+
+/* The canonical text of one rule, one line. */
+static char *rule_text(const struct sl_rule *r)
+{
+	cJSON *o = sl_rule_to_json(r);
+	char *s;
+
+	assert_non_null(o);
+	s = cJSON_PrintUnformatted(o);
+	assert_non_null(s);
+	cJSON_Delete(o);
+	return s;
+}
+
+static void test_rule_to_json_canonical(void **state)
+{
+	struct sl_ruleset set;
+	char *s;
+
+	(void) state;
+	expect_ok("{\"rules\": ["
+		  " {\"count\": 1e3, \"grade\": \"pps\", \"name\": \"min\","
+		  "  \"match\": {}},"
+		  " {\"name\": \"full\", \"priority\": 7, \"mode\": \"shadow\","
+		  "  \"match\": {\"src\": \"10.1.0.0/16\", \"dport\": "
+		  "\"8000-8080\", \"dst\": \"198.18.0.0/15\", "
+		  "\"proto\": \"tcp\"},"
+		  "  \"grade\": \"bps\", \"count\": 100000000000,"
+		  "  \"window\": {\"sample_count\": 4, \"interval_ms\": 2000},"
+		  "  \"per_source\": {\"max_sources\": 9},"
+		  "  \"behavior\": {\"warm_up\": {\"period_s\": 30}}},"
+		  " {\"name\": \"one-port\", \"match\": {\"proto\": \"udp\", "
+		  "\"dport\": \"53\", \"dst\": \"2001:db8::/32\"}, "
+		  "\"grade\": \"pps\", \"count\": 5, \"behavior\": "
+		  "\"reject\"}]}",
+		  &set);
+	s = rule_text(&set.rules[0]);
+	assert_string_equal(
+	    s, "{\"name\":\"min\",\"match\":{\"proto\":\"any\"},"
+	       "\"grade\":\"pps\",\"count\":1000,"
+	       "\"window\":{\"interval_ms\":1000,\"sample_count\":2},"
+	       "\"mode\":\"enforce\",\"behavior\":\"reject\"}");
+	cJSON_free(s);
+	s = rule_text(&set.rules[1]);
+	assert_string_equal(
+	    s, "{\"name\":\"full\",\"match\":{\"proto\":\"tcp\","
+	       "\"dport\":\"8000-8080\",\"dst\":\"198.18.0.0/15\","
+	       "\"src\":\"10.1.0.0/16\"},\"grade\":\"bps\","
+	       "\"count\":100000000000,"
+	       "\"window\":{\"interval_ms\":2000,\"sample_count\":4},"
+	       "\"per_source\":{\"prefix_v4\":32,\"prefix_v6\":64,"
+	       "\"max_sources\":9},\"mode\":\"shadow\",\"priority\":7,"
+	       "\"behavior\":{\"warm_up\":{\"period_s\":30,"
+	       "\"cold_factor\":3}}}");
+	cJSON_free(s);
+	/* "53" as a string becomes the integer 53: one port. */
+	s = rule_text(&set.rules[2]);
+	assert_string_equal(
+	    s, "{\"name\":\"one-port\",\"match\":{\"proto\":\"udp\","
+	       "\"dport\":53,\"dst\":\"2001:db8::/32\"},\"grade\":\"pps\","
+	       "\"count\":5,"
+	       "\"window\":{\"interval_ms\":1000,\"sample_count\":2},"
+	       "\"mode\":\"enforce\",\"behavior\":\"reject\"}");
+	cJSON_free(s);
+
+	s = sl_ruleset_to_json(&set, false);
+	assert_non_null(s);
+	assert_int_equal(strncmp(s, "{\"rules\":[{\"name\":\"min\",", 24), 0);
+	assert_non_null(strstr(s, "},{\"name\":\"full\","));
+	assert_int_equal(s[strlen(s) - 1], '}');
+	assert_null(strchr(s, '\n'));
+	free(s);
+	s = sl_ruleset_to_json(&set, true);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "\n"));
+	assert_non_null(strstr(s, "\"name\":\t\"full\""));
+	free(s);
+	sl_ruleset_free(&set);
+
+	/* An empty set is {"rules":[]}. */
+	memset(&set, 0, sizeof(set));
+	s = sl_ruleset_to_json(&set, false);
+	assert_string_equal(s, "{\"rules\":[]}");
+	free(s);
+}
+
+/* parse -> to_json -> parse must give the same structs, pretty or not. */
+static void assert_round_trip(const struct sl_ruleset *a)
+{
+	int pretty;
+
+	for (pretty = 0; pretty < 2; pretty++) {
+		char *text = sl_ruleset_to_json(a, pretty), *again;
+		struct sl_ruleset b;
+		size_t i;
+
+		assert_non_null(text);
+		expect_ok(text, &b);
+		assert_int_equal(b.n, a->n);
+		for (i = 0; i < a->n; i++) {
+			if (memcmp(&a->rules[i], &b.rules[i],
+				   sizeof(a->rules[i])))
+				fail_msg("rule %zu '%s' differs after a round "
+					 "trip through\n%s",
+					 i, a->rules[i].name, text);
+		}
+		/* And the text is a fixed point. */
+		again = sl_ruleset_to_json(&b, pretty);
+		assert_string_equal(again, text);
+		free(again);
+		free(text);
+		sl_ruleset_free(&b);
+	}
+}
+
+/* Valid rules covering every field and form, made from the index. */
+static char *varied_rules(unsigned int n)
+{
+	static const char *const matches[] = {
+	    "{}",
+	    "{\"proto\": \"tcp\"}",
+	    "{\"proto\": \"tcp\", \"dport\": 443}",
+	    "{\"proto\": \"udp\", \"dport\": \"1-65535\"}",
+	    "{\"proto\": \"tcp\", \"dport\": \"8000-8099\", \"dst\": "
+	    "\"198.18.0.0/15\", \"src\": \"10.0.0.0/8\"}",
+	    "{\"proto\": \"udp\", \"dport\": 53, \"dst\": \"2001:db8::/32\"}",
+	    "{\"proto\": \"icmp\", \"dst\": \"192.0.2.1\"}",
+	    "{\"proto\": \"icmpv6\", \"src\": \"::/0\"}",
+	    "{\"proto\": \"any\", \"dst\": \"0.0.0.0/0\"}",
+	    "{\"src\": \"2001:db8:1:2:3:4:5:6\"}",
+	    "{\"proto\": \"tcp\", \"dst\": \"fe80::/10\", \"dport\": "
+	    "\"22\"}",
+	};
+	static const char *const windows[] = {
+	    "",
+	    ", \"window\": {}",
+	    ", \"window\": {\"interval_ms\": 60000, \"sample_count\": 8}",
+	    ", \"window\": {\"interval_ms\": 10, \"sample_count\": 2}",
+	    ", \"window\": {\"sample_count\": 1}",
+	};
+	static const char *const per_sources[] = {
+	    "",
+	    ", \"per_source\": {\"max_sources\": 1}",
+	    ", \"per_source\": {\"prefix_v4\": 24, \"prefix_v6\": 128, "
+	    "\"max_sources\": 1048576}",
+	};
+	static const char *const behaviors[] = {
+	    "",
+	    ", \"behavior\": \"reject\"",
+	    ", \"behavior\": {\"warm_up\": {\"period_s\": 10}}",
+	    ", \"behavior\": {\"warm_up\": {\"period_s\": 3600, "
+	    "\"cold_factor\": 100}}",
+	};
+	size_t cap = 128 + (size_t) n * 600, used;
+	char *s = malloc(cap);
+	unsigned int i;
+
+	assert_non_null(s);
+	used = snprintf(s, cap, "{\"rules\": [");
+	for (i = 0; i < n; i++) {
+		unsigned int m = i % 11, w = (i / 11) % 5, p = (i / 55) % 3;
+		unsigned int b = (i / 3) % 4;
+		/* cps needs tcp: matches 1, 2, 4 and 10 are tcp */
+		bool tcp = m == 1 || m == 2 || m == 4 || m == 10;
+		const char *grade = tcp && i % 2 ? "cps"
+				    : i % 3	 ? "pps"
+						 : "bps";
+		unsigned long long count =
+		    i % 7 == 0 ? 100000000000ULL : 100 + (unsigned long long) i;
+
+		used += snprintf(
+		    s + used, cap - used,
+		    "%s{\"name\": \"r-%u.x_%u\", \"match\": %s, \"grade\": "
+		    "\"%s\", \"count\": %llu%s%s%s%s%s}",
+		    i ? ",\n" : "", i, m, matches[m], grade, count, windows[w],
+		    per_sources[p], behaviors[b],
+		    i % 4 == 1	 ? ", \"mode\": \"shadow\""
+		    : i % 4 == 2 ? ", \"mode\": \"enforce\""
+				 : "",
+		    i % 5 == 0	 ? ", \"priority\": 1"
+		    : i % 5 == 1 ? ", \"priority\": 65535"
+				 : "");
+		assert_true(used < cap);
+	}
+	snprintf(s + used, cap - used, "]}");
+	return s;
+}
+
+static void test_round_trip(void **state)
+{
+	static const char *const files[] = {
+	    "rules/demo.json",
+	    "rules/examples/dns-udp-53.json",
+	    "rules/examples/syn-flood-443.json",
+	    "rules/examples/bandwidth-cap.json",
+	    "rules/examples/icmp-both-families.json",
+	    "rules/examples/per-source-api.json",
+	    "rules/examples/shadow-trial.json",
+	    "rules/examples/priority-override.json",
+	};
+	struct sl_ruleset set;
+	char *s;
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		memset(&set, 0, sizeof(set));
+		load_shipped(files[i], &set);
+		assert_round_trip(&set);
+		sl_ruleset_free(&set);
+	}
+	/* 660: the 165 match x window x per_source combinations, 4 times */
+	s = varied_rules(660);
+	expect_ok(s, &set);
+	assert_int_equal(set.n, 660);
+	/* the generator covers what it claims to */
+	assert_int_equal(set.rules[1].grade, SL_GRADE_CPS);
+	assert_int_equal(set.rules[2].grade, SL_GRADE_PPS);
+	assert_int_equal(set.rules[3].grade, SL_GRADE_BPS);
+	assert_true(set.rules[6].warm_up);
+	assert_int_equal(set.rules[6].cold_factor, 3);
+	assert_true(set.rules[9].warm_up);
+	assert_int_equal(set.rules[9].cold_factor, 100);
+	assert_true(set.rules[55].per_source);
+	assert_int_equal(set.rules[110].src_prefix_v6, 128);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+	free(s);
+	s = many_rules(SL_MAX_RULES);
+	expect_ok(s, &set);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+	free(s);
+}
+
+static void test_def_hash(void **state)
+{
+	struct sl_ruleset set;
+	struct sl_rule r;
+	uint64_t h;
+
+	(void) state;
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"priority\": 5, \"behavior\": {\"warm_up\": "
+			   "{\"period_s\": 10}}"),
+		  &set);
+	h = sl_rule_def_hash(&set.rules[0]);
+	assert_true(h != 0);
+	assert_true(h == sl_rule_def_hash(&set.rules[0]));
+
+	/* Priority and file position only steer classification. */
+	r = set.rules[0];
+	r.priority = 9;
+	assert_true(sl_rule_def_hash(&r) == h);
+	r.has_priority = false;
+	r.priority = 0;
+	assert_true(sl_rule_def_hash(&r) == h);
+	r.file_index = 12;
+	assert_true(sl_rule_def_hash(&r) == h);
+
+	/* Everything else is the definition. */
+	r = set.rules[0];
+	r.count = 101;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	strcpy(r.name, "web2");
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.mode = SL_MODE_SHADOW;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.cold_factor = 4;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.warm_up = false;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.dport_hi = 81;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.interval_ms = 2000;
+	assert_true(sl_rule_def_hash(&r) != h);
+	sl_ruleset_free(&set);
+
+	/* The same rule parsed from different text hashes the same. */
+	expect_ok(one("\"count\": 1e2, \"behavior\": {\"warm_up\": "
+		      "{\"cold_factor\": 3, \"period_s\": 10.0}}, "
+		      "\"grade\": \"pps\", \"match\": {\"dport\": \"80\", "
+		      "\"proto\": \"tcp\"}, \"window\": {}, " NAME),
+		  &set);
+	assert_true(sl_rule_def_hash(&set.rules[0]) == h);
+	sl_ruleset_free(&set);
+}
+
+static void test_from_cjson(void **state)
+{
+	cJSON *doc = cJSON_Parse(
+	    "{\"rules\": [{\"name\": \"x\", \"match\": {}, \"grade\": \"pps\", "
+	    "\"count\": 7}]}");
+	struct sl_ruleset set = {0};
+	char *before, *after;
+
+	(void) state;
+	assert_non_null(doc);
+	before = cJSON_PrintUnformatted(doc);
+	assert_int_equal(sl_rules_from_cjson(doc, &set, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	assert_int_equal(set.n, 1);
+	assert_string_equal(set.rules[0].name, "x");
+	assert_int_equal(set.rules[0].count, 7);
+	sl_ruleset_free(&set);
+	/* the caller's document is left as it was */
+	after = cJSON_PrintUnformatted(doc);
+	assert_string_equal(before, after);
+	cJSON_free(before);
+	cJSON_free(after);
+	cJSON_Delete(doc);
+
+	doc = cJSON_Parse("{\"rules\": [{\"name\": \"x\", \"match\": {}, "
+			  "\"grade\": \"pps\", \"count\": 0}], \"rulez\": 1}");
+	assert_non_null(doc);
+	assert_int_equal(sl_rules_from_cjson(doc, &set, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "document: unknown field 'rulez' (did you "
+				    "mean 'rules'?)"));
+	assert_non_null(strstr(err, "rule 'x': field 'count': must be between "
+				    "1 and 100000000000, got 0"));
+	assert_int_equal(err_lines(), 2);
+	assert_null(set.rules);
+	cJSON_Delete(doc);
+	assert_int_equal(sl_rules_from_cjson(NULL, &set, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "document: missing");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1036,6 +1527,12 @@ int main(void)
 	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_shipped_demo),
 	    cmocka_unit_test(test_shipped_examples),
+	    cmocka_unit_test(test_behavior),
+	    cmocka_unit_test(test_behavior_errors),
+	    cmocka_unit_test(test_rule_to_json_canonical),
+	    cmocka_unit_test(test_round_trip),
+	    cmocka_unit_test(test_def_hash),
+	    cmocka_unit_test(test_from_cjson),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

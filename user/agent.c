@@ -1,0 +1,772 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The agent: reads the snapshot before anything else, fills every map,
+ * then attaches (the first packet is already judged), serves the control
+ * socket, and leaves the data plane attached when it exits.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <systemd/sd-daemon.h>
+
+#include "agent.h"
+#include "ctl.h"
+#include "loader.h"
+#include "log.h"
+#include "rules.h"
+#include "snapshot.h"
+#include "stats.h"
+
+#define ERRBUF 8192
+
+struct agent {
+	const char *state_dir;
+	const char *pin_dir;
+	const char *rules_file;
+	char *ifaces; /* comma-separated, as given */
+	enum sl_xdp_mode mode;
+	bool allow_empty;
+	bool drop_malformed;
+	long stats_interval;
+	char sock_path[PATH_MAX];
+	int listen_fd;
+	struct sl_dataplane dp;
+	struct sl_snapshot snap; /* what the rules should be */
+	bool snap_from_prev;
+	uint64_t in_force_version;
+	double started;
+	char err[ERRBUF];
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = sig;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void iso_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = t;
+	struct tm tm;
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sluice agent --iface IF[,IF...] [--state-dir DIR] "
+		"[--pin-dir DIR]\n"
+		"                    [--rules FILE] [--xdp-mode native|generic|auto]\n"
+		"                    [--allow-empty] [--stats-interval SECONDS]\n"
+		"                    [--drop-malformed]\n");
+}
+
+static int parse_args(struct agent *a, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "iface", required_argument, NULL, 'i' },
+		{ "state-dir", required_argument, NULL, 'S' },
+		{ "pin-dir", required_argument, NULL, 'P' },
+		{ "rules", required_argument, NULL, 'r' },
+		{ "xdp-mode", required_argument, NULL, 'm' },
+		{ "stats-interval", required_argument, NULL, 's' },
+		{ "allow-empty", no_argument, NULL, 'e' },
+		{ "drop-malformed", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	char *end;
+	int c;
+
+	a->state_dir = "/var/lib/sluice";
+	a->pin_dir = "/sys/fs/bpf/sluice";
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			a->ifaces = optarg;
+			break;
+		case 'S':
+			a->state_dir = optarg;
+			break;
+		case 'P':
+			a->pin_dir = optarg;
+			break;
+		case 'r':
+			a->rules_file = optarg;
+			break;
+		case 'm':
+			if (sl_xdp_mode_parse(optarg, &a->mode)) {
+				pr_err("--xdp-mode: '%s' is not native, generic "
+				       "or auto", optarg);
+				return 2;
+			}
+			break;
+		case 's':
+			errno = 0;
+			a->stats_interval = strtol(optarg, &end, 10);
+			if (errno || *end || a->stats_interval < 0) {
+				pr_err("--stats-interval: '%s' is not a number "
+				       "of seconds >= 0", optarg);
+				return 2;
+			}
+			break;
+		case 'e':
+			a->allow_empty = true;
+			break;
+		case 'd':
+			a->drop_malformed = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		pr_err("unexpected argument '%s'", argv[optind]);
+		return 2;
+	}
+	if (!a->ifaces || !*a->ifaces) {
+		pr_err("agent needs --iface IF[,IF...]");
+		usage(stderr);
+		return 2;
+	}
+	return 0;
+}
+
+static bool same_rules(const struct sl_ruleset *x, const struct sl_ruleset *y)
+{
+	char *jx = sl_ruleset_to_json(x, false);
+	char *jy = sl_ruleset_to_json(y, false);
+	bool same = jx && jy && !strcmp(jx, jy);
+
+	free(jx);
+	free(jy);
+	return same;
+}
+
+/* --rules FILE becomes the snapshot (a new version if it differs). */
+static int rules_from_file(struct agent *a)
+{
+	struct sl_snapshot cur = { 0 };
+	struct sl_ruleset rs = { 0 };
+	uint64_t version = 1;
+	bool from_prev;
+
+	if (sl_rules_load_file(a->rules_file, &rs, a->err, sizeof(a->err))) {
+		pr_err("%s: refusing to start, the rule file is invalid:\n%s",
+		       a->rules_file, a->err);
+		return -EINVAL;
+	}
+	/* versions only go up, even past a damaged current file */
+	if (!sl_snapshot_load_boot(a->state_dir, &cur, &from_prev, a->err,
+				   sizeof(a->err))) {
+		version = cur.version + 1;
+		if (!from_prev && same_rules(&cur.rules, &rs)) {
+			sl_ruleset_free(&rs);
+			a->snap = cur;
+			return 0;
+		}
+		sl_snapshot_free(&cur);
+	}
+	if (sl_snapshot_write(a->state_dir, &rs, version, a->err,
+			      sizeof(a->err))) {
+		pr_err("cannot write the snapshot: %s", a->err);
+		sl_ruleset_free(&rs);
+		return -EIO;
+	}
+	a->snap.version = version;
+	a->snap.updated_at = time(NULL);
+	a->snap.rules = rs;
+	pr_info("%s is now the snapshot (version %llu, %zu rules)",
+		a->rules_file, (unsigned long long)version, rs.n);
+	return 0;
+}
+
+static int boot_rules(struct agent *a)
+{
+	int err;
+
+	if (a->rules_file) {
+		err = rules_from_file(a);
+		if (err)
+			return err;
+	} else {
+		err = sl_snapshot_load_boot(a->state_dir, &a->snap,
+					    &a->snap_from_prev, a->err,
+					    sizeof(a->err));
+		if (err == -ENOENT && a->allow_empty) {
+			pr_warn("no snapshot in %s and no --rules: starting "
+				"with no rules (--allow-empty)", a->state_dir);
+			return 0;
+		}
+		if (err == -ENOENT) {
+			pr_err("no snapshot (%s/%s) and no --rules: refusing to "
+			       "start with no rules in force; give --rules "
+			       "FILE, or --allow-empty if that is intended",
+			       a->state_dir, SL_SNAPSHOT_FILE);
+			return err;
+		}
+		if (err) {
+			pr_err("refusing to start: %s", a->err);
+			return err;
+		}
+		if (a->snap_from_prev)
+			pr_warn("USING THE PREVIOUS SNAPSHOT %s/%s (version "
+				"%llu): %s", a->state_dir, SL_SNAPSHOT_PREV,
+				(unsigned long long)a->snap.version, a->err);
+	}
+	if (!a->snap.rules.n && !a->allow_empty) {
+		pr_err("the snapshot (version %llu) holds no rules: refusing to "
+		       "start with nothing in force (--allow-empty if that is "
+		       "intended)",
+		       (unsigned long long)a->snap.version);
+		return -ENODATA;
+	}
+	return 0;
+}
+
+static void notify_status(struct agent *a, bool ready)
+{
+	sd_notifyf(0, "%sSTATUS=snapshot version %llu, %zu rules in force on "
+		      "%d interfaces",
+		   ready ? "READY=1\n" : "",
+		   (unsigned long long)a->in_force_version, a->dp.rules.n,
+		   a->dp.n_ifaces);
+}
+
+/* The link still points at an interface (it is 0 once it went away). */
+static bool link_attached(const struct sl_iface *ifc)
+{
+	struct bpf_link_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return !bpf_obj_get_info_by_fd(ifc->link_fd, &info, &len) &&
+	       info.xdp.ifindex == (__u32)ifc->ifindex;
+}
+
+static cJSON *error_answer(const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static cJSON *error_answer(const char *code, const char *fmt, ...)
+{
+	cJSON *r = cJSON_CreateObject();
+	char msg[ERRBUF];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_AddBoolToObject(r, "ok", false);
+	cJSON_AddStringToObject(r, "error", msg);
+	cJSON_AddStringToObject(r, "code", code);
+	return r;
+}
+
+static cJSON *ok_answer(void)
+{
+	cJSON *r = cJSON_CreateObject();
+
+	cJSON_AddBoolToObject(r, "ok", true);
+	return r;
+}
+
+static cJSON *do_status(struct agent *a)
+{
+	cJSON *r = ok_answer(), *reasons, *snap, *ifs;
+	char when[32], path[PATH_MAX];
+	bool ready = true;
+
+	reasons = cJSON_AddArrayToObject(r, "not_ready");
+	ifs = cJSON_CreateArray();
+	for (int i = 0; i < a->dp.n_ifaces; i++) {
+		struct sl_iface *ifc = &a->dp.ifaces[i];
+		bool up = link_attached(ifc);
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "name", ifc->name);
+		cJSON_AddNumberToObject(o, "ifindex", ifc->ifindex);
+		cJSON_AddStringToObject(o, "mode", sl_xdp_mode_str(ifc->mode));
+		cJSON_AddBoolToObject(o, "attached", up);
+		cJSON_AddBoolToObject(o, "adopted", ifc->adopted);
+		cJSON_AddNumberToObject(o, "rules_in_force",
+					up ? a->dp.rules.n : 0);
+		cJSON_AddItemToArray(ifs, o);
+		if (!up) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "%s is not attached",
+				 ifc->name);
+			cJSON_AddItemToArray(reasons, cJSON_CreateString(why));
+			ready = false;
+		}
+	}
+	if (a->in_force_version != a->snap.version) {
+		cJSON_AddItemToArray(reasons,
+				     cJSON_CreateString("the rules in force are "
+							"not the snapshot's"));
+		ready = false;
+	}
+	if (!a->dp.rules.n && !a->allow_empty) {
+		cJSON_AddItemToArray(reasons,
+				     cJSON_CreateString("no rules in force"));
+		ready = false;
+	}
+	cJSON_AddBoolToObject(r, "ready", ready);
+	cJSON_AddNumberToObject(r, "pid", getpid());
+	cJSON_AddNumberToObject(r, "uptime_s", mono_s() - a->started);
+	cJSON_AddBoolToObject(r, "allow_empty", a->allow_empty);
+	cJSON_AddBoolToObject(r, "adopted", a->dp.adopted);
+	snap = cJSON_AddObjectToObject(r, "snapshot");
+	snprintf(path, sizeof(path), "%s/%s", a->state_dir, SL_SNAPSHOT_FILE);
+	cJSON_AddStringToObject(snap, "path", path);
+	cJSON_AddNumberToObject(snap, "version", a->snap.version);
+	iso_time(a->snap.updated_at, when, sizeof(when));
+	cJSON_AddStringToObject(snap, "updated_at", when);
+	cJSON_AddNumberToObject(snap, "age_s",
+				(double)(time(NULL) - a->snap.updated_at));
+	cJSON_AddNumberToObject(snap, "rules", a->snap.rules.n);
+	cJSON_AddBoolToObject(snap, "from_prev", a->snap_from_prev);
+	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
+	cJSON_AddNumberToObject(r, "in_force_version", a->in_force_version);
+	cJSON_AddItemToObject(r, "interfaces", ifs);
+	return r;
+}
+
+static cJSON *do_stats(struct agent *a)
+{
+	cJSON *r = ok_answer(), *rules, *host;
+	uint64_t hs[SLUICE_ST_MAX];
+
+	cJSON_AddNumberToObject(r, "time_ns", (double)sl_dp_now(&a->dp));
+	rules = cJSON_AddArrayToObject(r, "rules");
+	for (size_t i = 0; i < a->dp.rules.n; i++) {
+		const struct sl_rule *ru = &a->dp.rules.rules[i];
+		struct sl_rule_stats st;
+		cJSON *o;
+
+		if (sl_dp_rule_stats(&a->dp, i, &st))
+			continue;
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "name", ru->name);
+		cJSON_AddStringToObject(o, "mode", sl_mode_str(ru->mode));
+		cJSON_AddStringToObject(o, "grade", sl_grade_str(ru->grade));
+		cJSON_AddNumberToObject(o, "count", (double)ru->count);
+		cJSON_AddNumberToObject(o, "interval_ms", ru->interval_ms);
+		cJSON_AddNumberToObject(o, "passed_pps", st.passed_pps);
+		cJSON_AddNumberToObject(o, "blocked_pps", st.blocked_pps);
+		cJSON_AddNumberToObject(o, "passed_Bps", st.passed_Bps);
+		cJSON_AddNumberToObject(o, "blocked_Bps", st.blocked_Bps);
+		cJSON_AddNumberToObject(o, "passed_pkts", (double)st.passed_pkts);
+		cJSON_AddNumberToObject(o, "passed_bytes",
+					(double)st.passed_bytes);
+		cJSON_AddNumberToObject(o, "blocked_pkts",
+					(double)st.blocked_pkts);
+		cJSON_AddNumberToObject(o, "blocked_bytes",
+					(double)st.blocked_bytes);
+		cJSON_AddBoolToObject(o, "per_source", ru->per_source);
+		cJSON_AddNumberToObject(o, "sources", (double)st.sources);
+		cJSON_AddNumberToObject(o, "max_sources", ru->max_sources);
+		cJSON_AddNumberToObject(o, "source_overflow",
+					(double)st.source_overflow);
+		cJSON_AddItemToArray(rules, o);
+	}
+	host = cJSON_AddObjectToObject(r, "host");
+	if (!sl_dp_host_stats(&a->dp, hs))
+		for (int k = 0; k < SLUICE_ST_MAX; k++)
+			cJSON_AddNumberToObject(host, sl_host_stat_name(k),
+						(double)hs[k]);
+	return r;
+}
+
+static cJSON *do_list(struct agent *a)
+{
+	cJSON *r = ok_answer(), *rules;
+	char when[32];
+
+	cJSON_AddNumberToObject(r, "version", a->snap.version);
+	iso_time(a->snap.updated_at, when, sizeof(when));
+	cJSON_AddStringToObject(r, "updated_at", when);
+	rules = cJSON_AddArrayToObject(r, "rules");
+	for (size_t i = 0; i < a->snap.rules.n; i++)
+		cJSON_AddItemToArray(rules,
+				     sl_rule_to_json(&a->snap.rules.rules[i]));
+	return r;
+}
+
+enum change_op { CHANGE_ADD, CHANGE_DEL, CHANGE_REPLACE };
+
+/* The rule set a change asks for, validated; NULL answer on success. */
+static cJSON *build_change(struct agent *a, enum change_op op,
+			   const cJSON *req, struct sl_ruleset *out)
+{
+	const struct sl_ruleset *cur = &a->snap.rules;
+	struct sl_ruleset in = { 0 };
+	cJSON *doc, *names;
+	size_t n = 0;
+
+	if (op != CHANGE_DEL) {
+		const cJSON *rules = cJSON_GetObjectItemCaseSensitive(req,
+								      "rules");
+
+		if (!cJSON_IsArray(rules))
+			return error_answer("invalid",
+					    "request: 'rules' must be an array");
+		doc = cJSON_CreateObject();
+		cJSON_AddItemToObject(doc, "rules",
+				      cJSON_Duplicate(rules, true));
+		if (sl_rules_from_cjson(doc, &in, a->err, sizeof(a->err))) {
+			cJSON_Delete(doc);
+			return error_answer("invalid", "%s", a->err);
+		}
+		cJSON_Delete(doc);
+	}
+	if (op == CHANGE_REPLACE) {
+		*out = in;
+		return NULL;
+	}
+
+	out->rules = calloc(cur->n + in.n + 1, sizeof(*out->rules));
+	if (!out->rules) {
+		sl_ruleset_free(&in);
+		return error_answer("internal", "out of memory");
+	}
+	if (op == CHANGE_ADD) {
+		for (size_t i = 0; i < in.n; i++) {
+			for (size_t j = 0; j < cur->n; j++) {
+				if (strcmp(in.rules[i].name, cur->rules[j].name))
+					continue;
+				cJSON *e = error_answer(
+					"conflict",
+					"rule '%s' exists already; delete it "
+					"first or use `rule replace`",
+					in.rules[i].name);
+				sl_ruleset_free(&in);
+				sl_ruleset_free(out);
+				return e;
+			}
+		}
+		memcpy(out->rules, cur->rules, cur->n * sizeof(*cur->rules));
+		memcpy(out->rules + cur->n, in.rules,
+		       in.n * sizeof(*in.rules));
+		n = cur->n + in.n;
+		sl_ruleset_free(&in);
+		if (n > SL_MAX_RULES) {
+			sl_ruleset_free(out);
+			return error_answer("invalid",
+					    "%zu rules would exceed the limit "
+					    "of %d",
+					    n, SL_MAX_RULES);
+		}
+	} else {
+		const cJSON *name;
+
+		names = cJSON_GetObjectItemCaseSensitive(req, "names");
+		if (!cJSON_IsArray(names) || !cJSON_GetArraySize(names)) {
+			sl_ruleset_free(out);
+			return error_answer("invalid", "request: 'names' must "
+						       "be a non-empty array");
+		}
+		cJSON_ArrayForEach(name, names) {
+			bool found = false;
+
+			for (size_t j = 0; cJSON_IsString(name) && j < cur->n;
+			     j++)
+				found |= !strcmp(cur->rules[j].name,
+						 name->valuestring);
+			if (!found) {
+				cJSON *e = error_answer(
+					"not_found", "no rule named '%s'",
+					cJSON_IsString(name) ? name->valuestring
+							     : "(not a string)");
+				sl_ruleset_free(out);
+				return e;
+			}
+		}
+		for (size_t j = 0; j < cur->n; j++) {
+			bool gone = false;
+
+			cJSON_ArrayForEach(name, names)
+				gone |= !strcmp(cur->rules[j].name,
+						name->valuestring);
+			if (!gone)
+				out->rules[n++] = cur->rules[j];
+		}
+	}
+	out->n = n;
+	for (size_t i = 0; i < n; i++)
+		out->rules[i].file_index = i;
+	return NULL;
+}
+
+static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
+{
+	const cJSON *ifv = cJSON_GetObjectItemCaseSensitive(req, "if_version");
+	struct sl_ruleset next = { 0 };
+	uint64_t version = a->snap.version + 1;
+	cJSON *r;
+	int err;
+
+	if (ifv && (!cJSON_IsNumber(ifv) || ifv->valuedouble < 0))
+		return error_answer("invalid",
+				    "request: 'if_version' must be a number");
+	if (ifv && (uint64_t)ifv->valuedouble != a->snap.version)
+		return error_answer("version",
+				    "the snapshot is at version %llu, not %llu:"
+				    " someone else changed the rules; "
+				    "re-read them and retry",
+				    (unsigned long long)a->snap.version,
+				    (unsigned long long)ifv->valuedouble);
+	r = build_change(a, op, req, &next);
+	if (r)
+		return r;
+	if (!next.n && !a->allow_empty) {
+		sl_ruleset_free(&next);
+		return error_answer("invalid",
+				    "refusing to leave no rules in force (the "
+				    "agent runs without --allow-empty)");
+	}
+	/* durable first: acknowledged means it survives a crash */
+	if (sl_snapshot_write(a->state_dir, &next, version, a->err,
+			      sizeof(a->err))) {
+		sl_ruleset_free(&next);
+		return error_answer("internal", "cannot write the snapshot: %s",
+				    a->err);
+	}
+	if (sl_dp_apply(&a->dp, &next, a->err, sizeof(a->err))) {
+		char rb[ERRBUF];
+
+		r = error_answer("apply",
+				 "cannot apply the rules, nothing changed: %s",
+				 a->err);
+		err = sl_snapshot_rollback(a->state_dir, rb, sizeof(rb));
+		if (err == -ENOENT) {
+			/* the first snapshot: nothing to go back to */
+			snprintf(rb, sizeof(rb), "%s/%s", a->state_dir,
+				 SL_SNAPSHOT_FILE);
+			unlink(rb);
+		} else if (err) {
+			pr_err("rolling back the snapshot: %s", rb);
+		}
+		sl_ruleset_free(&next);
+		return r;
+	}
+	sl_ruleset_free(&a->snap.rules);
+	a->snap.rules = next;
+	a->snap.version = version;
+	a->snap.updated_at = time(NULL);
+	a->snap_from_prev = false;
+	a->in_force_version = version;
+	pr_info("rules at version %llu: %zu in force",
+		(unsigned long long)version, next.n);
+	notify_status(a, false);
+	r = ok_answer();
+	cJSON_AddNumberToObject(r, "version", version);
+	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
+	return r;
+}
+
+static cJSON *dispatch(struct agent *a, const cJSON *req)
+{
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+
+	if (!cJSON_IsString(cmd))
+		return error_answer("invalid", "request: 'cmd' is missing");
+	if (!strcmp(cmd->valuestring, "status"))
+		return do_status(a);
+	if (!strcmp(cmd->valuestring, "stats"))
+		return do_stats(a);
+	if (!strcmp(cmd->valuestring, "rule.list"))
+		return do_list(a);
+	if (!strcmp(cmd->valuestring, "rule.add"))
+		return do_change(a, CHANGE_ADD, req);
+	if (!strcmp(cmd->valuestring, "rule.del"))
+		return do_change(a, CHANGE_DEL, req);
+	if (!strcmp(cmd->valuestring, "rule.replace"))
+		return do_change(a, CHANGE_REPLACE, req);
+	return error_answer("invalid", "request: unknown cmd '%s'",
+			    cmd->valuestring);
+}
+
+/* One connection, one request; the agent serves them one at a time,
+ * which serialises concurrent changes. */
+static void serve_one(struct agent *a)
+{
+	cJSON *req = NULL, *resp;
+	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int err;
+
+	if (fd < 0)
+		return;
+	err = sl_ctl_recv(fd, &req);
+	if (err)
+		resp = error_answer("invalid", "request: %s",
+				    err == -EBADMSG ? "not a JSON object"
+						    : strerror(-err));
+	else
+		resp = dispatch(a, req);
+	sl_ctl_send(fd, resp);
+	cJSON_Delete(req);
+	cJSON_Delete(resp);
+	close(fd);
+}
+
+static void print_stats(struct agent *a)
+{
+	printf("%-24s %-8s %12s %12s %14s %14s\n", "rule", "mode",
+	       "passed/s", "blocked/s", "passed", "blocked");
+	for (size_t i = 0; i < a->dp.rules.n; i++) {
+		struct sl_rule_stats st;
+
+		if (sl_dp_rule_stats(&a->dp, i, &st))
+			continue;
+		printf("%-24s %-8s %12.0f %12.0f %14llu %14llu\n",
+		       a->dp.rules.rules[i].name,
+		       sl_mode_str(a->dp.rules.rules[i].mode), st.passed_pps,
+		       st.blocked_pps, (unsigned long long)st.passed_pkts,
+		       (unsigned long long)st.blocked_pkts);
+	}
+	fflush(stdout);
+}
+
+static int start(struct agent *a)
+{
+	struct sl_dp_opts o = { .drop_malformed = a->drop_malformed,
+				.pin_dir = a->pin_dir };
+	char *list, *tok, *save;
+	int err;
+
+	if (mkdir(a->state_dir, 0700) && errno != EEXIST) {
+		pr_err("%s: %s", a->state_dir, strerror(errno));
+		return -errno;
+	}
+	sl_ctl_path(a->state_dir, a->sock_path, sizeof(a->sock_path));
+	a->listen_fd = sl_ctl_listen(a->sock_path);
+	if (a->listen_fd == -EADDRINUSE) {
+		pr_err("another agent answers on %s", a->sock_path);
+		return a->listen_fd;
+	}
+	if (a->listen_fd < 0) {
+		pr_err("%s: %s", a->sock_path, strerror(-a->listen_fd));
+		return a->listen_fd;
+	}
+	err = boot_rules(a);
+	if (err)
+		return err;
+
+	err = sl_dp_load(&a->dp, &o);
+	if (err) {
+		pr_err("loading the XDP program (pins in %s): %s%s", a->pin_dir,
+		       strerror(-err),
+		       err == -EINVAL ? "; if the pins come from another "
+					"version of sluice, run `sluice down`"
+				      : "");
+		return err;
+	}
+	if (a->dp.adopted)
+		pr_info("adopting the running data plane in %s (%zu rule "
+			"slots in force)", a->pin_dir,
+			sl_dp_slots_in_force(&a->dp));
+	/* every map is filled before any attach: the first packet is
+	 * already judged by the rules */
+	if (sl_dp_apply(&a->dp, &a->snap.rules, a->err, sizeof(a->err))) {
+		pr_err("refusing to start, cannot apply snapshot version %llu: "
+		       "%s", (unsigned long long)a->snap.version, a->err);
+		return -EINVAL;
+	}
+	a->in_force_version = a->snap.version;
+
+	list = strdup(a->ifaces);
+	if (!list)
+		return -ENOMEM;
+	for (tok = strtok_r(list, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		err = sl_dp_attach(&a->dp, tok, a->mode);
+		if (err) {
+			pr_err("%s: cannot attach XDP (%s mode): %s", tok,
+			       sl_xdp_mode_str(a->mode), strerror(-err));
+			free(list);
+			return err;
+		}
+		pr_info("%s: %s in %s mode, %zu rules in force (snapshot "
+			"version %llu)", tok,
+			a->dp.ifaces[a->dp.n_ifaces - 1].adopted ? "adopted"
+								 : "attached",
+			sl_xdp_mode_str(a->dp.ifaces[a->dp.n_ifaces - 1].mode),
+			a->dp.rules.n, (unsigned long long)a->snap.version);
+	}
+	free(list);
+	notify_status(a, true);
+	return 0;
+}
+
+int sl_agent_main(int argc, char **argv)
+{
+	struct agent a = { .listen_fd = -1 };
+	double last_stats, last_gc;
+	int ret;
+
+	ret = parse_args(&a, argc, argv);
+	if (ret)
+		return ret < 0 ? 0 : ret;
+	a.started = mono_s();
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+
+	ret = start(&a) ? 1 : 0;
+	last_stats = last_gc = mono_s();
+	while (!ret && !stop) {
+		struct pollfd p = { .fd = a.listen_fd, .events = POLLIN };
+		double now;
+
+		if (poll(&p, 1, 100) > 0)
+			serve_one(&a);
+		now = mono_s();
+		if (a.stats_interval && now - last_stats >= a.stats_interval) {
+			print_stats(&a);
+			last_stats = now;
+		}
+		if (now - last_gc >= 1.0) {
+			sl_dp_gc_sources(&a.dp);
+			last_gc = now;
+		}
+	}
+	if (!ret)
+		pr_info("signal %d: exiting; the data plane stays attached "
+			"(`sluice down` detaches it)", (int)stop);
+	sd_notify(0, "STOPPING=1");
+	if (a.listen_fd >= 0) {
+		close(a.listen_fd);
+		unlink(a.sock_path);
+	}
+	sl_dp_destroy(&a.dp);
+	sl_snapshot_free(&a.snap);
+	return ret;
+}

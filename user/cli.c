@@ -1,0 +1,1235 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The sluice CLI: `rule`, `status` and `stats` ask the agent over its
+ * control socket (user/ctl.h); `down` removes a pinned data plane without
+ * one. This file is the edge: it prints every error and maps it to an exit
+ * code. docs/cli.md is the reference for the output and the protocol.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "ctl.h"
+#include "loader.h"
+#include "log.h"
+#include "rules.h"
+
+#define ERRBUF		  65536 /* parser errors: one line per problem */
+#define MAX_IF_VERSION	  ((1ULL << 53) - 1) /* exact as a JSON number */
+#define MIN_WATCH_S	  0.1
+#define MAX_WATCH_S	  86400.0
+#define SOCK_PATH_MAX	  sizeof(((struct sockaddr_un *)0)->sun_path)
+#define CLEAR_SCREEN	  "\033[H\033[2J"
+
+/* Options, as bits of what a verb accepts. */
+enum {
+	OPT_STATE_DIR = 1 << 0,
+	OPT_IF_VERSION = 1 << 1,
+	OPT_JSON = 1 << 2,
+	OPT_READY = 1 << 3,
+	OPT_WATCH = 1 << 4,
+	OPT_IFACE = 1 << 5,
+	OPT_PIN_DIR = 1 << 6,
+};
+
+enum verb_id { V_ADD, V_DEL, V_REPLACE, V_LIST, V_STATUS, V_STATS, V_DOWN };
+
+struct verb {
+	const char *name; /* as typed: "rule add" */
+	enum verb_id id;
+	unsigned int opts;
+	int min_args;
+	int max_args; /* -1: any number */
+	const char *synopsis;
+	const char *what;
+};
+
+static const struct verb verbs[] = {
+	{ "rule add", V_ADD, OPT_STATE_DIR | OPT_IF_VERSION | OPT_JSON, 1, 1,
+	  "rule add FILE|- [--if-version N] [-j] [--state-dir DIR]",
+	  "add the rules in FILE (- reads stdin) to the rules in force" },
+	{ "rule del", V_DEL, OPT_STATE_DIR | OPT_IF_VERSION | OPT_JSON, 1, -1,
+	  "rule del NAME [NAME...] [--if-version N] [-j] [--state-dir DIR]",
+	  "delete the named rules" },
+	{ "rule replace", V_REPLACE, OPT_STATE_DIR | OPT_IF_VERSION | OPT_JSON,
+	  1, 1,
+	  "rule replace FILE|- [--if-version N] [-j] [--state-dir DIR]",
+	  "make the rules in FILE (- reads stdin) the whole rule set" },
+	{ "rule list", V_LIST, OPT_STATE_DIR | OPT_JSON, 0, 0,
+	  "rule list [-j] [--state-dir DIR]",
+	  "show the agent's rules" },
+	{ "status", V_STATUS, OPT_STATE_DIR | OPT_JSON | OPT_READY, 0, 0,
+	  "status [-j] [--ready] [--state-dir DIR]",
+	  "show the agent's state; with --ready print nothing and exit 0\n"
+	  "  only if the agent is ready (1 if not, with the reasons)" },
+	{ "stats", V_STATS, OPT_STATE_DIR | OPT_JSON | OPT_WATCH, 0, 0,
+	  "stats [-j] [--watch [SECONDS]] [--state-dir DIR]",
+	  "show per-rule rates and counters; --watch repeats every SECONDS\n"
+	  "  (default 1) until Ctrl-C" },
+	{ "down", V_DOWN, OPT_STATE_DIR | OPT_IFACE | OPT_PIN_DIR, 0, 0,
+	  "down --iface IF[,IF...] [--pin-dir DIR]",
+	  "detach and unpin the data plane an agent left on each IF; the\n"
+	  "  pinned maps go with the last link (needs no agent)" },
+};
+
+#define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+struct cli {
+	const struct verb *verb;
+	const char *state_dir;
+	const char *pin_dir;
+	const char *ifaces;
+	char sock[SOCK_PATH_MAX];
+	bool help;
+	bool json;
+	bool ready;
+	bool watch;
+	double watch_s;
+	bool has_if_version;
+	unsigned long long if_version;
+	char **args; /* positional arguments */
+	int n_args;
+};
+
+static void print_usage(FILE *f, const struct verb *v)
+{
+	fprintf(f, "usage: sluice %s\n  %s\n", v->synopsis, v->what);
+}
+
+static void print_rule_usage(FILE *f)
+{
+	fprintf(f, "usage:\n");
+	for (size_t i = 0; i < N_VERBS; i++)
+		if (!strncmp(verbs[i].name, "rule ", 5))
+			fprintf(f, "  sluice %s\n", verbs[i].synopsis);
+}
+
+/* A command-line error: the problem, then the verb's usage. */
+__attribute__((format(printf, 2, 3))) static int
+usage_err(const struct verb *v, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pr_err("%s: %s", v->name, msg);
+	print_usage(stderr, v);
+	return -EINVAL;
+}
+
+/* ---- command line ---- */
+
+static const struct option long_opts[] = {
+	{ "state-dir", required_argument, NULL, 's' },
+	{ "if-version", required_argument, NULL, 'v' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "ready", no_argument, NULL, 'r' },
+	{ "watch", optional_argument, NULL, 'w' },
+	{ "iface", required_argument, NULL, 'i' },
+	{ "pin-dir", required_argument, NULL, 'p' },
+	{ "help", no_argument, NULL, 'h' },
+	{},
+};
+
+static unsigned int opt_bit(int c)
+{
+	switch (c) {
+	case 's':
+		return OPT_STATE_DIR;
+	case 'v':
+		return OPT_IF_VERSION;
+	case 'j':
+		return OPT_JSON;
+	case 'r':
+		return OPT_READY;
+	case 'w':
+		return OPT_WATCH;
+	case 'i':
+		return OPT_IFACE;
+	case 'p':
+		return OPT_PIN_DIR;
+	}
+	return 0;
+}
+
+/* A decimal integer 0..MAX_IF_VERSION, digits only. */
+static int parse_version(const char *s, unsigned long long *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > MAX_IF_VERSION)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= MIN_WATCH_S) ||
+	    !(v <= MAX_WATCH_S))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* The word after a bare --watch is its value unless it is an option. */
+static bool watch_value_follows(const char *s)
+{
+	return s && (s[0] != '-' || (s[1] >= '0' && s[1] <= '9') ||
+		     s[1] == '.');
+}
+
+static const char *long_name(int val)
+{
+	for (const struct option *o = long_opts; o->name; o++)
+		if (o->val == val)
+			return o->name;
+	return "?";
+}
+
+/* "--name=value" for an option that takes no value (getopt sets optopt
+ * to its val; arg is then the word getopt just stepped over). */
+static bool value_given(const char *arg, int val)
+{
+	size_t len = strcspn(arg, "=");
+
+	return val && !strncmp(arg, "--", 2) && arg[len] &&
+	       !strncmp(long_name(val), arg + 2, len - 2);
+}
+
+static int bad_option(const struct cli *c, const char *arg)
+{
+	if (value_given(arg, optopt))
+		return usage_err(c->verb, "option '--%s' takes no value",
+				 long_name(optopt));
+	/* getopt steps over an unknown long option; a short one is in
+	 * optopt */
+	if (!optopt)
+		return usage_err(c->verb, "unknown or ambiguous option '%s'",
+				 arg);
+	return usage_err(c->verb, "unknown option '-%c'", optopt);
+}
+
+static int parse_args(struct cli *c, int argc, char **argv)
+{
+	const struct verb *v = c->verb;
+	int opt;
+
+	optind = 0; /* glibc: a full reset, sl_cli_main may run again */
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":jh", long_opts, NULL)) != -1) {
+		const char *arg = argv[optind - 1];
+
+		if (opt == '?')
+			return bad_option(c, arg);
+		if (opt == ':')
+			return usage_err(v, "option '%s' needs a value", arg);
+		if (opt == 'h') {
+			c->help = true;
+			return 0;
+		}
+		if (!(v->opts & opt_bit(opt)))
+			return usage_err(v, "option '--%s' does not apply here",
+					 long_name(opt));
+		switch (opt) {
+		case 's':
+			c->state_dir = optarg;
+			break;
+		case 'v':
+			if (parse_version(optarg, &c->if_version))
+				return usage_err(v,
+						 "--if-version: '%s' is not a "
+						 "version number (an integer "
+						 "0 to %llu)",
+						 optarg, MAX_IF_VERSION);
+			c->has_if_version = true;
+			break;
+		case 'j':
+			c->json = true;
+			break;
+		case 'r':
+			c->ready = true;
+			break;
+		case 'w':
+			c->watch = true;
+			if (!optarg && optind < argc &&
+			    watch_value_follows(argv[optind]))
+				optarg = argv[optind++];
+			if (optarg && parse_seconds(optarg, &c->watch_s))
+				return usage_err(v,
+						 "--watch: '%s' is not a "
+						 "number of seconds from %g "
+						 "to %g",
+						 optarg, MIN_WATCH_S,
+						 MAX_WATCH_S);
+			break;
+		case 'i':
+			c->ifaces = optarg;
+			break;
+		case 'p':
+			c->pin_dir = optarg;
+			break;
+		}
+	}
+	c->args = argv + optind;
+	c->n_args = argc - optind;
+	if (c->n_args < v->min_args)
+		return usage_err(v, "missing %s",
+				 v->id == V_DEL ? "NAME (the rule to delete)"
+						: "FILE (a rule file, or - "
+						  "for stdin)");
+	if (v->max_args >= 0 && c->n_args > v->max_args)
+		return usage_err(v, "unexpected argument '%s'",
+				 c->args[v->max_args]);
+	if (!*c->state_dir)
+		return usage_err(v, "--state-dir: empty directory name");
+	if (!*c->pin_dir)
+		return usage_err(v, "--pin-dir: empty directory name");
+	if (strlen(c->state_dir) + sizeof("/sluice.sock") > SOCK_PATH_MAX)
+		return usage_err(v,
+				 "--state-dir: '%s' is too long for a socket "
+				 "path (at most %zu bytes)",
+				 c->state_dir,
+				 SOCK_PATH_MAX - sizeof("/sluice.sock"));
+	sl_ctl_path(c->state_dir, c->sock, sizeof(c->sock));
+	return 0;
+}
+
+/* ---- talking to the agent ---- */
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static const char *get_str(const cJSON *o, const char *key, const char *def)
+{
+	const cJSON *v = get(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : def;
+}
+
+static double get_num(const cJSON *o, const char *key, double def)
+{
+	const cJSON *v = get(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static bool get_bool(const cJSON *o, const char *key)
+{
+	return cJSON_IsTrue(get(o, key));
+}
+
+/*
+ * Send req and wait for the answer; *resp is set whenever one came back.
+ * Returns 0 (ok: true), -EREMOTEIO (the agent said no), -EBADMSG (not a
+ * sluice answer), or the transport's -errno. Prints the error.
+ */
+static int agent_call(const struct cli *c, const cJSON *req, cJSON **resp)
+{
+	const char *cmd = get_str(req, "cmd", "?");
+	const char *code;
+	const cJSON *ok;
+	bool failed;
+	int err;
+
+	*resp = NULL;
+	err = sl_ctl_call(c->sock, req, resp, SL_CTL_TIMEOUT_MS);
+	switch (err) {
+	case 0:
+		break;
+	case -EBADMSG:
+		pr_err("%s: the agent at %s sent an answer that is not a "
+		       "JSON object", cmd, c->sock);
+		return err;
+	case -EMSGSIZE:
+		pr_err("%s: the answer of the agent at %s is larger than "
+		       "%u MiB", cmd, c->sock, SL_CTL_MAX_MSG >> 20);
+		return err;
+	case -ENOMEM:
+		pr_err("%s: out of memory", cmd);
+		return err;
+	case -ETIMEDOUT:
+		pr_err("the agent at %s did not answer within %d s — is it "
+		       "stuck? (--state-dir DIR to reach another)",
+		       c->sock, SL_CTL_TIMEOUT_MS / 1000);
+		return err;
+	default:
+		pr_err("cannot reach the agent at %s: %s — is `sluice agent` "
+		       "running? (--state-dir DIR to reach another)",
+		       c->sock, strerror(-err));
+		return err;
+	}
+	ok = get(*resp, "ok");
+	if (!cJSON_IsBool(ok)) {
+		pr_err("%s: the agent at %s sent an answer without \"ok\"",
+		       cmd, c->sock);
+		return -EBADMSG;
+	}
+	if (cJSON_IsTrue(ok))
+		return 0;
+	code = get_str(*resp, "code", "?");
+	failed = !strcmp(code, "apply") || !strcmp(code, "internal");
+	pr_err("%s %s [%s]: %s", cmd, failed ? "failed" : "refused", code,
+	       get_str(*resp, "error", "(the agent gave no reason)"));
+	return -EREMOTEIO;
+}
+
+static int exit_code(int err)
+{
+	switch (err) {
+	case 0:
+		return SL_CLI_OK;
+	case -EREMOTEIO:
+	case -EBADMSG:
+	case -EMSGSIZE:
+	case -ENOMEM:
+		return SL_CLI_FAILED;
+	}
+	return SL_CLI_UNREACHABLE;
+}
+
+/* -j: the answer without "ok", pretty-printed. */
+static int print_json(cJSON *resp)
+{
+	char *text;
+
+	cJSON_DeleteItemFromObjectCaseSensitive(resp, "ok");
+	text = cJSON_Print(resp);
+	if (!text)
+		return -ENOMEM;
+	puts(text);
+	cJSON_free(text);
+	fflush(stdout);
+	return 0;
+}
+
+static cJSON *new_request(const char *cmd)
+{
+	cJSON *req = cJSON_CreateObject();
+
+	if (req && !cJSON_AddStringToObject(req, "cmd", cmd)) {
+		cJSON_Delete(req);
+		return NULL;
+	}
+	return req;
+}
+
+/* Send req (consumed); -j prints any answer, otherwise human() prints
+ * a good one. Returns the exit code. */
+static int run_request(const struct cli *c, cJSON *req,
+		       void (*human)(const cJSON *resp))
+{
+	cJSON *resp;
+	int err;
+
+	if (!req) {
+		pr_err("%s: out of memory", c->verb->name);
+		return SL_CLI_FAILED;
+	}
+	err = agent_call(c, req, &resp);
+	cJSON_Delete(req);
+	if (resp && c->json && (!err || err == -EREMOTEIO))
+		print_json(resp);
+	else if (!err)
+		human(resp);
+	cJSON_Delete(resp);
+	return exit_code(err);
+}
+
+/* ---- formatting ---- */
+
+static bool integral(double v)
+{
+	return v > -9e15 && v < 9e15 && v == (double)(long long)v;
+}
+
+/* A JSON value as a table cell: "-" when absent. */
+static const char *cell(const cJSON *v, char *buf, size_t len)
+{
+	if (cJSON_IsString(v))
+		return v->valuestring;
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v) ? "yes" : "no";
+	if (!cJSON_IsNumber(v))
+		return "-";
+	if (integral(v->valuedouble))
+		snprintf(buf, len, "%lld", (long long)v->valuedouble);
+	else
+		snprintf(buf, len, "%.2f", v->valuedouble);
+	return buf;
+}
+
+static const char *num_cell(double v, char *buf, size_t len)
+{
+	if (v != v || v < 0) /* absent or nonsense */
+		return "-";
+	if (integral(v))
+		snprintf(buf, len, "%lld", (long long)v);
+	else
+		snprintf(buf, len, "%.2f", v);
+	return buf;
+}
+
+/* A rate with k/M/G above 10000: the table stays narrow, -j is exact. */
+static const char *rate_cell(double v, char *buf, size_t len)
+{
+	if (v != v || v < 0)
+		return "-";
+	if (v < 1e4)
+		snprintf(buf, len, "%.0f", v);
+	else if (v < 1e6)
+		snprintf(buf, len, "%.1fk", v / 1e3);
+	else if (v < 1e9)
+		snprintf(buf, len, "%.1fM", v / 1e6);
+	else
+		snprintf(buf, len, "%.1fG", v / 1e9);
+	return buf;
+}
+
+static const char *dur_cell(double s, char *buf, size_t len)
+{
+	long long t;
+
+	if (s != s || s < 0)
+		return "-";
+	t = (long long)s;
+	if (t < 60)
+		snprintf(buf, len, "%llds", t);
+	else if (t < 3600)
+		snprintf(buf, len, "%lldm%02llds", t / 60, t % 60);
+	else if (t < 86400)
+		snprintf(buf, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+	else
+		snprintf(buf, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+	return buf;
+}
+
+/*
+ * A text table: cells are added row by row, column widths follow the
+ * widest cell, numbers are right-aligned.
+ */
+struct table {
+	size_t ncols;
+	const char *const *heads;
+	unsigned int right; /* bit i: column i is right-aligned */
+	char **cells;
+	size_t n, cap;
+	int err;
+};
+
+static void table_add(struct table *t, const char *s)
+{
+	char *copy;
+
+	if (t->err)
+		return;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		char **nc = realloc(t->cells, cap * sizeof(*nc));
+
+		if (!nc) {
+			t->err = -ENOMEM;
+			return;
+		}
+		t->cells = nc;
+		t->cap = cap;
+	}
+	copy = strdup(s ? s : "-");
+	if (!copy) {
+		t->err = -ENOMEM;
+		return;
+	}
+	t->cells[t->n++] = copy;
+}
+
+__attribute__((format(printf, 2, 3))) static void
+table_addf(struct table *t, const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	table_add(t, buf);
+}
+
+static void print_cell(const struct table *t, size_t col, const char *s,
+		       const size_t *width)
+{
+	bool last = col + 1 == t->ncols;
+
+	if (t->right & (1u << col))
+		printf("%*s", (int)width[col], s);
+	else
+		printf("%-*s", last ? 0 : (int)width[col], s);
+	fputs(last ? "\n" : "  ", stdout);
+}
+
+static int table_print(struct table *t)
+{
+	size_t width[16] = { 0 }, i;
+
+	if (t->err)
+		return t->err;
+	for (i = 0; i < t->ncols; i++)
+		width[i] = strlen(t->heads[i]);
+	for (i = 0; i < t->n; i++) {
+		size_t l = strlen(t->cells[i]);
+
+		if (l > width[i % t->ncols])
+			width[i % t->ncols] = l;
+	}
+	for (i = 0; i < t->ncols; i++)
+		print_cell(t, i, t->heads[i], width);
+	for (i = 0; i < t->n; i++)
+		print_cell(t, i % t->ncols, t->cells[i], width);
+	return 0;
+}
+
+static void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->cells[i]);
+	free(t->cells);
+}
+
+static void table_done(struct table *t)
+{
+	if (table_print(t))
+		pr_err("out of memory while printing a table");
+	table_free(t);
+}
+
+/* ---- rule add / del / replace / list ---- */
+
+static void print_change(const cJSON *resp)
+{
+	char v[32], n[32];
+
+	printf("rules at version %s: %s in force\n",
+	       cell(get(resp, "version"), v, sizeof(v)),
+	       cell(get(resp, "rules_in_force"), n, sizeof(n)));
+}
+
+static int read_stdin(char **out, size_t *outlen)
+{
+	size_t len = 0, cap = 0;
+	char *buf = NULL;
+
+	for (;;) {
+		ssize_t n;
+
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 64 << 10;
+			char *nb;
+
+			if (cap >= SL_CTL_MAX_MSG) {
+				free(buf);
+				return -EFBIG;
+			}
+			nb = realloc(buf, ncap);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		n = read(STDIN_FILENO, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+
+			free(buf);
+			return err;
+		}
+		if (!n)
+			break;
+		len += n;
+	}
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+/* The canonical rules of file ("-": stdin), validated like the agent
+ * will; the errors are in err. */
+static int load_rules(const char *file, cJSON **rules, char *err,
+		      size_t errlen)
+{
+	struct sl_ruleset rs = { 0 };
+	cJSON *arr;
+	int ret;
+
+	if (!strcmp(file, "-")) {
+		size_t len = 0;
+		char *buf = NULL;
+
+		ret = read_stdin(&buf, &len);
+		if (ret) {
+			snprintf(err, errlen, "cannot read stdin: %s",
+				 strerror(-ret));
+			return ret;
+		}
+		ret = sl_rules_parse(buf, len, &rs, err, errlen);
+		free(buf);
+	} else {
+		ret = sl_rules_load_file(file, &rs, err, errlen);
+	}
+	if (ret)
+		return ret;
+	arr = cJSON_CreateArray();
+	for (size_t i = 0; arr && i < rs.n; i++) {
+		cJSON *r = sl_rule_to_json(&rs.rules[i]);
+
+		if (!r || !cJSON_AddItemToArray(arr, r)) {
+			cJSON_Delete(r);
+			cJSON_Delete(arr);
+			arr = NULL;
+		}
+	}
+	sl_ruleset_free(&rs);
+	if (!arr) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	*rules = arr;
+	return 0;
+}
+
+static int cmd_change(const struct cli *c)
+{
+	static const char *const cmds[] = {
+		[V_ADD] = "rule.add",
+		[V_DEL] = "rule.del",
+		[V_REPLACE] = "rule.replace",
+	};
+	cJSON *req = new_request(cmds[c->verb->id]), *list = NULL;
+	int ret;
+
+	if (!req)
+		goto nomem;
+	if (c->verb->id == V_DEL) {
+		list = cJSON_AddArrayToObject(req, "names");
+		for (int i = 0; list && i < c->n_args; i++)
+			if (!cJSON_AddItemToArray(
+				    list, cJSON_CreateString(c->args[i])))
+				list = NULL;
+		if (!list)
+			goto nomem;
+	} else {
+		const char *file = c->args[0];
+		char *err = calloc(1, ERRBUF);
+
+		if (!err)
+			goto nomem;
+		ret = load_rules(file, &list, err, ERRBUF);
+		if (ret == -EINVAL)
+			pr_err("%s: invalid rule file, nothing sent to the "
+			       "agent:\n%s",
+			       strcmp(file, "-") ? file : "<stdin>", err);
+		else if (ret)
+			pr_err("%s", err);
+		free(err);
+		if (ret) {
+			cJSON_Delete(req);
+			return SL_CLI_FAILED;
+		}
+		cJSON_AddItemToObject(req, "rules", list);
+	}
+	if (c->has_if_version &&
+	    !cJSON_AddNumberToObject(req, "if_version", (double)c->if_version))
+		goto nomem;
+	return run_request(c, req, print_change);
+nomem:
+	cJSON_Delete(req);
+	pr_err("%s: out of memory", c->verb->name);
+	return SL_CLI_FAILED;
+}
+
+static void list_row(struct table *t, const cJSON *r)
+{
+	const cJSON *m = get(r, "match"), *w = get(r, "window");
+	const cJSON *ps = get(r, "per_source"), *b = get(r, "behavior");
+	char buf[64], n1[32], n2[32], n3[32];
+
+	table_add(t, get_str(r, "name", "?"));
+	table_add(t, get_str(m, "proto", "any"));
+	table_add(t, get(m, "dport") ? cell(get(m, "dport"), n1, sizeof(n1))
+				     : "any");
+	table_add(t, get_str(m, "dst", "any"));
+	table_add(t, get_str(m, "src", "any"));
+	table_add(t, get_str(r, "grade", "?"));
+	table_add(t, cell(get(r, "count"), n1, sizeof(n1)));
+	table_addf(t, "%sms/%s", cell(get(w, "interval_ms"), n1, sizeof(n1)),
+		   cell(get(w, "sample_count"), n2, sizeof(n2)));
+	table_add(t, get_str(r, "mode", "enforce"));
+	table_add(t, cell(get(r, "priority"), n1, sizeof(n1)));
+	if (cJSON_IsObject(ps))
+		table_addf(t, "/%s,/%s max %s",
+			   cell(get(ps, "prefix_v4"), n1, sizeof(n1)),
+			   cell(get(ps, "prefix_v6"), n2, sizeof(n2)),
+			   cell(get(ps, "max_sources"), n3, sizeof(n3)));
+	else
+		table_add(t, "-");
+	if (cJSON_IsObject(b)) {
+		const cJSON *wu = get(b, "warm_up");
+
+		snprintf(buf, sizeof(buf), "warm_up %ss/%s",
+			 cell(get(wu, "period_s"), n1, sizeof(n1)),
+			 cell(get(wu, "cold_factor"), n2, sizeof(n2)));
+		table_add(t, buf);
+	} else {
+		table_add(t, get_str(r, "behavior", "reject"));
+	}
+}
+
+static void print_list(const cJSON *resp)
+{
+	static const char *const heads[] = {
+		"name", "proto", "dport", "dst", "src", "grade", "count",
+		"window", "mode", "priority", "per_source", "behavior",
+	};
+	struct table t = {
+		.ncols = 12, .heads = heads, .right = 1u << 6 | 1u << 9
+	};
+	const cJSON *rules = get(resp, "rules"), *r;
+	char v[32];
+
+	printf("rules at version %s, updated %s: %d\n",
+	       cell(get(resp, "version"), v, sizeof(v)),
+	       get_str(resp, "updated_at", "-"), cJSON_GetArraySize(rules));
+	if (!cJSON_GetArraySize(rules))
+		return;
+	cJSON_ArrayForEach(r, rules)
+		if (cJSON_IsObject(r))
+			list_row(&t, r);
+	table_done(&t);
+}
+
+/* ---- status ---- */
+
+static void print_ifaces(const cJSON *ifs, const char *snap_rules)
+{
+	static const char *const heads[] = {
+		"interface", "ifindex", "mode", "attached", "adopted", "rules",
+	};
+	struct table t = { .ncols = 6, .heads = heads, .right = 1u << 1 };
+	const cJSON *i;
+	char n[32];
+
+	cJSON_ArrayForEach(i, ifs) {
+		table_add(&t, get_str(i, "name", "?"));
+		table_add(&t, cell(get(i, "ifindex"), n, sizeof(n)));
+		table_add(&t, get_str(i, "mode", "-"));
+		table_add(&t, cell(get(i, "attached"), n, sizeof(n)));
+		table_add(&t, cell(get(i, "adopted"), n, sizeof(n)));
+		table_addf(&t, "%s/%s",
+			   cell(get(i, "rules_in_force"), n, sizeof(n)),
+			   snap_rules);
+	}
+	table_done(&t);
+}
+
+static void print_status(const cJSON *resp)
+{
+	const cJSON *snap = get(resp, "snapshot"), *ifs, *why;
+	char a[32], b[32], snap_rules[32] = "-";
+
+	if (get_bool(resp, "ready")) {
+		printf("ready\n");
+	} else {
+		printf("NOT READY\n");
+		cJSON_ArrayForEach(why, get(resp, "not_ready"))
+			if (cJSON_IsString(why))
+				printf("  - %s\n", why->valuestring);
+	}
+	printf("agent:     pid %s, up %s%s%s\n",
+	       cell(get(resp, "pid"), a, sizeof(a)),
+	       dur_cell(get_num(resp, "uptime_s", -1), b, sizeof(b)),
+	       get_bool(resp, "adopted") ? ", took over a running data plane"
+					 : "",
+	       get_bool(resp, "allow_empty") ? ", --allow-empty" : "");
+	if (cJSON_IsObject(snap)) {
+		cell(get(snap, "rules"), snap_rules, sizeof(snap_rules));
+		printf("snapshot:  version %s, %s rules, updated %s (%s ago)\n",
+		       cell(get(snap, "version"), a, sizeof(a)), snap_rules,
+		       get_str(snap, "updated_at", "-"),
+		       dur_cell(get_num(snap, "age_s", -1), b, sizeof(b)));
+		printf("           %s%s\n", get_str(snap, "path", "-"),
+		       get_bool(snap, "from_prev")
+			       ? " (read from the .prev copy: the current "
+				 "file was unusable)"
+			       : "");
+	} else {
+		printf("snapshot:  none\n");
+	}
+	printf("in force:  %s rules, version %s (the snapshot holds %s)\n",
+	       cell(get(resp, "rules_in_force"), a, sizeof(a)),
+	       cell(get(resp, "in_force_version"), b, sizeof(b)), snap_rules);
+	ifs = get(resp, "interfaces");
+	if (cJSON_GetArraySize(ifs)) {
+		putchar('\n');
+		print_ifaces(ifs, snap_rules);
+	} else {
+		printf("interfaces: none\n");
+	}
+}
+
+static int cmd_status(const struct cli *c)
+{
+	cJSON *req = new_request("status"), *resp;
+	const cJSON *why;
+	int err;
+
+	if (!c->ready)
+		return run_request(c, req, print_status);
+	if (!req) {
+		pr_err("status: out of memory");
+		return SL_CLI_FAILED;
+	}
+	/* a probe: silent when ready, the reasons on stderr when not */
+	err = agent_call(c, req, &resp);
+	cJSON_Delete(req);
+	if (!err && !get_bool(resp, "ready")) {
+		err = -EREMOTEIO;
+		pr_err("the agent is not ready");
+		cJSON_ArrayForEach(why, get(resp, "not_ready"))
+			if (cJSON_IsString(why))
+				fprintf(stderr, "  - %s\n", why->valuestring);
+	}
+	cJSON_Delete(resp);
+	return exit_code(err);
+}
+
+/* ---- stats ---- */
+
+static const char *grade_unit(const char *grade)
+{
+	if (!strcmp(grade, "bps"))
+		return "B/s";
+	if (!strcmp(grade, "cps"))
+		return "SYN/s";
+	return "pkt/s";
+}
+
+/* Returns true for a shadow rule. */
+static bool stats_row(struct table *t, const cJSON *r)
+{
+	const char *grade = get_str(r, "grade", "pps");
+	bool shadow = !strcmp(get_str(r, "mode", ""), "shadow");
+	bool bytes = !strcmp(grade, "bps");
+	char n1[32], n2[32];
+	double over;
+
+	table_add(t, get_str(r, "name", "?"));
+	table_add(t, get_str(r, "mode", "?"));
+	table_addf(t, "%s %s", cell(get(r, "count"), n1, sizeof(n1)),
+		   grade_unit(grade));
+	/* rates in the unit of the limit */
+	table_add(t, rate_cell(get_num(r, bytes ? "passed_Bps" : "passed_pps",
+				       -1),
+			       n1, sizeof(n1)));
+	over = get_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
+	table_add(t, shadow ? "-" : rate_cell(over, n1, sizeof(n1)));
+	table_add(t, shadow ? rate_cell(over, n1, sizeof(n1)) : "-");
+	table_add(t, num_cell(get_num(r, "passed_pkts", -1), n1, sizeof(n1)));
+	if (shadow)
+		table_addf(t, "(%s)", num_cell(get_num(r, "blocked_pkts", -1),
+					       n1, sizeof(n1)));
+	else
+		table_add(t, num_cell(get_num(r, "blocked_pkts", -1), n1,
+				      sizeof(n1)));
+	if (get_bool(r, "per_source")) {
+		table_addf(t, "%s/%s",
+			   num_cell(get_num(r, "sources", -1), n1, sizeof(n1)),
+			   num_cell(get_num(r, "max_sources", -1), n2,
+				    sizeof(n2)));
+		table_add(t, num_cell(get_num(r, "source_overflow", -1), n1,
+				      sizeof(n1)));
+	} else {
+		table_add(t, "-");
+		table_add(t, "-");
+	}
+	return shadow;
+}
+
+static void print_stats(const cJSON *resp)
+{
+	static const char *const heads[] = {
+		"rule", "mode", "limit", "passed/s", "dropped/s",
+		"would-drop/s", "passed", "dropped", "sources", "overflow",
+	};
+	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
+	const cJSON *rules = get(resp, "rules"), *r, *h;
+	const char *sep = "";
+	bool shadow = false;
+	char n[32];
+
+	if (cJSON_GetArraySize(rules)) {
+		cJSON_ArrayForEach(r, rules)
+			if (cJSON_IsObject(r))
+				shadow |= stats_row(&t, r);
+		table_done(&t);
+		if (shadow)
+			printf("shadow rules drop nothing: would-drop/s and "
+			       "(n) are what they would have dropped\n");
+	} else {
+		printf("no rules in force\n");
+	}
+	printf("host:");
+	cJSON_ArrayForEach(h, get(resp, "host")) {
+		printf("%s %s %s", sep, h->string, cell(h, n, sizeof(n)));
+		sep = ",";
+	}
+	putchar('\n');
+	fflush(stdout);
+}
+
+static volatile sig_atomic_t watch_stop;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	watch_stop = 1;
+}
+
+/* Sleep s seconds, or less when SIGINT comes. */
+static void watch_sleep(double s)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)s,
+		.tv_nsec = (long)((s - (time_t)s) * 1e9),
+	};
+
+	while (!watch_stop && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static int watch_stats(const struct cli *c)
+{
+	struct sigaction sa = { .sa_handler = on_sigint }, old;
+	bool tty = !c->json && isatty(STDOUT_FILENO);
+	double every = c->watch_s > 0 ? c->watch_s : 1;
+	bool answered = false;
+	int err = 0;
+
+	watch_stop = 0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old);
+	while (!watch_stop) {
+		cJSON *req = new_request("stats"), *resp = NULL;
+		char when[16];
+		time_t now;
+
+		err = req ? agent_call(c, req, &resp) : -ENOMEM;
+		cJSON_Delete(req);
+		/* once it has answered, an agent restart is worth riding out */
+		if (err && !answered) {
+			cJSON_Delete(resp);
+			break;
+		}
+		answered |= !err;
+		if (!err && c->json) {
+			print_json(resp);
+		} else if (!err) {
+			now = time(NULL);
+			strftime(when, sizeof(when), "%H:%M:%S",
+				 localtime(&now));
+			printf("%s%s  every %gs, Ctrl-C to stop\n",
+			       tty ? CLEAR_SCREEN : "", when, every);
+			print_stats(resp);
+			if (!tty)
+				putchar('\n');
+		}
+		cJSON_Delete(resp);
+		fflush(stdout);
+		watch_sleep(every);
+	}
+	sigaction(SIGINT, &old, NULL);
+	if (err == -ENOMEM)
+		pr_err("stats: out of memory");
+	return exit_code(err);
+}
+
+static int cmd_stats(const struct cli *c)
+{
+	if (c->watch)
+		return watch_stats(c);
+	return run_request(c, new_request("stats"), print_stats);
+}
+
+/* ---- down ---- */
+
+static int check_ifaces(const struct cli *c)
+{
+	const char *p = c->ifaces;
+
+	if (!p)
+		return usage_err(c->verb, "missing --iface IF[,IF...] (the "
+					  "interfaces to take down)");
+	for (;;) {
+		size_t len = strcspn(p, ",");
+
+		if (!len)
+			return usage_err(c->verb,
+					 "--iface: empty interface name in "
+					 "'%s'",
+					 c->ifaces);
+		if (len >= IF_NAMESIZE)
+			return usage_err(c->verb,
+					 "--iface: '%.*s' is longer than an "
+					 "interface name (%d bytes)",
+					 (int)len, p, IF_NAMESIZE - 1);
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+static int cmd_down(const struct cli *c)
+{
+	const char *p = c->ifaces;
+	int ret = SL_CLI_OK, err;
+	bool any = false;
+
+	if (check_ifaces(c))
+		return SL_CLI_USAGE;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char name[IF_NAMESIZE];
+
+		snprintf(name, sizeof(name), "%.*s", (int)len, p);
+		err = sl_pins_down(c->pin_dir, name);
+		if (!err) {
+			printf("%s: detached, link unpinned from %s\n", name,
+			       c->pin_dir);
+			any = true;
+		} else if (err == -ENOENT) {
+			pr_err("%s: nothing pinned under %s", name,
+			       c->pin_dir);
+			ret = SL_CLI_FAILED;
+		} else {
+			pr_err("%s: cannot take down the data plane pinned "
+			       "under %s: %s", name, c->pin_dir,
+			       strerror(-err));
+			ret = SL_CLI_FAILED;
+		}
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	if (any && access(c->pin_dir, F_OK) && errno == ENOENT)
+		printf("%s: no link left, pinned maps removed\n", c->pin_dir);
+	else if (any)
+		printf("%s: links of other interfaces left, pinned maps "
+		       "kept\n", c->pin_dir);
+	fflush(stdout);
+	return ret;
+}
+
+/* ---- entry ---- */
+
+static const struct verb *find_verb(const char *name)
+{
+	for (size_t i = 0; i < N_VERBS; i++)
+		if (!strcmp(verbs[i].name, name))
+			return &verbs[i];
+	return NULL;
+}
+
+bool sl_cli_is_verb(const char *verb)
+{
+	return verb && (!strcmp(verb, "rule") || !strcmp(verb, "status") ||
+			!strcmp(verb, "stats") || !strcmp(verb, "down"));
+}
+
+int sl_cli_main(int argc, char **argv)
+{
+	struct cli c = {
+		.state_dir = SL_CLI_DEF_STATE_DIR,
+		.pin_dir = SL_CLI_DEF_PIN_DIR,
+	};
+	char name[32];
+
+	if (argc < 1 || !sl_cli_is_verb(argv[0])) {
+		pr_err("unknown command '%s'", argc < 1 ? "" : argv[0]);
+		return SL_CLI_USAGE;
+	}
+	if (!strcmp(argv[0], "rule")) {
+		if (argc < 2 || argv[1][0] == '-') {
+			if (argc >= 2 && (!strcmp(argv[1], "-h") ||
+					  !strcmp(argv[1], "--help"))) {
+				print_rule_usage(stdout);
+				return SL_CLI_OK;
+			}
+			pr_err("rule: %s", argc < 2
+				? "missing subcommand (add, del, replace or "
+				  "list)"
+				: "the subcommand (add, del, replace or list) "
+				  "comes before the options");
+			print_rule_usage(stderr);
+			return SL_CLI_USAGE;
+		}
+		snprintf(name, sizeof(name), "rule %s", argv[1]);
+		c.verb = find_verb(name);
+		if (!c.verb) {
+			pr_err("rule: unknown subcommand '%s' (add, del, "
+			       "replace or list)", argv[1]);
+			print_rule_usage(stderr);
+			return SL_CLI_USAGE;
+		}
+		argc--;
+		argv++;
+	} else {
+		c.verb = find_verb(argv[0]);
+	}
+	if (parse_args(&c, argc, argv))
+		return SL_CLI_USAGE;
+	if (c.help) {
+		print_usage(stdout, c.verb);
+		return SL_CLI_OK;
+	}
+	switch (c.verb->id) {
+	case V_ADD:
+	case V_DEL:
+	case V_REPLACE:
+		return cmd_change(&c);
+	case V_LIST:
+		return run_request(&c, new_request("rule.list"), print_list);
+	case V_STATUS:
+		return cmd_status(&c);
+	case V_STATS:
+		return cmd_stats(&c);
+	case V_DOWN:
+		return cmd_down(&c);
+	}
+	return SL_CLI_USAGE;
+}

@@ -1,0 +1,991 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The persisted rule set (docs/operations.md, "Snapshot"). A snapshot is
+ * trusted only after the rule parser accepts its rules and their canonical
+ * serialization hashes to the stored checksum; anything else is corrupt
+ * and the boot path falls back to the previous snapshot.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* the strerror_r that returns a string */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h> /* isfinite(), a macro: no libm */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include "snapshot.h"
+
+#define SL_SNAPSHOT_FILE_MAX (64u << 20) /* as for rule files */
+#define SL_SHA256_LEN	     32
+#define SL_CHECKSUM_PREFIX   "sha256:"
+#define SL_CHECKSUM_LEN	     (7 + 2 * SL_SHA256_LEN) /* "sha256:" hex */
+#define SL_TIME_LEN	     20	   /* "2026-11-29T18:00:00Z" */
+#define SL_SUB_ERR_LEN	     16384 /* a rule parser error list */
+
+_Static_assert(sizeof(SL_CHECKSUM_PREFIX) - 1 == 7, "checksum prefix length");
+
+static void __attribute__((format(printf, 3, 4)))
+set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const char *errstr(int e, char *buf, size_t len)
+{
+	return strerror_r(e, buf, len);
+}
+
+/* Whole file into a NUL-terminated buffer; read to EOF, not st_size. */
+static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
+		    size_t errlen)
+{
+	size_t used = 0, cap = 0;
+	char *buf = NULL, eb[128];
+	int fd, ret = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot open: %s", path,
+			errstr(-ret, eb, sizeof(eb)));
+		return ret;
+	}
+	for (;;) {
+		ssize_t got;
+
+		if (cap - used < 2) {
+			size_t ncap = cap ? cap * 2 : 64 << 10;
+			char *nbuf;
+
+			if (ncap > SL_SNAPSHOT_FILE_MAX + 2)
+				ncap = SL_SNAPSHOT_FILE_MAX + 2;
+			nbuf = realloc(buf, ncap);
+			if (!nbuf) {
+				ret = -ENOMEM;
+				break;
+			}
+			buf = nbuf;
+			cap = ncap;
+		}
+		got = read(fd, buf + used, cap - used - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ret = -errno;
+			break;
+		}
+		if (got == 0)
+			break;
+		used += got;
+		if (used > SL_SNAPSHOT_FILE_MAX) {
+			ret = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (ret == -EFBIG) {
+		set_err(err, errlen, "%s: larger than 64 MiB; not a snapshot",
+			path);
+		ret = -EINVAL;
+	} else if (ret) {
+		set_err(err, errlen, "%s: cannot read: %s", path,
+			errstr(-ret, eb, sizeof(eb)));
+	}
+	if (ret) {
+		free(buf);
+		return ret;
+	}
+	buf[used] = '\0';
+	*bufp = buf;
+	*lenp = used;
+	return 0;
+}
+
+static void sha256_hex(const char *data, size_t len,
+		       char hex[2 * SL_SHA256_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen != SL_SHA256_LEN) {
+		/* Never equal to a stored checksum (those are hex). */
+		memset(hex, '?', 2 * SL_SHA256_LEN);
+		hex[2 * SL_SHA256_LEN] = '\0';
+		return;
+	}
+	for (i = 0; i < SL_SHA256_LEN; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[2 * SL_SHA256_LEN] = '\0';
+}
+
+/* The canonical rules array: sl_rule_to_json() of each rule, in order. */
+static cJSON *rules_array(const struct sl_ruleset *rs)
+{
+	cJSON *arr = cJSON_CreateArray();
+	size_t i;
+
+	for (i = 0; arr && i < rs->n; i++) {
+		cJSON *r = sl_rule_to_json(&rs->rules[i]);
+
+		if (!r || !cJSON_AddItemToArray(arr, r)) {
+			cJSON_Delete(r);
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+/* "sha256:HEX" of the one-line canonical rules array. */
+static int rules_checksum(const cJSON *arr, char out[SL_CHECKSUM_LEN + 1])
+{
+	char *text = cJSON_PrintUnformatted(arr);
+	char hex[2 * SL_SHA256_LEN + 1];
+
+	if (!text)
+		return -ENOMEM;
+	sha256_hex(text, strlen(text), hex);
+	cJSON_free(text);
+	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
+	return 0;
+}
+
+/* Run a bare rules array through the rule parser as {"rules": arr}. */
+static int parse_rules_array(const cJSON *arr, struct sl_ruleset *out,
+			     char *err, size_t errlen)
+{
+	cJSON *wrap = cJSON_CreateObject();
+	int ret;
+
+	/* A reference: the wrapper borrows arr's items, never frees them. */
+	if (!wrap ||
+	    !cJSON_AddItemReferenceToObject(wrap, "rules", (cJSON *) arr)) {
+		cJSON_Delete(wrap);
+		set_err(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = sl_rules_from_cjson(wrap, out, err, errlen);
+	cJSON_Delete(wrap);
+	return ret;
+}
+
+static void format_time(int64_t t, char out[SL_TIME_LEN + 1])
+{
+	time_t tt = (time_t) t;
+	struct tm tm;
+
+	if (!gmtime_r(&tt, &tm) ||
+	    strftime(out, SL_TIME_LEN + 1, "%Y-%m-%dT%H:%M:%SZ", &tm) !=
+		SL_TIME_LEN)
+		snprintf(out, SL_TIME_LEN + 1, "1970-01-01T00:00:00Z");
+}
+
+/* Exactly "YYYY-MM-DDTHH:MM:SSZ", a real UTC time (no Feb 30, no :60). */
+static int parse_time(const char *s, int64_t *out)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:ddZ";
+	int v[6] = {0}, k = 0, i;
+	struct tm tm = {0}, back;
+	time_t t;
+
+	if (strlen(s) != SL_TIME_LEN)
+		return -EINVAL;
+	for (i = 0; i < SL_TIME_LEN; i++) {
+		if (shape[i] == 'd') {
+			if (s[i] < '0' || s[i] > '9')
+				return -EINVAL;
+		} else if (s[i] != shape[i]) {
+			return -EINVAL;
+		}
+	}
+	for (i = 0; i < SL_TIME_LEN; i++) {
+		if (shape[i] != 'd')
+			k++;
+		else
+			v[k] = v[k] * 10 + (s[i] - '0');
+	}
+	tm.tm_year = v[0] - 1900;
+	tm.tm_mon = v[1] - 1;
+	tm.tm_mday = v[2];
+	tm.tm_hour = v[3];
+	tm.tm_min = v[4];
+	tm.tm_sec = v[5];
+	if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1 || v[3] > 23 ||
+	    v[4] > 59 || v[5] > 59)
+		return -EINVAL;
+	t = timegm(&tm);
+	if (t == (time_t) -1 || !gmtime_r(&t, &back) || back.tm_mday != v[2] ||
+	    back.tm_mon != v[1] - 1)
+		return -EINVAL;
+	*out = t;
+	return 0;
+}
+
+static const char *json_type(const cJSON *it)
+{
+	if (!it)
+		return "nothing";
+	if (cJSON_IsBool(it))
+		return "a boolean";
+	if (cJSON_IsNull(it))
+		return "null";
+	if (cJSON_IsNumber(it))
+		return "a number";
+	if (cJSON_IsString(it))
+		return "a string";
+	if (cJSON_IsArray(it))
+		return "an array";
+	if (cJSON_IsObject(it))
+		return "an object";
+	return "an invalid value";
+}
+
+/* Short and plain enough to quote in a one-line error. */
+static bool printable(const char *s, size_t max)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		if (i >= max || s[i] < 0x20 || s[i] > 0x7e || s[i] == '"')
+			return false;
+	}
+	return true;
+}
+
+/* An integer-valued number in [lo, hi]; exact below 2^53. */
+static bool json_uint(const cJSON *it, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	double d;
+
+	if (!cJSON_IsNumber(it))
+		return false;
+	d = it->valuedouble;
+	if (!isfinite(d) || d < (double) lo || d > (double) hi ||
+	    (double) (uint64_t) d != d)
+		return false;
+	*v = (uint64_t) d;
+	return true;
+}
+
+/*
+ * Why buf is not JSON, and where: cut off (the common damage: a write that
+ * never finished), data after a complete document, or damage inside.
+ */
+static void syntax_error(const char *path, const char *buf, size_t len,
+			 const char *at, char *err, size_t errlen)
+{
+	size_t off = at && at >= buf ? (size_t) (at - buf) : len, i;
+	unsigned int line = 1, col = 1;
+	const char *end = NULL;
+	bool cut;
+	cJSON *doc;
+
+	if (off > len)
+		off = len;
+	for (i = 0; i < off; i++) {
+		if (buf[i] == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	doc = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 0);
+	if (doc) {
+		cJSON_Delete(doc);
+		set_err(err, errlen,
+			"%s: not valid JSON: unexpected data after the end of "
+			"the document at line %u, column %u (byte %zu of %zu); "
+			"the file is damaged",
+			path, line, col, off, len);
+		return;
+	}
+	/* Every snapshot we write ends in "}\n". */
+	for (i = len; i > 0 && (buf[i - 1] == ' ' || buf[i - 1] == '\t' ||
+				buf[i - 1] == '\r' || buf[i - 1] == '\n');
+	     i--)
+		;
+	cut = off >= len || i == 0 || buf[i - 1] != '}';
+	if (cut)
+		set_err(err, errlen,
+			"%s: not valid JSON: the document is cut off after "
+			"%zu bytes (parsing stopped at line %u, column %u); "
+			"the file is truncated",
+			path, len, line, col);
+	else
+		set_err(err, errlen,
+			"%s: not valid JSON at line %u, column %u (byte %zu "
+			"of %zu); the file is damaged",
+			path, line, col, off, len);
+}
+
+static const char *const snapshot_keys[] = {
+    "sluice_snapshot", "version", "updated_at", "checksum", "rules", NULL,
+};
+
+/* Unknown or repeated top-level keys: a snapshot is written by us only. */
+static int check_keys(const char *path, const cJSON *doc, char *err,
+		      size_t errlen)
+{
+	const cJSON *it, *prev;
+	unsigned int k;
+
+	for (it = doc->child; it; it = it->next) {
+		for (prev = doc->child; prev != it; prev = prev->next) {
+			if (!strcmp(prev->string, it->string)) {
+				set_err(err, errlen,
+					"%s: field \"%s\" given more than "
+					"once",
+					path,
+					printable(it->string, 64)
+					    ? it->string
+					    : "(unprintable)");
+				return -EINVAL;
+			}
+		}
+		for (k = 0; snapshot_keys[k]; k++) {
+			if (!strcmp(it->string, snapshot_keys[k]))
+				break;
+		}
+		if (!snapshot_keys[k]) {
+			set_err(err, errlen,
+				"%s: unknown field \"%s\"; a snapshot has "
+				"sluice_snapshot, version, updated_at, "
+				"checksum and rules",
+				path,
+				printable(it->string, 64) ? it->string
+							  : "(unprintable)");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static bool checksum_shape(const char *s)
+{
+	size_t p = sizeof(SL_CHECKSUM_PREFIX) - 1, i;
+
+	if (strlen(s) != SL_CHECKSUM_LEN || strncmp(s, SL_CHECKSUM_PREFIX, p))
+		return false;
+	for (i = p; s[i]; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+static int parse_snapshot(const char *path, const cJSON *doc,
+			  struct sl_snapshot *out, char *err, size_t errlen)
+{
+	const cJSON *fmt, *ver, *at, *sum, *arr;
+	char want[SL_CHECKSUM_LEN + 1], *rerr;
+	struct sl_ruleset rs = {0};
+	int64_t updated_at;
+	cJSON *canon;
+	uint64_t v;
+	int ret;
+
+	if (!cJSON_IsObject(doc)) {
+		set_err(err, errlen,
+			"%s: not a sluice snapshot: the document is %s, not an "
+			"object",
+			path, json_type(doc));
+		return -EINVAL;
+	}
+	/* The format version first: a newer format may change the rest. */
+	fmt = cJSON_GetObjectItemCaseSensitive(doc, "sluice_snapshot");
+	if (!fmt) {
+		set_err(err, errlen,
+			"%s: not a sluice snapshot: field \"sluice_snapshot\" "
+			"is missing",
+			path);
+		return -EINVAL;
+	}
+	if (!json_uint(fmt, 0, SL_SNAPSHOT_VERSION_MAX, &v)) {
+		set_err(err, errlen,
+			"%s: field \"sluice_snapshot\" must be a non-negative "
+			"integer, got %s",
+			path, json_type(fmt));
+		return -EINVAL;
+	}
+	if (v != SL_SNAPSHOT_FORMAT) {
+		set_err(
+		    err, errlen,
+		    "%s: snapshot format %llu is not supported; this sluice "
+		    "reads format %d%s",
+		    path, (unsigned long long) v, SL_SNAPSHOT_FORMAT,
+		    v > SL_SNAPSHOT_FORMAT ? " (written by a newer sluice?)"
+					   : "");
+		return -EPROTONOSUPPORT;
+	}
+	ret = check_keys(path, doc, err, errlen);
+	if (ret)
+		return ret;
+
+	ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+	if (!ver) {
+		set_err(err, errlen, "%s: field \"version\" is missing", path);
+		return -EINVAL;
+	}
+	if (!json_uint(ver, 1, SL_SNAPSHOT_VERSION_MAX, &v)) {
+		set_err(err, errlen,
+			"%s: field \"version\" must be an integer from 1 to "
+			"2^53-1, got %s",
+			path, json_type(ver));
+		return -EINVAL;
+	}
+	at = cJSON_GetObjectItemCaseSensitive(doc, "updated_at");
+	if (!at) {
+		set_err(err, errlen, "%s: field \"updated_at\" is missing",
+			path);
+		return -EINVAL;
+	}
+	if (!cJSON_IsString(at) || !at->valuestring ||
+	    parse_time(at->valuestring, &updated_at)) {
+		bool show = cJSON_IsString(at) && at->valuestring &&
+			    printable(at->valuestring, 40);
+
+		set_err(err, errlen,
+			"%s: field \"updated_at\" must be a UTC time "
+			"\"YYYY-MM-DDTHH:MM:SSZ\", got %s%s%s%s",
+			path, json_type(at), show ? " \"" : "",
+			show ? at->valuestring : "", show ? "\"" : "");
+		return -EINVAL;
+	}
+	sum = cJSON_GetObjectItemCaseSensitive(doc, "checksum");
+	if (!sum) {
+		set_err(err, errlen, "%s: field \"checksum\" is missing", path);
+		return -EINVAL;
+	}
+	if (!cJSON_IsString(sum) || !sum->valuestring ||
+	    !checksum_shape(sum->valuestring)) {
+		set_err(err, errlen,
+			"%s: field \"checksum\" must be \"sha256:\" and 64 "
+			"lower-case hex digits, got %s",
+			path, json_type(sum));
+		return -EINVAL;
+	}
+	arr = cJSON_GetObjectItemCaseSensitive(doc, "rules");
+	if (!arr) {
+		set_err(err, errlen, "%s: field \"rules\" is missing", path);
+		return -EINVAL;
+	}
+	if (!cJSON_IsArray(arr)) {
+		set_err(err, errlen,
+			"%s: field \"rules\" must be an array, got %s", path,
+			json_type(arr));
+		return -EINVAL;
+	}
+
+	rerr = malloc(SL_SUB_ERR_LEN);
+	if (!rerr) {
+		set_err(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	ret = parse_rules_array(arr, &rs, rerr, SL_SUB_ERR_LEN);
+	if (ret) {
+		if (ret == -EINVAL)
+			set_err(err, errlen, "%s: invalid rules: %s", path,
+				rerr);
+		else
+			set_err(err, errlen, "%s: %s", path, rerr);
+		free(rerr);
+		return ret;
+	}
+	free(rerr);
+
+	/* Hash what the rules mean, re-serialized, not the file's bytes. */
+	canon = rules_array(&rs);
+	ret = canon ? rules_checksum(canon, want) : -ENOMEM;
+	cJSON_Delete(canon);
+	if (ret) {
+		sl_ruleset_free(&rs);
+		set_err(err, errlen, "%s: out of memory", path);
+		return ret;
+	}
+	if (strcmp(want, sum->valuestring)) {
+		set_err(err, errlen,
+			"%s: checksum mismatch: file says %s, rules hash to "
+			"%s; the file was edited or damaged",
+			path, sum->valuestring, want);
+		sl_ruleset_free(&rs);
+		return -EINVAL;
+	}
+	out->version = v;
+	out->updated_at = updated_at;
+	out->rules = rs;
+	return 0;
+}
+
+int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
+		     size_t errlen)
+{
+	const char *end = NULL, *nul;
+	char *buf = NULL;
+	size_t len = 0;
+	cJSON *doc;
+	int ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!path || !out)
+		return -EINVAL;
+	ret = read_all(path, &buf, &len, err, errlen);
+	if (ret)
+		return ret;
+	if (len == 0) {
+		set_err(
+		    err, errlen,
+		    "%s: empty file (0 bytes); a write was cut short or the "
+		    "file was truncated",
+		    path);
+		free(buf);
+		return -EINVAL;
+	}
+	nul = memchr(buf, '\0', len);
+	if (nul) {
+		set_err(err, errlen,
+			"%s: NUL byte at byte %zu of %zu; the file is damaged",
+			path, (size_t) (nul - buf), len);
+		free(buf);
+		return -EINVAL;
+	}
+	doc = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
+	if (!doc) {
+		syntax_error(path, buf, len, end, err, errlen);
+		free(buf);
+		return -EINVAL;
+	}
+	free(buf);
+	ret = parse_snapshot(path, doc, out, err, errlen);
+	cJSON_Delete(doc);
+	return ret;
+}
+
+void sl_snapshot_free(struct sl_snapshot *s)
+{
+	if (!s)
+		return;
+	sl_ruleset_free(&s->rules);
+	s->version = 0;
+	s->updated_at = 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= w;
+	}
+	return 0;
+}
+
+/* fsync a directory so that entries created in it survive a crash. */
+static int fsync_dir_path(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* Open DIR, creating it 0700 (and syncing its parent) if missing. */
+static int open_dir(const char *dir, bool create, char *err, size_t errlen)
+{
+	char eb[128];
+	int fd, e;
+
+	if (create && mkdir(dir, 0700) == 0) {
+		char *copy = strdup(dir);
+
+		/* Exactly 0700 whatever the umask (0500 would lock us out). */
+		e = chmod(dir, 0700) ? -errno : 0;
+		if (!e)
+			e = copy ? fsync_dir_path(dirname(copy)) : -ENOMEM;
+		free(copy);
+		if (e) {
+			set_err(err, errlen, "%s: cannot set up directory: %s",
+				dir, errstr(-e, eb, sizeof(eb)));
+			return e;
+		}
+	} else if (create && errno != EEXIST) {
+		e = -errno;
+		set_err(err, errlen, "%s: cannot create directory: %s", dir,
+			errstr(-e, eb, sizeof(eb)));
+		return e;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		e = -errno;
+		set_err(err, errlen, "%s: cannot open directory: %s", dir,
+			errstr(-e, eb, sizeof(eb)));
+		return e;
+	}
+	/* One writer at a time; released by close(). */
+	if (flock(fd, LOCK_EX)) {
+		e = -errno;
+		set_err(err, errlen, "%s: cannot lock: %s", dir,
+			errstr(-e, eb, sizeof(eb)));
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+/* The snapshot document as text, or NULL when out of memory. */
+static char *snapshot_text(cJSON *arr, uint64_t version, int64_t now)
+{
+	char sum[SL_CHECKSUM_LEN + 1], when[SL_TIME_LEN + 1];
+	cJSON *doc = cJSON_CreateObject();
+	char *text = NULL, *out = NULL;
+
+	format_time(now, when);
+	if (!doc || rules_checksum(arr, sum) ||
+	    !cJSON_AddNumberToObject(doc, "sluice_snapshot",
+				     SL_SNAPSHOT_FORMAT) ||
+	    !cJSON_AddNumberToObject(doc, "version", (double) version) ||
+	    !cJSON_AddStringToObject(doc, "updated_at", when) ||
+	    !cJSON_AddStringToObject(doc, "checksum", sum) ||
+	    !cJSON_AddItemReferenceToObject(doc, "rules", arr))
+		goto out;
+	text = cJSON_Print(doc);
+	if (text && asprintf(&out, "%s\n", text) < 0)
+		out = NULL;
+out:
+	cJSON_free(text);
+	cJSON_Delete(doc);
+	return out;
+}
+
+static int write_tmp(int dfd, const char *text, const char *tmp_path, char *err,
+		     size_t errlen)
+{
+	const char *what = "cannot create";
+	char eb[128];
+	int fd, ret = 0;
+
+	/* A leftover from a crash may be anything; start from nothing. */
+	if (unlinkat(dfd, SL_SNAPSHOT_TMP, 0) && errno != ENOENT) {
+		ret = -errno;
+		what = "cannot remove leftover";
+		goto fail;
+	}
+	fd = openat(dfd, SL_SNAPSHOT_TMP,
+		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	/* Exactly 0600 whatever the umask. */
+	what = "cannot write";
+	if (fchmod(fd, 0600))
+		ret = -errno;
+	if (!ret)
+		ret = write_all(fd, text, strlen(text));
+	if (!ret && fsync(fd)) {
+		ret = -errno;
+		what = "cannot sync";
+	}
+	if (close(fd) && !ret) {
+		ret = -errno;
+		what = "cannot close";
+	}
+	if (!ret)
+		return 0;
+	unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
+fail:
+	set_err(err, errlen, "%s: %s: %s", tmp_path, what,
+		errstr(-ret, eb, sizeof(eb)));
+	return ret;
+}
+
+/*
+ * Keep the current snapshot as .prev, but only a good one: after a boot
+ * from .prev (current corrupt), .prev is what is in force and must stay.
+ */
+static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
+		     char *err, size_t errlen)
+{
+	struct sl_snapshot cur = {0};
+	char *rerr = malloc(SL_SUB_ERR_LEN), eb[128];
+	int ret;
+
+	if (!rerr) {
+		set_err(err, errlen, "%s: out of memory", cur_path);
+		return -ENOMEM;
+	}
+	ret = sl_snapshot_read(cur_path, &cur, rerr, SL_SUB_ERR_LEN);
+	sl_snapshot_free(&cur);
+	if (ret == -ENOENT || ret == -EINVAL || ret == -EPROTONOSUPPORT) {
+		free(rerr);
+		return 0; /* nothing good to keep; leave .prev alone */
+	}
+	if (ret) {
+		set_err(err, errlen, "%s", rerr);
+		free(rerr);
+		return ret;
+	}
+	free(rerr);
+	if (unlinkat(dfd, SL_SNAPSHOT_PREV, 0) && errno != ENOENT) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot remove: %s", prev_path,
+			errstr(-ret, eb, sizeof(eb)));
+		return ret;
+	}
+	/* A second name for the current file: rules.json never goes away. */
+	if (linkat(dfd, SL_SNAPSHOT_FILE, dfd, SL_SNAPSHOT_PREV, 0)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot link to %s: %s", cur_path,
+			prev_path, errstr(-ret, eb, sizeof(eb)));
+		return ret;
+	}
+	return 0;
+}
+
+static char *join(const char *dir, const char *name)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		return NULL;
+	return p;
+}
+
+int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
+		      uint64_t version, char *err, size_t errlen)
+{
+	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL, *rerr;
+	struct sl_ruleset check = {0};
+	cJSON *arr = NULL;
+	char eb[128];
+	int dfd = -1, ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!dir || !rs || (rs->n && !rs->rules))
+		return -EINVAL;
+	if (version < 1 || version > SL_SNAPSHOT_VERSION_MAX) {
+		set_err(err, errlen,
+			"%s: snapshot version %llu is out of range 1 to 2^53-1",
+			dir, (unsigned long long) version);
+		return -EINVAL;
+	}
+	cur = join(dir, SL_SNAPSHOT_FILE);
+	prev = join(dir, SL_SNAPSHOT_PREV);
+	tmp = join(dir, SL_SNAPSHOT_TMP);
+	arr = rules_array(rs);
+	rerr = malloc(SL_SUB_ERR_LEN);
+	if (!cur || !prev || !tmp || !arr || !rerr) {
+		free(rerr);
+		ret = -ENOMEM;
+		set_err(err, errlen, "%s: out of memory", dir);
+		goto out;
+	}
+	/* Never write what a boot would reject. */
+	ret = parse_rules_array(arr, &check, rerr, SL_SUB_ERR_LEN);
+	sl_ruleset_free(&check);
+	if (ret) {
+		set_err(err, errlen, "%s: refusing to write invalid rules: %s",
+			cur, rerr);
+		free(rerr);
+		goto out;
+	}
+	free(rerr);
+	text = snapshot_text(arr, version, (int64_t) time(NULL));
+	if (!text) {
+		ret = -ENOMEM;
+		set_err(err, errlen, "%s: out of memory", dir);
+		goto out;
+	}
+
+	dfd = open_dir(dir, true, err, errlen);
+	if (dfd < 0) {
+		ret = dfd;
+		goto out;
+	}
+	ret = write_tmp(dfd, text, tmp, err, errlen);
+	if (ret)
+		goto out;
+	ret = keep_prev(dfd, cur, prev, err, errlen);
+	if (ret) {
+		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
+		goto out;
+	}
+	if (renameat(dfd, SL_SNAPSHOT_TMP, dfd, SL_SNAPSHOT_FILE)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot rename to %s: %s", tmp, cur,
+			errstr(-ret, eb, sizeof(eb)));
+		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
+		goto out;
+	}
+	if (fsync(dfd)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot sync directory: %s", dir,
+			errstr(-ret, eb, sizeof(eb)));
+	}
+out:
+	if (dfd >= 0)
+		close(dfd);
+	cJSON_Delete(arr);
+	free(text);
+	free(cur);
+	free(prev);
+	free(tmp);
+	return ret;
+}
+
+int sl_snapshot_rollback(const char *dir, char *err, size_t errlen)
+{
+	char *cur = NULL, *prev = NULL, eb[128];
+	struct sl_snapshot snap = {0};
+	int dfd = -1, ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!dir)
+		return -EINVAL;
+	cur = join(dir, SL_SNAPSHOT_FILE);
+	prev = join(dir, SL_SNAPSHOT_PREV);
+	if (!cur || !prev) {
+		ret = -ENOMEM;
+		set_err(err, errlen, "%s: out of memory", dir);
+		goto out;
+	}
+	dfd = open_dir(dir, false, err, errlen);
+	if (dfd < 0) {
+		ret = dfd;
+		goto out;
+	}
+	/* Checked under the lock: rolling back to a bad file is worse. */
+	ret = sl_snapshot_read(prev, &snap, err, errlen);
+	sl_snapshot_free(&snap);
+	if (ret == -ENOENT) {
+		set_err(err, errlen, "%s: no previous snapshot to roll back to",
+			prev);
+		goto out;
+	}
+	if (ret) {
+		size_t n = err ? strlen(err) : 0;
+
+		if (err && n + 1 < errlen)
+			snprintf(err + n, errlen - n,
+				 "; refusing to roll back to it");
+		goto out;
+	}
+	if (renameat(dfd, SL_SNAPSHOT_PREV, dfd, SL_SNAPSHOT_FILE)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot rename to %s: %s", prev, cur,
+			errstr(-ret, eb, sizeof(eb)));
+		goto out;
+	}
+	if (fsync(dfd)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot sync directory: %s", dir,
+			errstr(-ret, eb, sizeof(eb)));
+	}
+out:
+	if (dfd >= 0)
+		close(dfd);
+	free(cur);
+	free(prev);
+	return ret;
+}
+
+int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
+			  bool *used_prev, char *err, size_t errlen)
+{
+	char *cur = NULL, *prev = NULL, *e1 = NULL, *e2 = NULL;
+	char when[SL_TIME_LEN + 1];
+	struct sl_snapshot snap = {0};
+	int r1, r2, ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (used_prev)
+		*used_prev = false;
+	if (!dir || !out)
+		return -EINVAL;
+	cur = join(dir, SL_SNAPSHOT_FILE);
+	prev = join(dir, SL_SNAPSHOT_PREV);
+	e1 = malloc(SL_SUB_ERR_LEN);
+	e2 = malloc(SL_SUB_ERR_LEN);
+	if (!cur || !prev || !e1 || !e2) {
+		ret = -ENOMEM;
+		set_err(err, errlen, "%s: out of memory", dir);
+		goto out;
+	}
+	r1 = sl_snapshot_read(cur, out, e1, SL_SUB_ERR_LEN);
+	if (r1 == 0) {
+		ret = 0;
+		goto out;
+	}
+	if (r1 == -ENOMEM) {
+		set_err(err, errlen, "%s", e1);
+		ret = r1;
+		goto out;
+	}
+	r2 = sl_snapshot_read(prev, &snap, e2, SL_SUB_ERR_LEN);
+	if (r2 == 0) {
+		*out = snap;
+		if (used_prev)
+			*used_prev = true;
+		format_time(snap.updated_at, when);
+		set_err(err, errlen,
+			"%s; booting from %s instead (version %llu, written "
+			"%s)",
+			e1, prev, (unsigned long long) snap.version, when);
+		ret = 0;
+	} else if (r1 == -ENOENT && r2 == -ENOENT) {
+		set_err(err, errlen,
+			"%s: no snapshot: neither %s nor %s exists", dir,
+			SL_SNAPSHOT_FILE, SL_SNAPSHOT_PREV);
+		ret = -ENOENT;
+	} else if (r2 == -ENOENT) {
+		set_err(err, errlen, "%s; and there is no %s to fall back to",
+			e1, prev);
+		ret = r1;
+	} else {
+		set_err(err, errlen,
+			"no usable snapshot in %s:\n%s\nand the fallback: %s",
+			dir, e1, e2);
+		ret = r1 == -ENOENT ? r2 : r1;
+	}
+out:
+	free(cur);
+	free(prev);
+	free(e1);
+	free(e2);
+	return ret;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The persisted rule set: DIR/rules.json, read before anything else at boot
+ * so that rules are in force before the first packet (brief, failure 2).
+ * Format and file life cycle: docs/operations.md, "Snapshot".
+ */
+#ifndef SLUICE_SNAPSHOT_H
+#define SLUICE_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rules.h"
+
+/* The "sluice_snapshot" format version this code reads and writes. */
+#define SL_SNAPSHOT_FORMAT 1
+#define SL_SNAPSHOT_FILE   "rules.json"
+#define SL_SNAPSHOT_PREV   "rules.json.prev"
+#define SL_SNAPSHOT_TMP	   "rules.json.tmp"
+/* Versions are JSON numbers: keep them exact as doubles. */
+#define SL_SNAPSHOT_VERSION_MAX ((1ULL << 53) - 1)
+
+struct sl_snapshot {
+	uint64_t version;   /* 1.., chosen by the writer; higher is newer */
+	int64_t updated_at; /* Unix seconds, UTC */
+	struct sl_ruleset rules;
+};
+
+/*
+ * Read and verify one snapshot file: JSON, fields, every rule through the
+ * rule parser, and the checksum over the canonical rules. Returns 0,
+ * -ENOENT (missing), -EINVAL (corrupt: empty, truncated, bad JSON,
+ * missing or ill-typed field, invalid rule, checksum mismatch),
+ * -EPROTONOSUPPORT (unknown format version) or another -errno from I/O.
+ * err names the file and the problem. *out is set only on success; free
+ * it with sl_snapshot_free().
+ */
+int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
+		     size_t errlen);
+
+/*
+ * Durably replace DIR/rules.json with rs as version (1..2^53-1), stamped
+ * with the current time: write and fsync DIR/rules.json.tmp (0600), keep
+ * the current rules.json as rules.json.prev if it is a good snapshot
+ * (a corrupt one is dropped and the older .prev kept), rename the tmp file
+ * over rules.json and fsync DIR. rules.json exists at every instant.
+ * Creates DIR (0700) if missing. Writers are serialised by flock on DIR.
+ * Refuses (-EINVAL) a rule set the parser would not read back.
+ */
+int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
+		      uint64_t version, char *err, size_t errlen);
+
+/*
+ * Make DIR/rules.json.prev current again (when applying a just-written
+ * snapshot fails), after checking that it reads back good: rename it over
+ * rules.json and fsync DIR. -ENOENT if there is no .prev; -EINVAL (and
+ * nothing changed) if .prev is corrupt.
+ */
+int sl_snapshot_rollback(const char *dir, char *err, size_t errlen);
+
+/*
+ * The boot read: DIR/rules.json, or, if that is missing or bad and
+ * DIR/rules.json.prev is good, the .prev with *used_prev = true and the
+ * reason rules.json was rejected in err (warn loudly with it). Neither
+ * file exists: -ENOENT. Both unusable: the error of rules.json (-EINVAL
+ * when it is corrupt; -ENOENT turns into the .prev's error), with err
+ * naming both files and their problems.
+ */
+int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
+			  bool *used_prev, char *err, size_t errlen);
+
+void sl_snapshot_free(struct sl_snapshot *s);
+
+#endif
