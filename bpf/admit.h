@@ -172,9 +172,8 @@ static __always_inline __u64 effective_limit(const struct sluice_rule_cfg *cfg,
 	elapsed_ms = (now_ns - cfg->warm_start_ns) / 1000000;
 	if (elapsed_ms >= cfg->warm_period_ms)
 		return count;
-	cold = 1024 / cfg->cold_factor;
-	return count *
-	       (cold + (1024 - cold) * elapsed_ms / cfg->warm_period_ms) >> 10;
+	cold = count / cfg->cold_factor;
+	return cold + (count - cold) * elapsed_ms / cfg->warm_period_ms;
 }
 
 /* Move this CPU's statistics to the bucket of now. */

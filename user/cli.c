@@ -373,6 +373,11 @@ static int agent_call(const struct cli *c, const cJSON *req, cJSON **resp)
 	case -ENOMEM:
 		pr_err("%s: out of memory", cmd);
 		return err;
+	case -EACCES:
+	case -EPERM:
+		pr_err("cannot reach the agent at %s: %s (the control socket "
+		       "is for root only)", c->sock, strerror(-err));
+		return err;
 	case -ETIMEDOUT:
 		pr_err("the agent at %s did not answer within %d s — is it "
 		       "stuck? (--state-dir DIR to reach another)",
@@ -823,7 +828,7 @@ static void print_list(const cJSON *resp)
 	const cJSON *rules = get(resp, "rules"), *r;
 	char v[32];
 
-	printf("rules at version %s, updated %s: %d\n",
+	printf("version %s, updated %s, %d rules\n",
 	       cell(get(resp, "version"), v, sizeof(v)),
 	       get_str(resp, "updated_at", "-"), cJSON_GetArraySize(rules));
 	if (!cJSON_GetArraySize(rules))
@@ -877,7 +882,11 @@ static void print_status(const cJSON *resp)
 	       get_bool(resp, "adopted") ? ", took over a running data plane"
 					 : "",
 	       get_bool(resp, "allow_empty") ? ", --allow-empty" : "");
-	if (cJSON_IsObject(snap)) {
+	if (cJSON_IsObject(snap) && !get_num(snap, "version", 0)) {
+		/* versions start at 1: nothing has been written yet */
+		printf("snapshot:  none yet (%s)\n",
+		       get_str(snap, "path", "-"));
+	} else if (cJSON_IsObject(snap)) {
 		cell(get(snap, "rules"), snap_rules, sizeof(snap_rules));
 		printf("snapshot:  version %s, %s rules, updated %s (%s ago)\n",
 		       cell(get(snap, "version"), a, sizeof(a)), snap_rules,

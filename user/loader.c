@@ -834,7 +834,7 @@ int sl_pins_down(const char *pin_dir, const char *ifname)
 	snprintf(path, sizeof(path), "%s/link-%s", pin_dir, ifname);
 	fd = bpf_obj_get(path);
 	if (fd < 0)
-		return -ENOENT;
+		return -errno;
 	/* detach even if some other process still holds the link */
 	if (bpf_link_detach(fd))
 		err = -errno;
