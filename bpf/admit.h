@@ -227,13 +227,8 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		return true;
 	}
 	if (rc->deny_left) {
-		/* a refusal holds for the rest of its admission slot only,
-		 * or a quiet rule would block packets an interval later */
-		if (sluice_now() / cfg->slot_ns == rc->deny_slot) {
-			rc->deny_left--;
-			return false;
-		}
-		rc->deny_left = 0;
+		rc->deny_left--;
+		return false;
 	}
 
 	bud = bpf_map_lookup_elem(&rule_budget, &slot);
@@ -250,8 +245,19 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 	grant = budget_take(&bud->tat_us, bud->ring, SLUICE_ADMIT_SLOTS,
 			    count, cfg->interval_ms, now, chunk, cost);
 	if (!grant) {
-		rc->deny_left = SLUICE_DENY_BATCH;
-		rc->deny_slot = now / cfg->slot_ns;
+		/* Refusals that come fast (a flood: the last batch passed
+		 * within one admission slot) block a growing batch without
+		 * reading the clock; slow ones (a trickle, where a batch
+		 * would span slots and block packets that could pass) shrink
+		 * it to zero, so each packet asks again. */
+		if (now - rc->deny_at < cfg->slot_ns)
+			rc->deny_batch = rc->deny_batch ? rc->deny_batch * 2 : 1;
+		else
+			rc->deny_batch /= 2;
+		if (rc->deny_batch > SLUICE_DENY_BATCH)
+			rc->deny_batch = SLUICE_DENY_BATCH;
+		rc->deny_left = rc->deny_batch;
+		rc->deny_at = now;
 		return false;
 	}
 	rc->tokens += grant - cost;

@@ -30,7 +30,8 @@
 #define SLUICE_CHUNK_DIV 64
 #endif
 
-/* After a refused refill a CPU blocks this many packets before asking again. */
+/* After refused refills in quick succession a CPU blocks up to this many
+ * packets before asking again (the batch adapts to the packet rate). */
 #ifndef SLUICE_DENY_BATCH
 #define SLUICE_DENY_BATCH 32
 #endif

@@ -129,7 +129,9 @@ struct sluice_rule_cpu {
 	__u64 blocked_pkts;
 	__u64 blocked_bytes;
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
-	__u64 deny_slot;	/* admission slot (time / slot_ns) of deny_left */
+	__u64 deny_at;		/* time of the last refused request */
+	__u32 deny_batch;	/* packets the last refusal blocked */
+	__u32 pad;
 };
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff
