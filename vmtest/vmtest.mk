@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-2.0
+# VM test harness: `make vmtest` runs $(VMTEST_SUITES) inside a qemu VM for
+# every kernel of vmtest/kernels (`make vmtest KERNEL=6.1` for one) and
+# prints a table kernel x (result, passed, failed, skipped, seconds).
+# Included by the top-level Makefile; see docs/kernels.md.
+#
+# Interface:
+#   VMTEST_PREREQS  host build products the guest suites need (set by the
+#                   includer, e.g. test binaries); default empty
+#   VMTEST_SUITES   shell words, each one TAP suite command run from the repo
+#                   root in the guest by tests/run.sh (quote commands that
+#                   contain spaces); default vmtest/smoke.sh
+#   KERNEL          one line of vmtest/kernels (6.1, 6.12, or a package name)
+#   VMTEST_TIMEOUT  seconds per VM, boot included (default 600)
+#   VMTEST_ACCEL    auto | tcg | kvm (default auto: KVM only if a probe
+#                   boot reaches userspace)
+
+VMTEST_PREREQS ?=
+VMTEST_SUITES  ?= vmtest/smoke.sh
+VMTEST_TIMEOUT ?= 600
+VMTEST_ACCEL   ?= auto
+
+# What the harness itself needs on the host (Debian packages).
+VMTEST_DEB_PKGS := qemu-system-x86 busybox-static kmod xz-utils zstd \
+		   iproute2 bpftool clang llvm libbpf-dev
+
+VMTEST_SMOKE_OBJ := $(BUILD)/vmtest/smoke.bpf.o
+
+# shell single-quoting of a make value
+vmtest_q = '$(subst ','\'',$(1))'
+
+.PHONY: vmtest vmtest-deps vmtest-clean
+
+vmtest-deps:
+	@missing=""; for p in $(VMTEST_DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
+			grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "vmtest-deps: installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends \
+			$$missing >/dev/null; \
+	fi
+
+$(VMTEST_SMOKE_OBJ): vmtest/smoke.bpf.c | vmtest-deps
+	@mkdir -p $(@D)
+	$(CLANG) -O2 -g -target bpf -mcpu=v3 -Wall \
+		-I/usr/include/$(shell uname -m)-linux-gnu -c $< -o $@
+
+vmtest: vmtest-deps $(VMTEST_PREREQS) $(VMTEST_SMOKE_OBJ)
+	BUILD=$(call vmtest_q,$(BUILD)) \
+	VMTEST_SUITES=$(call vmtest_q,$(VMTEST_SUITES)) \
+	VMTEST_TIMEOUT=$(call vmtest_q,$(VMTEST_TIMEOUT)) \
+	VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL)) \
+		vmtest/vmtest.sh $(KERNEL)
+
+# Drops the kernel cache (vmtest/cache/, git-ignored) and the VM results.
+vmtest-clean:
+	rm -rf vmtest/cache $(BUILD)/vmtest
