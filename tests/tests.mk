@@ -20,7 +20,7 @@ TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST))
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
 BPF_SUITES   := $(if $(wildcard tests/bpf/test_xdp.c),"$(BPF_TEST)")
-INTEG_SUITES := $(foreach t,$(INTEG_TESTS),"$(t)")
+INTEG_SUITES := "bash tests/gen/selftest.sh" $(foreach t,$(INTEG_TESTS),"$(t)")
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) $(INTEG_SUITES)
 VMTEST_PREREQS := all gen $(TEST_BINS)
 
