@@ -6,18 +6,18 @@
  * A rule admits at most L = count * interval_ms / 1000 tokens (packets,
  * bytes or SYNs) in any window of interval_ms. The shared state is:
  *  - a ring of SLUICE_ADMIT_SLOTS slots per interval counting tokens
- *    granted, the oldest slot weighted by its overlap with the window;
+ *    granted, with the times of each slot's first and last grant, so the
+ *    slot sliding out is counted by interpolation between them;
  *  - a pacing clock (GCRA): credit accrues at count per second up to one
- *    interval's worth, and is cleared when the window is full, so freed
- *    window capacity is re-admitted at `count`, not in a burst.
+ *    interval's worth.
  * A CPU takes tokens in chunks of L / (SLUICE_CHUNK_DIV * nr_cpus) and
- * spends them without reading the clock; after a refused request it
- * blocks SLUICE_DENY_BATCH packets before asking again.
+ * spends them without reading the clock; after refused requests it
+ * blocks an adaptive batch of up to SLUICE_DENY_BATCH packets before
+ * asking again.
  *
  * Bound (derivation in docs/architecture.md): any interval_ms admits at
- * most L * (1 + 1/SLUICE_ADMIT_SLOTS) + nr_cpus * chunk tokens, i.e.
- * L * (1 + 1/32 + 1/64) = 1.047 L with the defaults; the long-run rate
- * is count.
+ * most L + nr_cpus * chunk = L * (1 + 1/SLUICE_CHUNK_DIV) = 1.016 L with
+ * the defaults; the long-run rate is count.
  */
 #ifndef SLUICE_ADMIT_H
 #define SLUICE_ADMIT_H
@@ -27,7 +27,7 @@
 
 _Static_assert((SLUICE_MAX_SAMPLES & (SLUICE_MAX_SAMPLES - 1)) == 0,
 	       "SLUICE_MAX_SAMPLES must be a power of two");
-_Static_assert(sizeof(struct sluice_ring_slot) == 16, "slot layout");
+_Static_assert(sizeof(struct sluice_ring_slot) == 32, "slot layout");
 
 /* Fixed at load time. */
 const volatile __u32 nr_cpus = 1;
@@ -43,19 +43,27 @@ static __always_inline __u64 sluice_now(void)
 	return bpf_ktime_get_ns();
 }
 
+/* The jiffy-resolution clock: a third of the cost, for statistics
+ * buckets and per-source budgets (slots of interval / 4 or more). */
+static __always_inline __u64 sluice_now_coarse(void)
+{
+	if (test_clock)
+		return test_now_ns;
+	return bpf_ktime_get_coarse_ns();
+}
+
 #define USEC_PER_SEC 1000000ULL
 #define NSEC_PER_USEC 1000ULL
 
 /*
- * Tokens granted in the window ending at cur (slots of slot_ns). The slot
- * sliding out is weighed by its part still in the window, as if its
- * tokens were spread evenly; that is off by at most `share`, so a slot
- * holding more (a burst) counts whole until it has left.
+ * Tokens granted in the window (now - interval, now]. Slots after the
+ * oldest lie wholly inside it; of the oldest, the part granted after the
+ * window's start counts, interpolated between the slot's first and last
+ * grant: exact for a burst (one instant) and for an even stream.
  */
 static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 					 const __u32 nslots, __u64 cur,
-					 __u64 frac_ns, __u64 slot_ns,
-					 __u64 share)
+					 __u64 start_ns)
 {
 	__u64 used = 0;
 	__u32 i;
@@ -66,11 +74,15 @@ static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 
 		if (id > cur || id + nslots < cur)
 			continue;
-		if (id + nslots == cur && taken <= share) {
-			/* sliding out: weigh by the part still in the window */
-			__u64 w = ((slot_ns - frac_ns) << 10) / slot_ns;
+		if (id + nslots == cur) {
+			__u64 first = READ_ONCE(ring[i].first_ns);
+			__u64 last = READ_ONCE(ring[i].last_ns);
 
-			taken = (taken * w) >> 10;
+			if (last < start_ns)
+				continue;
+			if (first < start_ns && last > first)
+				taken = taken * ((last - start_ns) >> 12) /
+					(((last - first) >> 12) + 1);
 		}
 		used += taken;
 	}
@@ -78,32 +90,37 @@ static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 }
 
 static __always_inline void ring_add(struct sluice_ring_slot *s, __u64 cur,
-				     __u64 n)
+				     __u64 n, __u64 now_ns)
 {
 	__u64 id = READ_ONCE(s->id);
 
 	if (id != cur &&
 	    __sync_val_compare_and_swap(&s->id, id, cur) == id) {
-		/* we recycled the slot; an add racing with this store is
+		/* we recycled the slot; an add racing with these stores is
 		 * lost, at most one chunk (part of the documented bound) */
+		WRITE_ONCE(s->first_ns, now_ns);
+		WRITE_ONCE(s->last_ns, now_ns);
 		WRITE_ONCE(s->taken, n);
 		return;
 	}
 	__sync_fetch_and_add(&s->taken, n);
+	if (now_ns > READ_ONCE(s->last_ns))
+		WRITE_ONCE(s->last_ns, now_ns);
 }
 
 /*
  * Take up to `want` tokens, but at least `cost`, from a shared budget.
  * Returns the number granted, 0 when refused.
  */
-static __always_inline __u64 budget_take(__u64 *tat_us,
+static __always_inline __u64 budget_take(struct sluice_pacer *pacer,
 					 struct sluice_ring_slot *ring,
 					 const __u32 nslots, __u64 count,
 					 __u32 interval_ms, __u64 now_ns,
 					 __u64 want, __u64 cost)
 {
 	__u64 limit = count * interval_ms / 1000;
-	__u64 slot_ns, cur, frac, used, free, now_us, base, old, credit;
+	__u64 slot_ns, cur, interval_ns, used, free, now_us, base, old, credit;
+	__u64 credit_cap_us;
 	__u64 grant, next;
 	int tries;
 
@@ -112,26 +129,22 @@ static __always_inline __u64 budget_take(__u64 *tat_us,
 	slot_ns = (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000) /
 		  nslots;
 	cur = now_ns / slot_ns;
-	frac = now_ns - cur * slot_ns;
-	/* a paced slot holds limit / nslots, give or take one grant */
-	used = window_used(ring, nslots, cur, frac, slot_ns,
-			   limit / nslots + want);
+	interval_ns = (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000);
+	used = window_used(ring, nslots, cur,
+			   now_ns > interval_ns ? now_ns - interval_ns : 0);
 	free = limit > used ? limit - used : 0;
 	now_us = now_ns / NSEC_PER_USEC;
+	/* credit builds up to one interval: from idle a burst of a whole
+	 * window passes at once */
+	credit_cap_us = (__u64)interval_ms * 1000;
 
 	for (tries = 0; tries < 3; tries++) {
-		old = READ_ONCE(*tat_us);
-		if (free < cost) {
-			/* window full: forfeit idle credit, so the capacity
-			 * that frees up later comes back paced */
-			if (old < now_us)
-				__sync_val_compare_and_swap(tat_us, old,
-							    now_us);
+		old = READ_ONCE(pacer->tat_us);
+		if (free < cost)
 			return 0;
-		}
 		base = old;
-		if (base + (__u64)interval_ms * 1000 < now_us)
-			base = now_us - (__u64)interval_ms * 1000;
+		if (base + credit_cap_us < now_us)
+			base = now_us - credit_cap_us;
 		credit = base < now_us ? (now_us - base) * count / USEC_PER_SEC
 				       : 0;
 		grant = want;
@@ -145,14 +158,15 @@ static __always_inline __u64 budget_take(__u64 *tat_us,
 		 * and lost tokens (6 of 7 at count 7); the ring bounds the
 		 * window whatever the pacing clock says */
 		next = base + grant * USEC_PER_SEC / count;
-		if (__sync_val_compare_and_swap(tat_us, old, next) == old) {
+		if (__sync_val_compare_and_swap(&pacer->tat_us, old, next) ==
+		    old) {
 			__u32 idx = cur % (nslots + 1);
 
 			/* hide the modulo from clang so the bounds check
 			 * that the verifier needs survives */
 			asm volatile("" : "+r"(idx));
 			if (idx <= nslots)
-				ring_add(&ring[idx], cur, grant);
+				ring_add(&ring[idx], cur, grant, now_ns);
 			return grant;
 		}
 	}
@@ -193,13 +207,20 @@ static __always_inline void roll_bucket(struct sluice_rule_cpu *rc,
 		b->blocked_bytes = 0;
 	}
 	rc->bucket_idx = idx;
+	rc->since_roll = 0;
 }
 
-static __always_inline void account(struct sluice_rule_cpu *rc, __u32 len,
+static __always_inline void account(struct sluice_rule_cpu *rc,
+				    const struct sluice_rule_cfg *cfg, __u32 len,
 				    bool passed)
 {
-	struct sluice_bucket *b =
-		&rc->bucket[rc->bucket_idx & (SLUICE_MAX_SAMPLES - 1)];
+	struct sluice_bucket *b;
+
+	/* refills roll the bucket too; a quiet rule needs this so its
+	 * packets do not land in a bucket that has left the window */
+	if (++rc->since_roll >= SLUICE_ROLL_EVERY)
+		roll_bucket(rc, cfg, sluice_now_coarse());
+	b = &rc->bucket[rc->bucket_idx & (SLUICE_MAX_SAMPLES - 1)];
 
 	if (passed) {
 		b->passed_pkts++;
@@ -242,7 +263,7 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		(SLUICE_CHUNK_DIV * (__u64)nr_cpus);
 	if (chunk < cost)
 		chunk = cost;
-	grant = budget_take(&bud->tat_us, bud->ring, SLUICE_ADMIT_SLOTS,
+	grant = budget_take(&bud->pacer, bud->ring, SLUICE_ADMIT_SLOTS,
 			    count, cfg->interval_ms, now, chunk, cost);
 	if (!grant) {
 		/* Refusals that come fast (a flood: the last batch passed
@@ -353,7 +374,7 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
 	if (!limit)
 		return false;
-	now = sluice_now();
+	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
 	st = source_state(slot, p, cfg, rc);
 	if (!st) {
@@ -361,7 +382,7 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 		return false;
 	}
 	WRITE_ONCE(st->last_seen_ns, now);
-	return budget_take(&st->tat_us, st->ring, SLUICE_SRC_SLOTS,
+	return budget_take(&st->pacer, st->ring, SLUICE_SRC_SLOTS,
 			   effective_limit(cfg, *limit, now), cfg->interval_ms,
 			   now, cost, cost) != 0;
 }

@@ -66,7 +66,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		passed = admit_source(slot, &p, rc, cfg, cost);
 	else
 		passed = admit_rule(slot, rc, cfg, cost);
-	account(rc, p.len, passed);
+	account(rc, cfg, p.len, passed);
 
 	if (passed || (cfg->flags & SLUICE_RULE_SHADOW))
 		return XDP_PASS;

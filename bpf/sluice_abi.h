@@ -91,10 +91,19 @@ struct sluice_rule_meta {
 	__u32 pad;
 };
 
-/* One slot of a shared admission ring: tokens granted during slot `id`. */
+/* One slot of a shared admission ring: tokens granted during slot `id`,
+ * and when the first and the last of them were granted. */
 struct sluice_ring_slot {
 	__u64 id;
 	__u64 taken;
+	__u64 first_ns;
+	__u64 last_ns;
+};
+
+/* The pacing clock of a budget: GCRA's theoretical arrival time. */
+struct sluice_pacer {
+	__u64 tat_us;
+	__u64 pad;
 };
 
 /*
@@ -103,8 +112,7 @@ struct sluice_ring_slot {
  * SLUICE_ADMIT_SLOTS slots per interval plus the one sliding out.
  */
 struct sluice_budget {
-	__u64 tat_us;
-	__u64 pad;
+	struct sluice_pacer pacer;
 	struct sluice_ring_slot ring[SLUICE_ADMIT_SLOTS + 1];
 };
 
@@ -131,7 +139,7 @@ struct sluice_rule_cpu {
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
 	__u64 deny_at;		/* time of the last refused request */
 	__u32 deny_batch;	/* packets the last refusal blocked */
-	__u32 pad;
+	__u32 since_roll;	/* packets since the bucket was last rolled */
 };
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff
@@ -144,7 +152,7 @@ struct sluice_src_key {
 };
 
 struct sluice_src_state {
-	__u64 tat_us;
+	struct sluice_pacer pacer;
 	__u64 last_seen_ns;
 	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
 };

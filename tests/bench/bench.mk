@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: GPL-2.0
+# Benchmarks (docs/benchmarks.md): `make bench` prints every figure.
+#   BENCH_XDP_ARGS   extra arguments for build/bench_xdp (e.g. --runs 9)
+#   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
+
+BENCH_DIR   := $(BUILD)/bench
+BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
+BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
+BENCH_XDP   := $(BUILD)/bench_xdp
+
+.PHONY: bench bench-bins
+bench-bins: $(BENCH_XDP)
+
+bench: all gen bench-bins
+	$(BENCH_XDP) $(BENCH_XDP_ARGS)
+	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
+
+$(BENCH_DIR):
+	mkdir -p $@
+
+$(BENCH_BARE): tests/bench/bare.bpf.c $(BPF_HDRS) | $(BENCH_DIR)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BENCH_SKEL): $(BENCH_BARE)
+	$(BPFTOOL) gen skeleton $< name bare_bpf > $@
+
+$(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
+	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)

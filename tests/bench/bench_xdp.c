@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bench_xdp: the per-packet cost of sluice's XDP program against a bare
+ * program that parses the same headers (tests/bench/bare.bpf.c), measured
+ * with BPF_PROG_TEST_RUN on one pinned CPU (docs/benchmarks.md).
+ *
+ * Every case gets its own data plane, loaded with the production clock
+ * (bpf_ktime_get_ns). Each run of a sluice case follows a run of the bare
+ * program of its path, and its ratio is taken to that run, so a drift of
+ * the machine's speed cancels. The program reports; it never fails on a
+ * missed target (exit 1 only when it cannot measure).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <linux/if_link.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bare.skel.h"
+#include "loader.h"
+#include "log.h"
+#include "rules.h"
+#include "sluice.skel.h"
+#include "stats.h"
+
+#define BENCH_RUNS	   7 /* runs per case; the median is reported */
+#define BENCH_MAX_RUNS	   101
+#define BENCH_REPEAT	   1000000u	/* packets per run */
+#define BENCH_PORT	   9000		/* the measured rule's UDP port */
+#define BENCH_PASS_COUNT   SL_MAX_COUNT /* pps: nothing reaches the limit */
+#define BENCH_DROP_COUNT   1		/* pps: all but ~1 packet/s dropped */
+#define BENCH_MANY_RULES   SL_MAX_RULES
+#define BENCH_PREFIX_RULES 64	   /* dst-prefix rules in the big set */
+#define BENCH_SOURCES	   100000u /* per_source: sources prefilled */
+#define BENCH_MAX_SOURCES  200000u /* per_source: the rule's max_sources */
+#define BENCH_SRC_FRAMES   64	   /* per_source: distinct frames measured */
+#define BENCH_FRAME_LEN	   64
+#define BENCH_SRC_BASE	   0xc6120001u /* 198.18.0.1: sources in 198.18/15 */
+#define BENCH_DST	   0xc0000201u /* 192.0.2.1: in no prefix rule */
+#define BENCH_ATTACH_MAX_S 3600
+
+enum bench_kind {
+	BK_BARE = 0,
+	BK_ONE,
+	BK_MANY_PORT,
+	BK_MANY_TRIE,
+	BK_PER_SOURCE,
+	BK_MAX,
+};
+
+static const char *const kind_name[BK_MAX] = {
+    [BK_BARE] = "bare parse",
+    [BK_ONE] = "sluice, 1 rule",
+    [BK_MANY_PORT] = "sluice, 4096 rules",
+    [BK_MANY_TRIE] = "sluice, 4096 rules, dst trie",
+    [BK_PER_SOURCE] = "sluice, per_source 100k src",
+};
+
+/* Issue targets: the ratio to the bare program. */
+static const double kind_target[BK_MAX] = {
+    [BK_ONE] = 1.6,
+    [BK_MANY_PORT] = 1.8,
+    [BK_MANY_TRIE] = 1.8,
+    [BK_PER_SOURCE] = 2.5,
+};
+
+static const char *const kind_tag[BK_MAX] = {
+    [BK_ONE] = "1-rule",
+    [BK_MANY_PORT] = "4096-rule",
+    [BK_MANY_TRIE] = "4096-rule (dst trie)",
+    [BK_PER_SOURCE] = "per_source",
+};
+
+struct frame {
+	uint8_t data[BENCH_FRAME_LEN];
+};
+
+struct bench_case {
+	enum bench_kind kind;
+	bool drop;
+	int prog_fd;
+	struct bare_bpf *bare;	/* BK_BARE */
+	struct sl_dataplane dp; /* the others */
+	bool have_dp;
+	struct frame *frames;
+	uint32_t n_frames;
+	/* ns per packet of each run; a bare case runs once beside each
+	 * sluice case of its path in every round */
+	double ns[BENCH_MAX_RUNS * BK_MAX];
+	int n_ns;
+	double ratio[BENCH_MAX_RUNS]; /* ns / ns of the bare run just before */
+	uint64_t passed0, blocked0;   /* the measured rule, before the runs */
+	double median, min, max, ratio_median;
+	double passed_frac; /* of the measured packets; -1 for bare */
+};
+
+struct bench_opts {
+	int runs;
+	uint32_t repeat;
+	int cpu;
+	uint32_t sources;
+	const char *attach; /* --attach: hold bare_drop on this interface */
+	uint32_t seconds;
+};
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "bench_xdp: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static uint16_t ip_csum(const void *p, size_t len)
+{
+	const uint16_t *w = p;
+	uint32_t sum = 0;
+
+	for (; len > 1; len -= 2)
+		sum += *w++;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+/* A 64-byte Ethernet/IPv4/UDP frame, saddr -> BENCH_DST:BENCH_PORT. */
+static void frame_build(struct frame *f, uint32_t saddr)
+{
+	struct ethhdr *eth = (void *) f->data;
+	struct iphdr *ip = (void *) (eth + 1);
+	struct udphdr *udp = (void *) (ip + 1);
+	uint16_t l3 = BENCH_FRAME_LEN - sizeof(*eth);
+
+	memset(f, 0, sizeof(*f));
+	memcpy(eth->h_dest, "\x02\x00\x00\x00\x00\x02", ETH_ALEN);
+	memcpy(eth->h_source, "\x02\x00\x00\x00\x00\x01", ETH_ALEN);
+	eth->h_proto = htons(ETH_P_IP);
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_UDP;
+	ip->tot_len = htons(l3);
+	ip->saddr = htonl(saddr);
+	ip->daddr = htonl(BENCH_DST);
+	ip->check = ip_csum(ip, sizeof(*ip));
+	udp->source = htons(10000);
+	udp->dest = htons(BENCH_PORT);
+	udp->len = htons(l3 - sizeof(*ip));
+}
+
+/* One rule document; count is the measured rule's threshold. */
+static char *rules_json(enum bench_kind kind, uint64_t count)
+{
+	size_t cap = 256 * (BENCH_MANY_RULES + 1), len = 0;
+	char *s = malloc(cap);
+	int n_port, i;
+
+	if (!s)
+		die("out of memory");
+#define EMIT(...) (len += snprintf(s + len, cap - len, __VA_ARGS__))
+	EMIT("{\"rules\": [\n{\"name\": \"measured\", \"match\": "
+	     "{\"proto\": \"udp\", \"dport\": %d}, \"grade\": \"pps\", "
+	     "\"count\": %llu",
+	     BENCH_PORT, (unsigned long long) count);
+	if (kind == BK_PER_SOURCE)
+		EMIT(", \"per_source\": {\"max_sources\": %u}",
+		     BENCH_MAX_SOURCES);
+	EMIT("}");
+	if (kind == BK_MANY_PORT || kind == BK_MANY_TRIE) {
+		/* dst-prefix rules: on the measured port (its packets then
+		 * go through the dst trie) or on a port of their own */
+		for (i = 0; i < BENCH_PREFIX_RULES; i++)
+			EMIT(",\n{\"name\": \"prefix%d\", \"match\": "
+			     "{\"proto\": \"%s\", \"dport\": %d, "
+			     "\"dst\": \"10.%d.0.0/16\"}, \"grade\": \"pps\", "
+			     "\"count\": 1000}",
+			     i, kind == BK_MANY_TRIE ? "udp" : "tcp",
+			     kind == BK_MANY_TRIE ? BENCH_PORT : 443, i);
+		n_port = BENCH_MANY_RULES - 1 - BENCH_PREFIX_RULES;
+		for (i = 0; i < n_port; i++)
+			EMIT(",\n{\"name\": \"port%d\", \"match\": "
+			     "{\"proto\": \"%s\", \"dport\": %d}, "
+			     "\"grade\": \"pps\", \"count\": %d}",
+			     i, i & 1 ? "tcp" : "udp", 20000 + i, 1000 + i);
+	}
+	EMIT("\n]}\n");
+#undef EMIT
+	if (len >= cap)
+		die("rule document too long");
+	return s;
+}
+
+/* The measured rule's totals (it is rule 0 of every set). */
+static void rule_totals(struct bench_case *c, uint64_t *passed,
+			uint64_t *blocked)
+{
+	struct sl_rule_stats st;
+	int err = sl_dp_rule_stats(&c->dp, 0, &st);
+
+	if (err)
+		die("reading rule stats: %s", strerror(-err));
+	*passed = st.passed_pkts;
+	*blocked = st.blocked_pkts;
+}
+
+/*
+ * Runs frames[] through the program, repeat packets in all, and returns
+ * the kernel's mean ns per packet. The kernel times only its loop: a
+ * test_run call with repeat > 1 also re-patches the XDP dispatcher, which
+ * costs ~0.5 ms of CPU and an RCU grace period, so the time of the call
+ * seen from user space is no measure of the program.
+ */
+static int run_frames(struct bench_case *c, uint32_t repeat, double *ns)
+{
+	uint32_t per = (repeat + c->n_frames - 1) / c->n_frames;
+	double sum = 0;
+
+	for (uint32_t i = 0; i < c->n_frames; i++) {
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = c->frames[i].data,
+			    .data_size_in = sizeof(c->frames[i].data),
+			    .repeat = per);
+
+		if (bpf_prog_test_run_opts(c->prog_fd, &o))
+			return -errno;
+		sum += o.duration;
+	}
+	if (ns)
+		*ns = sum / c->n_frames;
+	return 0;
+}
+
+/* per_source: one packet from each of n sources creates their entries. */
+static void prefill_sources(struct bench_case *c, uint32_t n)
+{
+	struct sl_rule_stats st;
+	struct frame f;
+	int err;
+
+	for (uint32_t k = 0; k < n; k++) {
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f.data,
+			    .data_size_in = sizeof(f.data), .repeat = 1);
+
+		frame_build(&f, BENCH_SRC_BASE + k);
+		if (bpf_prog_test_run_opts(c->prog_fd, &o))
+			die("prefill: test_run: %s", strerror(errno));
+	}
+	err = sl_dp_rule_stats(&c->dp, 0, &st);
+	if (err)
+		die("reading rule stats: %s", strerror(-err));
+	if (st.sources != n)
+		die("prefill: %llu live sources, wanted %u",
+		    (unsigned long long) st.sources, n);
+}
+
+static void setup_case(struct bench_case *c, const struct bench_opts *bo)
+{
+	uint32_t n_src = c->kind == BK_PER_SOURCE ? BENCH_SRC_FRAMES : 1;
+	struct sl_dp_opts dopts = {0}; /* production clock */
+	struct sl_ruleset rs = {0};
+	char err[4096];
+	char *json;
+	int ret;
+
+	c->passed_frac = -1;
+	c->frames = calloc(n_src, sizeof(*c->frames));
+	if (!c->frames)
+		die("out of memory");
+	c->n_frames = n_src;
+	/* measured sources spread evenly over the prefilled ones */
+	for (uint32_t i = 0; i < n_src; i++) {
+		uint32_t k = (uint64_t) i * bo->sources / n_src;
+
+		frame_build(&c->frames[i], BENCH_SRC_BASE + k);
+	}
+
+	if (c->kind == BK_BARE) {
+		c->bare = bare_bpf__open_and_load();
+		if (!c->bare)
+			die("loading the bare program: %s", strerror(errno));
+		c->prog_fd =
+		    bpf_program__fd(c->drop ? c->bare->progs.bare_drop
+					    : c->bare->progs.bare_pass);
+		return;
+	}
+
+	ret = sl_dp_load(&c->dp, &dopts);
+	if (ret)
+		die("loading sluice: %s", strerror(-ret));
+	c->have_dp = true;
+	json =
+	    rules_json(c->kind, c->drop ? BENCH_DROP_COUNT : BENCH_PASS_COUNT);
+	if (sl_rules_parse(json, strlen(json), &rs, err, sizeof(err)))
+		die("bench rule set invalid:\n%s", err);
+	free(json);
+	if (sl_dp_apply(&c->dp, &rs, err, sizeof(err)))
+		die("applying the bench rule set: %s", err);
+	sl_ruleset_free(&rs);
+	c->prog_fd = bpf_program__fd(c->dp.skel->progs.sluice_xdp);
+	if (c->kind == BK_PER_SOURCE)
+		prefill_sources(c, bo->sources);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *) a, y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(const double *v, int n, double *min, double *max)
+{
+	double s[BENCH_MAX_RUNS * BK_MAX];
+
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_double);
+	if (min)
+		*min = s[0];
+	if (max)
+		*max = s[n - 1];
+	return n & 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+static int pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0) {
+		/* the highest CPU we may use: usually the quietest */
+		if (sched_getaffinity(0, sizeof(set), &set))
+			return -errno;
+		for (cpu = CPU_SETSIZE - 1; cpu >= 0; cpu--)
+			if (CPU_ISSET(cpu, &set))
+				break;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		return -errno;
+	return cpu;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: bench_xdp [--runs N] [--repeat N] [--cpu N] "
+	    "[--sources N]\n"
+	    "       bench_xdp --attach IF [--seconds S]\n"
+	    "  --runs N     runs per case, median reported (default %d)\n"
+	    "  --repeat N   packets per run (default %u)\n"
+	    "  --cpu N      CPU to pin to (default: the highest allowed)\n"
+	    "  --sources N  per_source entries prefilled (default %u)\n"
+	    "  --attach IF  instead: attach the parse-and-drop baseline to\n"
+	    "               IF (native XDP), print \"ready\" on stderr and\n"
+	    "               hold it until SIGINT/SIGTERM or --seconds\n"
+	    "               (default and max %d); for veth_drop.sh\n",
+	    BENCH_RUNS, BENCH_REPEAT, BENCH_SOURCES, BENCH_ATTACH_MAX_S);
+}
+
+static void parse_args(int argc, char **argv, struct bench_opts *bo)
+{
+	static const struct option opts[] = {
+	    {"runs", required_argument, NULL, 'n'},
+	    {"repeat", required_argument, NULL, 'r'},
+	    {"cpu", required_argument, NULL, 'c'},
+	    {"sources", required_argument, NULL, 's'},
+	    {"attach", required_argument, NULL, 'a'},
+	    {"seconds", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
+	};
+	unsigned long v;
+	char *end;
+	int c;
+
+	bo->runs = BENCH_RUNS;
+	bo->repeat = BENCH_REPEAT;
+	bo->cpu = -1;
+	bo->sources = BENCH_SOURCES;
+	bo->attach = NULL;
+	bo->seconds = BENCH_ATTACH_MAX_S;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			exit(0);
+		}
+		if (c == '?') {
+			usage(stderr);
+			exit(2);
+		}
+		if (c == 'a') {
+			bo->attach = optarg;
+			continue;
+		}
+		errno = 0;
+		v = strtoul(optarg, &end, 10);
+		if (errno || *end || !*optarg) {
+			fprintf(stderr, "bench_xdp: '%s' is not a number\n",
+				optarg);
+			exit(2);
+		}
+		switch (c) {
+		case 'n':
+			if (v < 1 || v > BENCH_MAX_RUNS)
+				die("--runs: 1 to %d", BENCH_MAX_RUNS);
+			bo->runs = v;
+			break;
+		case 'r':
+			if (v < 1000 || v > 100000000)
+				die("--repeat: 1000 to 100000000");
+			bo->repeat = v;
+			break;
+		case 'c':
+			bo->cpu = v;
+			break;
+		case 's':
+			if (v < BENCH_SRC_FRAMES || v > BENCH_MAX_SOURCES)
+				die("--sources: %d to %u", BENCH_SRC_FRAMES,
+				    BENCH_MAX_SOURCES);
+			bo->sources = v;
+			break;
+		case 't':
+			if (v < 1 || v > BENCH_ATTACH_MAX_S)
+				die("--seconds: 1 to %d", BENCH_ATTACH_MAX_S);
+			bo->seconds = v;
+			break;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		exit(2);
+	}
+}
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = sig;
+}
+
+/* --attach: the baseline of veth_drop.sh, parse and drop, held on ifname
+ * through a bpf_link, which dies with the process. */
+static int hold_attached(const char *ifname, uint32_t seconds)
+{
+	LIBBPF_OPTS(bpf_link_create_opts, lopts, .flags = XDP_FLAGS_DRV_MODE);
+	int ifindex = if_nametoindex(ifname), fd;
+	struct bare_bpf *bare;
+
+	if (!ifindex)
+		die("no interface %s", ifname);
+	bare = bare_bpf__open_and_load();
+	if (!bare)
+		die("loading the bare program: %s", strerror(errno));
+	fd = bpf_link_create(bpf_program__fd(bare->progs.bare_drop), ifindex,
+			     BPF_XDP, &lopts);
+	if (fd < 0)
+		die("attaching to %s (native XDP): %s", ifname,
+		    strerror(errno));
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	fputs("ready\n", stderr);
+	for (uint32_t i = 0; i < seconds * 10 && !stop; i++)
+		usleep(100000);
+	close(fd);
+	bare_bpf__destroy(bare);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_case cases[BK_MAX * 2];
+	const int n_cases = BK_MAX * 2;
+	struct bench_opts bo = {0};
+	char cpu_model[128] = "?";
+	FILE *f;
+	int cpu, i, r;
+
+	parse_args(argc, argv, &bo);
+	if (bo.attach)
+		return hold_attached(bo.attach, bo.seconds);
+	sl_log_set_level(SL_LOG_WARN);
+	cpu = pin_cpu(bo.cpu);
+	if (cpu < 0)
+		die("pinning to CPU %d: %s", bo.cpu, strerror(-cpu));
+	f = fopen("/proc/cpuinfo", "r");
+	if (f) {
+		char line[256];
+
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "model name", 10)) {
+				char *p = strchr(line, ':');
+
+				if (p)
+					snprintf(cpu_model, sizeof(cpu_model),
+						 "%s", p + 2);
+				cpu_model[strcspn(cpu_model, "\n")] = 0;
+				break;
+			}
+		fclose(f);
+	}
+
+	memset(cases, 0, sizeof(cases));
+	for (i = 0; i < n_cases; i++) {
+		cases[i].kind = i / 2;
+		cases[i].drop = i & 1;
+		setup_case(&cases[i], &bo);
+	}
+
+	/* warm-up, uncounted: caches, token caches, and the drop cases'
+	 * one admitted packet of this second */
+	for (i = 0; i < n_cases; i++)
+		if (run_frames(&cases[i], bo.repeat / 10, NULL))
+			die("test_run: %s", strerror(errno));
+	for (i = 0; i < n_cases; i++)
+		if (cases[i].have_dp)
+			rule_totals(&cases[i], &cases[i].passed0,
+				    &cases[i].blocked0);
+	/* Rounds; in each, every sluice case runs right after a run of the
+	 * bare program of its path (cases[0] pass, cases[1] drop), and its
+	 * ratio is taken to that run: this machine's speed drifts by tens
+	 * of percent over seconds, more than the effects measured. */
+	for (r = 0; r < bo.runs; r++)
+		for (i = 2; i < n_cases; i++) {
+			struct bench_case *b = &cases[cases[i].drop];
+			double *bns = &b->ns[b->n_ns++];
+			int err;
+
+			err = run_frames(b, bo.repeat, bns);
+			if (!err)
+				err = run_frames(&cases[i], bo.repeat,
+						 &cases[i].ns[cases[i].n_ns++]);
+			if (err)
+				die("test_run: %s", strerror(-err));
+			cases[i].ratio[r] = cases[i].ns[r] / *bns;
+		}
+
+	for (i = 0; i < n_cases; i++) {
+		struct bench_case *c = &cases[i];
+
+		c->median = median_of(c->ns, c->n_ns, &c->min, &c->max);
+		c->ratio_median =
+		    c->kind == BK_BARE
+			? 1.0
+			: median_of(c->ratio, bo.runs, NULL, NULL);
+		if (c->have_dp) {
+			uint64_t p, b;
+
+			rule_totals(c, &p, &b);
+			p -= c->passed0;
+			b -= c->blocked0;
+			c->passed_frac = p + b ? (double) p / (p + b) : -1;
+		}
+	}
+
+	printf("sluice XDP cost per packet: BPF_PROG_TEST_RUN, %d-byte "
+	       "UDP/IPv4 frame, CPU %d (%s)\n",
+	       BENCH_FRAME_LEN, cpu, cpu_model);
+	printf("%d runs x %u packets per case; production clock; ns = the "
+	       "kernel's mean per packet\n(opts.duration, whole ns); ratio = "
+	       "median over the runs of ns / ns of the bare run\njust before, "
+	       "same path; passed = share of the measured rule's packets "
+	       "admitted\n\n",
+	       bo.runs, bo.repeat);
+	printf("%-30s %-4s %9s %7s %7s %6s %9s\n", "case", "path", "median ns",
+	       "min", "max", "ratio", "passed");
+	for (i = 0; i < n_cases; i++) {
+		struct bench_case *c = &cases[i];
+		char passed[16] = "-";
+
+		if (c->passed_frac >= 0)
+			snprintf(passed, sizeof(passed), "%.4f%%",
+				 100 * c->passed_frac);
+		printf("%-30s %-4s %9.1f %7.1f %7.1f %6.2f %9s\n",
+		       kind_name[c->kind], c->drop ? "drop" : "pass", c->median,
+		       c->min, c->max, c->ratio_median, passed);
+	}
+	printf("\n");
+	for (i = 0; i < n_cases; i++) {
+		struct bench_case *c = &cases[i];
+		double t = kind_target[c->kind];
+
+		if (!t)
+			continue;
+		printf("target %s %s <= %.1f: %.2f %s\n", kind_tag[c->kind],
+		       c->drop ? "drop" : "pass", t, c->ratio_median,
+		       c->ratio_median <= t ? "OK" : "MISS");
+	}
+
+	for (i = 0; i < n_cases; i++) {
+		if (cases[i].have_dp)
+			sl_dp_destroy(&cases[i].dp);
+		bare_bpf__destroy(cases[i].bare);
+		free(cases[i].frames);
+	}
+	return 0;
+}
