@@ -35,7 +35,6 @@ int sluice_xdp(struct xdp_md *ctx)
 	bool passed;
 	int rc_parse;
 
-	host_stat(SLUICE_ST_PACKETS);
 	rc_parse = parse_packet(&p, data, data_end);
 	if (rc_parse == PARSE_NOT_IP) {
 		host_stat(SLUICE_ST_UNMATCHED);

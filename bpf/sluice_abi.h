@@ -159,8 +159,7 @@ struct sluice_src_state {
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {
-	SLUICE_ST_PACKETS = 0,
-	SLUICE_ST_UNMATCHED,
+	SLUICE_ST_UNMATCHED = 0,
 	SLUICE_ST_MALFORMED_ETH,
 	SLUICE_ST_MALFORMED_VLAN,
 	SLUICE_ST_MALFORMED_IP4,

@@ -91,7 +91,6 @@ int sl_dp_host_stats(const struct sl_dataplane *dp,
 const char *sl_host_stat_name(int stat)
 {
 	static const char *const names[SLUICE_ST_MAX] = {
-		[SLUICE_ST_PACKETS] = "packets",
 		[SLUICE_ST_UNMATCHED] = "unmatched",
 		[SLUICE_ST_MALFORMED_ETH] = "malformed_eth",
 		[SLUICE_ST_MALFORMED_VLAN] = "malformed_vlan",
