@@ -29,6 +29,17 @@ struct {
 	__type(value, struct rx_count);
 } counts SEC(".maps");
 
+/* Packets per millisecond since start_ns, stamped at arrival, so the
+ * 1 s windows reported do not depend on when user space samples. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RXCOUNT_MAX_MS);
+	__type(key, __u32);
+	__type(value, __u64);
+} ms_bins SEC(".maps");
+
+volatile __u64 start_ns;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, RXCOUNT_MAX_SOURCES);
@@ -143,8 +154,18 @@ int rxcount(struct __sk_buff *skb)
 	c = bpf_map_lookup_elem(&counts, &key);
 	if (c) {
 		/* a GRO-merged skb stands for gso_segs packets */
-		c->packets += skb->gso_segs ? skb->gso_segs : 1;
+		__u32 n = skb->gso_segs ? skb->gso_segs : 1;
+		__u64 now = bpf_ktime_get_ns(), *bin;
+		__u32 ms;
+
+		c->packets += n;
 		c->bytes += skb->len + (skb->vlan_present ? 4 : 0);
+		if (now >= start_ns) {
+			ms = (now - start_ns) / 1000000;
+			bin = bpf_map_lookup_elem(&ms_bins, &ms);
+			if (bin)
+				__sync_fetch_and_add(bin, n);
+		}
 	}
 	if (distinct_src)
 		bpf_map_update_elem(&sources, &p.src, &one, BPF_ANY);

@@ -54,7 +54,9 @@ static const char usage[] =
     "SIGINT/SIGTERM or --duration. Prints \"ready\" on stderr once\n"
     "attached and one JSON object on stdout at the end:\n"
     "  packets, bytes, seconds, pps (mean), max_1s (largest count in a\n"
-    "  sliding 1 s window at tick resolution), max_1s_aligned,\n"
+    "  sliding 1 s window at tick resolution), max_1s_pkt (the same\n"
+    "  from packet arrival times in 1 ms bins: exact to 1 ms, whatever\n"
+    "  the sampling), max_1s_aligned,\n"
     "  per_second (aligned 1 s bins, the last one partial), per_cpu,\n"
     "  and with the options below window_ms, max_window,\n"
     "  max_window_aligned, distinct_src.\n"
@@ -298,8 +300,32 @@ static int count_distinct(int map_fd, uint64_t *n)
 	return errno == ENOENT ? 0 : -errno;
 }
 
+/* The largest count in any window_ms consecutive millisecond bins. */
+static uint64_t max_bins(const uint64_t *bins, size_t n, size_t window_ms)
+{
+	uint64_t sum = 0, best = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		sum += bins[i];
+		if (i >= window_ms)
+			sum -= bins[i - window_ms];
+		if (sum > best)
+			best = sum;
+	}
+	return best;
+}
+
+static int read_bins(int fd, uint64_t *bins, size_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		if (bpf_map_lookup_elem(fd, &k, &bins[k]))
+			return -errno;
+	return 0;
+}
+
 static void print_json(const struct count_opts *o, const struct series *ser,
-		       const uint64_t *per_cpu, int ncpus, uint64_t distinct)
+		       const uint64_t *per_cpu, int ncpus, uint64_t distinct,
+		       const uint64_t *bins, size_t nbins)
 {
 	const struct sample *last = &ser->s[ser->n - 1];
 	double secs = last->t / 1e9;
@@ -313,6 +339,11 @@ static void print_json(const struct count_opts *o, const struct series *ser,
 	       secs > 0 ? last->packets / secs : 0.0,
 	       (unsigned long long) max_sliding(ser, NSEC_PER_SEC),
 	       (unsigned long long) max_aligned(ser, NSEC_PER_SEC));
+	printf(", \"max_1s_pkt\": %llu",
+	       (unsigned long long) max_bins(bins, nbins, 1000));
+	if (o->window_ms)
+		printf(", \"max_window_pkt\": %llu",
+		       (unsigned long long) max_bins(bins, nbins, o->window_ms));
 	if (o->window_ms)
 		printf(", \"window_ms\": %u, \"max_window\": %llu, "
 		       "\"max_window_aligned\": %llu",
@@ -416,7 +447,8 @@ int main(int argc, char **argv)
 	struct series ser = {0};
 	struct rxcount_bpf *skel;
 	struct rx_count *vals = NULL;
-	uint64_t *per_cpu = NULL, distinct = 0, t0;
+	uint64_t *per_cpu = NULL, *bins = NULL, distinct = 0, t0;
+	size_t nbins = 0;
 	struct sample final;
 	bool created = false;
 	int ifindex, ncpus, map_fd, err;
@@ -467,6 +499,7 @@ int main(int argc, char **argv)
 	if (err)
 		goto out;
 	t0 = gen_now_ns();
+	skel->bss->start_ns = t0;
 	ser.s[ser.n++] = (struct sample){0};
 	err = attach(&hook, &opts, &created);
 	if (err) {
@@ -487,14 +520,24 @@ int main(int argc, char **argv)
 	if (!err && o.distinct_src)
 		err =
 		    count_distinct(bpf_map__fd(skel->maps.sources), &distinct);
+	if (!err) {
+		nbins = final.t / NSEC_PER_MSEC + 1;
+		if (nbins > RXCOUNT_MAX_MS)
+			nbins = RXCOUNT_MAX_MS;
+		bins = calloc(nbins, sizeof(*bins));
+		err = bins ? read_bins(bpf_map__fd(skel->maps.ms_bins), bins,
+				       nbins)
+			   : -ENOMEM;
+	}
 	if (!err && o.csv)
 		err = write_csv(o.csv, &ser);
 	if (err) {
 		gen_log("cannot report: %s", strerror(-err));
 		goto out;
 	}
-	print_json(&o, &ser, per_cpu, ncpus, distinct);
+	print_json(&o, &ser, per_cpu, ncpus, distinct, bins, nbins);
 out:
+	free(bins);
 	rxcount_bpf__destroy(skel);
 	free(ser.s);
 	free(per_cpu);

@@ -7,6 +7,8 @@
 
 /* Distinct sources remembered with --distinct-src; an LRU beyond that. */
 #define RXCOUNT_MAX_SOURCES 65536
+/* Millisecond bins of packet arrival times: 65 s, past the 60 s cap. */
+#define RXCOUNT_MAX_MS 65536
 
 struct rx_count {
 	__u64 packets;
