@@ -2,6 +2,7 @@
 # Benchmarks (docs/benchmarks.md): `make bench` prints every figure.
 #   BENCH_XDP_ARGS   extra arguments for build/bench_xdp (e.g. --runs 9)
 #   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
+#   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
 
 BENCH_DIR   := $(BUILD)/bench
 BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
@@ -14,6 +15,7 @@ bench-bins: $(BENCH_XDP)
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
 	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
+	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 
 $(BENCH_DIR):
 	mkdir -p $@

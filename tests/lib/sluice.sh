@@ -72,3 +72,161 @@ for r in doc["rules"]:
         print(int(r[sys.argv[2]]) if isinstance(r[sys.argv[2]], (int, float)) else r[sys.argv[2]])
 ' "$1" "$2"
 }
+
+# Helpers of the agent suites (tests/integration/test_agent_*.sh):
+#
+#   sluice_bg NAME [ARGS...]      # agent on veth-rx in NS_RX, not waited for
+#   sluice_wait_ready NAME [SECS] # poll `status --ready` every 20 ms (default
+#                                 # 10 s; 0 when ready, 1 if NAME died first)
+#   sluice_kill NAME              # SIGKILL the agent NAME and reap it
+#   sl_mark VAR                   # VAR=now, wall clock in seconds (no fork)
+#   sluice_agent_fg ERRFILE [ARGS...]
+#                                 # agent in the foreground, stdout+stderr to
+#                                 # ERRFILE, ended after $SL_FG_TIMEOUT (5) s;
+#                                 # returns its exit status (124: still ran)
+#   sluice_json EXPR              # EXPR (python, the document is d) of the
+#                                 # JSON on stdin: bools as true/false, other
+#                                 # containers as JSON
+#   rx_wait_ready NAME VAR [SECS] # netns_wait_ready for rxcount, polling
+#                                 # every 5 ms; VAR = when "ready" was seen
+#   rx_csv_py CSV T_SEEN T_END [ARGS...]
+#                                 # python program on stdin, run with helpers
+#                                 # for an `rxcount --csv CSV` series on the
+#                                 # wall clock (sl_mark), see below
+#
+# rxcount's samples are relative to its own start, t0, taken just before it
+# attaches and prints "ready". Two marks bound t0 from above: T_SEEN (from
+# rx_wait_ready) and T_END (sl_mark right after netns_stop of rxcount,
+# minus the time of its last sample). The earlier of the two is used; both
+# are within a few ms. Stop rxcount with netns_stop, not by --duration.
+
+sluice_bg()
+{
+	local name=$1
+
+	shift
+	netns_bg "$NS_RX" "$name" "$SLUICE" agent --iface veth-rx \
+		--state-dir "$SL_STATE" --pin-dir "$SL_PIN" "$@"
+}
+
+sluice_wait_ready()
+{
+	local name=$1 secs=${2:-10} deadline
+
+	deadline=$(( ${EPOCHREALTIME//[.,]/} + secs * 1000000 ))
+	while (( ${EPOCHREALTIME//[.,]/} < deadline )); do
+		sluice_cli status --ready >/dev/null 2>&1 && return 0
+		kill -0 "${NETNS_PID[$name]:-0}" 2>/dev/null || return 1
+		sleep 0.02
+	done
+	return 1
+}
+
+sluice_kill()
+{
+	local pid=${NETNS_PID[$1]:-}
+
+	[ -n "$pid" ] || return 1
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset "NETNS_PID[$1]"
+	return 0
+}
+
+rx_wait_ready()
+{
+	local name=$1 secs=${3:-5} pid=${NETNS_PID[$1]:-} i
+
+	for ((i = 0; i < secs * 200; i++)); do
+		if grep -qx ready "$NETNS_TMP/$name.err" 2>/dev/null; then
+			sl_mark "$2"
+			return 0
+		fi
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.005
+	done
+	return 1
+}
+
+sl_mark()
+{
+	printf -v "$1" '%s' "${EPOCHREALTIME/,/.}"
+}
+
+sluice_agent_fg()
+{
+	local errfile=$1
+
+	shift
+	ip netns exec "$NS_RX" timeout -s KILL "${SL_FG_TIMEOUT:-5}" \
+		"$SLUICE" agent --iface veth-rx --state-dir "$SL_STATE" \
+		--pin-dir "$SL_PIN" "$@" >"$errfile" 2>&1
+	local rc=$?
+
+	# SIGKILL by timeout is 137; report "it kept running" as 124
+	[ "$rc" -eq 137 ] && rc=124
+	return $rc
+}
+
+sluice_json()
+{
+	python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+v = eval(sys.argv[1])
+if isinstance(v, bool):
+    print("true" if v else "false")
+elif isinstance(v, (dict, list)):
+    print(json.dumps(v, sort_keys=True))
+else:
+    print(v)
+' "$1"
+}
+
+# In the program: T0 (wall-clock time of rxcount's t = 0), T0_END (t0 as
+# T_END alone places it, for a diagnostic), at(T) (packets counted by time
+# T, linear between samples), count(Ta, Tb), rate(Ta, Tb),
+# max_window(Ta, Tb, w=1.0) (largest count of a window [s, s + w] inside
+# [Ta, Tb], s or s + w on a sample), bins(Ta, n, w=1.0) (counts of n
+# consecutive windows from Ta), args (the extra arguments).
+read -r -d '' RX_CSV_LIB <<'PY' || true
+import bisect, json, sys
+args = sys.argv[4:]
+_t, _n = [], []
+with open(sys.argv[1]) as _f:
+    next(_f)
+    for _line in _f:
+        _a, _b, _c = _line.split(',')
+        _t.append(float(_a) / 1000.0)
+        _n.append(int(_b))
+T0_END = float(sys.argv[3]) - _t[-1]
+T0 = min(float(sys.argv[2]), T0_END)
+def at(T):
+    x = T - T0
+    if x <= _t[0]:
+        return _n[0]
+    if x >= _t[-1]:
+        return _n[-1]
+    i = bisect.bisect_right(_t, x)
+    t1, t2, n1, n2 = _t[i - 1], _t[i], _n[i - 1], _n[i]
+    return n2 if t2 <= t1 else n1 + (n2 - n1) * (x - t1) / (t2 - t1)
+def count(Ta, Tb):
+    return at(Tb) - at(Ta)
+def rate(Ta, Tb):
+    return count(Ta, Tb) / (Tb - Ta)
+def max_window(Ta, Tb, w=1.0):
+    s = [Ta] + [T0 + t for t in _t if Ta < T0 + t <= Tb - w] + \
+        [T0 + t - w for t in _t if Ta <= T0 + t - w and T0 + t <= Tb]
+    return max(count(x, x + w) for x in s)
+def bins(Ta, n, w=1.0):
+    return [count(Ta + k * w, Ta + (k + 1) * w) for k in range(n)]
+PY
+
+rx_csv_py()
+{
+	local prog
+
+	prog=$(cat)
+	python3 -c "$RX_CSV_LIB
+$prog" "$@"
+}
