@@ -235,6 +235,34 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
 	}
 }
 
+/* A refusal blocks a batch of packets before the next request. */
+static __always_inline bool refusal_holds(struct sluice_refusal *r)
+{
+	if (!r->left)
+		return false;
+	r->left--;
+	return true;
+}
+
+/*
+ * Refusals that come fast (a flood: the last batch passed within one
+ * admission slot) block a growing batch without reading the clock; slow
+ * ones (a trickle, where a batch would span slots and block packets that
+ * could pass) shrink it to zero, so each packet asks again.
+ */
+static __always_inline void refusal_note(struct sluice_refusal *r, __u64 now,
+					 __u64 slot_ns)
+{
+	if (now - r->at_ns < slot_ns)
+		r->batch = r->batch ? r->batch * 2 : 1;
+	else
+		r->batch /= 2;
+	if (r->batch > SLUICE_DENY_BATCH)
+		r->batch = SLUICE_DENY_BATCH;
+	r->left = r->batch;
+	r->at_ns = now;
+}
+
 /* Aggregate admission through this CPU's token cache. */
 static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 				       const struct sluice_rule_cfg *cfg,
@@ -247,10 +275,8 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		rc->tokens -= cost;
 		return true;
 	}
-	if (rc->deny_left) {
-		rc->deny_left--;
+	if (refusal_holds(&rc->refusal))
 		return false;
-	}
 
 	bud = bpf_map_lookup_elem(&rule_budget, &slot);
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
@@ -266,19 +292,7 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 	grant = budget_take(&bud->pacer, bud->ring, SLUICE_ADMIT_SLOTS,
 			    count, cfg->interval_ms, now, chunk, cost);
 	if (!grant) {
-		/* Refusals that come fast (a flood: the last batch passed
-		 * within one admission slot) block a growing batch without
-		 * reading the clock; slow ones (a trickle, where a batch
-		 * would span slots and block packets that could pass) shrink
-		 * it to zero, so each packet asks again. */
-		if (now - rc->deny_at < cfg->slot_ns)
-			rc->deny_batch = rc->deny_batch ? rc->deny_batch * 2 : 1;
-		else
-			rc->deny_batch /= 2;
-		if (rc->deny_batch > SLUICE_DENY_BATCH)
-			rc->deny_batch = SLUICE_DENY_BATCH;
-		rc->deny_left = rc->deny_batch;
-		rc->deny_at = now;
+		refusal_note(&rc->refusal, now, cfg->slot_ns);
 		return false;
 	}
 	rc->tokens += grant - cost;
@@ -362,29 +376,54 @@ source_state(__u32 slot, const struct sluice_pkt *p,
 	return bpf_map_lookup_elem(&src_table, &key);
 }
 
-/* Per-source admission: every source has its own budget of count. */
+/*
+ * Per-source admission: every source has its own budget of count, with
+ * a token cache in the (shared) entry, so most packets cost the hash
+ * lookup and one atomic add, without a clock read.
+ */
 static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 					 struct sluice_rule_cpu *rc,
 					 const struct sluice_rule_cfg *cfg,
 					 __u64 cost)
 {
 	struct sluice_src_state *st;
-	__u64 *limit, now;
+	__u64 *limit, now, count, chunk, grant;
+
+	st = source_state(slot, p, cfg, rc);
+	if (!st) {
+		host_stat(SLUICE_ST_SRC_TABLE_FULL);
+		return false;
+	}
+	if (READ_ONCE(st->tokens) >= (__s64)cost) {
+		if (__sync_fetch_and_add(&st->tokens, -(__s64)cost) >=
+		    (__s64)cost)
+			return true;
+		/* another CPU took the last ones first */
+		__sync_fetch_and_add(&st->tokens, cost);
+	}
+	if (refusal_holds(&st->refusal))
+		return false;
 
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
 	if (!limit)
 		return false;
 	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
-	st = source_state(slot, p, cfg, rc);
-	if (!st) {
-		host_stat(SLUICE_ST_SRC_TABLE_FULL);
+	WRITE_ONCE(st->last_seen_ns, now);
+	count = effective_limit(cfg, *limit, now);
+	chunk = count * cfg->interval_ms / 1000 / SLUICE_SRC_CHUNK_DIV;
+	if (chunk < cost)
+		chunk = cost;
+	grant = budget_take(&st->pacer, st->ring, SLUICE_SRC_SLOTS, count,
+			    cfg->interval_ms, now, chunk, cost);
+	if (!grant) {
+		refusal_note(&st->refusal, now,
+			     cfg->interval_ns / SLUICE_SRC_SLOTS);
 		return false;
 	}
-	WRITE_ONCE(st->last_seen_ns, now);
-	return budget_take(&st->pacer, st->ring, SLUICE_SRC_SLOTS,
-			   effective_limit(cfg, *limit, now), cfg->interval_ms,
-			   now, cost, cost) != 0;
+	if (grant > cost)
+		__sync_fetch_and_add(&st->tokens, grant - cost);
+	return true;
 }
 
 #endif

@@ -30,6 +30,12 @@
 #define SLUICE_CHUNK_DIV 64
 #endif
 
+/* A per-source entry takes at most limit / SLUICE_SRC_CHUNK_DIV tokens at
+ * once into its (shared) token cache. */
+#ifndef SLUICE_SRC_CHUNK_DIV
+#define SLUICE_SRC_CHUNK_DIV 16
+#endif
+
 /* After refused refills in quick succession a CPU blocks up to this many
  * packets before asking again (the batch adapts to the packet rate). */
 #ifndef SLUICE_DENY_BATCH

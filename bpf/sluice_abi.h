@@ -126,20 +126,25 @@ struct sluice_bucket {
 	__u64 blocked_bytes;
 };
 
+/* After a refused request: packets to block before asking again. */
+struct sluice_refusal {
+	__u64 at_ns;		/* time of the last refused request */
+	__u32 batch;		/* packets that refusal blocked */
+	__u32 left;		/* of them, still to block */
+};
+
 /* Per-CPU state of a rule: the token cache and the counters. */
 struct sluice_rule_cpu {
 	__u64 tokens;		/* granted to this CPU, not yet spent */
-	__u32 deny_left;	/* packets to block before asking again */
+	struct sluice_refusal refusal;
 	__u32 bucket_idx;
+	__u32 since_roll;	/* packets since the bucket was last rolled */
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;
 	__u64 blocked_pkts;
 	__u64 blocked_bytes;
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
-	__u64 deny_at;		/* time of the last refused request */
-	__u32 deny_batch;	/* packets the last refusal blocked */
-	__u32 since_roll;	/* packets since the bucket was last rolled */
 };
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff
@@ -151,9 +156,12 @@ struct sluice_src_key {
 	__u8 addr[16];		/* masked to the rule's source prefix */
 };
 
+/* A source's budget, shared by the CPUs: tokens are taken with atomics. */
 struct sluice_src_state {
 	struct sluice_pacer pacer;
-	__u64 last_seen_ns;
+	__s64 tokens;		/* granted, not yet spent */
+	struct sluice_refusal refusal; /* updated without atomics: a hint */
+	__u64 last_seen_ns;	/* at the last refill */
 	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
 };
 
