@@ -20,8 +20,8 @@ int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 	const struct sl_rule *r = &dp->rules.rules[rule];
 	size_t stride = percpu_stride(sizeof(struct sluice_rule_cpu));
 	uint32_t slot = dp->slots[rule];
-	uint64_t bucket_ns, cur, added = 0, freed = 0;
-	double interval_s = r->interval_ms / 1000.0;
+	uint64_t bucket_ns, now, cur, added = 0, freed = 0;
+	double span_s;
 	char *buf;
 
 	memset(st, 0, sizeof(*st));
@@ -34,7 +34,11 @@ int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 		return -errno;
 	}
 	bucket_ns = (uint64_t)r->interval_ms * 1000000ULL / r->sample_count;
-	cur = sl_dp_now(dp) / bucket_ns;
+	now = sl_dp_now(dp);
+	cur = now / bucket_ns;
+	/* the buckets summed cover the window up to now: the current one
+	 * only in part, so divide by the time they really cover */
+	span_s = ((r->sample_count - 1) * bucket_ns + now % bucket_ns) / 1e9;
 	for (int c = 0; c < dp->n_cpus; c++) {
 		const struct sluice_rule_cpu *rc =
 			(const void *)(buf + c * stride);
@@ -56,10 +60,12 @@ int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 		}
 	}
 	free(buf);
-	st->passed_pps /= interval_s;
-	st->blocked_pps /= interval_s;
-	st->passed_Bps /= interval_s;
-	st->blocked_Bps /= interval_s;
+	if (span_s > 0) {
+		st->passed_pps /= span_s;
+		st->blocked_pps /= span_s;
+		st->passed_Bps /= span_s;
+		st->blocked_Bps /= span_s;
+	}
 	if (r->per_source &&
 	    !bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_src_added),
 				 &slot, &added) &&

@@ -1326,9 +1326,10 @@ static void test_shadow(void)
 	    "shadow: 5 counted passed, 45 counted blocked (%llu/%llu)",
 	    (unsigned long long)st.passed_pkts,
 	    (unsigned long long)st.blocked_pkts);
-	/* the rates are over the rule's window (1 s): 5/s and 45/s */
-	tap(st.passed_pps == 5.0 && st.blocked_pps == 45.0 &&
-		    st.blocked_Bps == 45.0 * p.len,
+	/* the rates are over the part of the window the buckets cover: at
+	 * the start of a bucket, the one before it (0.5 s): 10/s and 90/s */
+	tap(st.passed_pps == 10.0 && st.blocked_pps == 90.0 &&
+		    st.blocked_Bps == 90.0 * p.len,
 	    "shadow: windowed rates %.1f passed/s, %.1f blocked/s",
 	    st.passed_pps, st.blocked_pps);
 	set_time(t_ns + 2 * NSEC_PER_SEC);

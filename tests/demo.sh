@@ -1,0 +1,361 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make demo`: sluice limiting real packets, in about 20 s, as root.
+#
+# Two network namespaces (tests/lib/netns.sh). The sluice agent runs in the
+# receiving one with rules/demo.json. Our paced sender (build/pktsend)
+# offers UDP to port 9000 at 60000 packets/s and TCP SYNs to port 80 at
+# 5000/s. Once a second a table shows, per rule, what was offered, admitted
+# and dropped: sluice's own counters, read straight from its pinned BPF
+# maps, and the admitted packets counted independently behind XDP at tc
+# ingress (build/rxcount). Halfway the agent is killed with SIGKILL: the
+# data plane stays pinned and keeps limiting with no agent. Then the agent
+# is started again; it adopts the running data plane and the rules keep
+# their counters. A summary says whether the limits held.
+#
+# Each flow has a veth pair of its own (veth-tx -> veth-rx for UDP,
+# veth-tx2 -> veth-rx2 for the SYNs), with one agent on both receiving
+# ends: rxcount answers TC_ACT_OK for the packets it does not count, which
+# ends the tc filter chain, so two rxcounts cannot share one device.
+#
+# Everything lives in the namespaces and a private bpffs, removed on exit
+# and on Ctrl-C; what a killed run left behind is removed by the next one.
+#
+# usage: tests/demo.sh
+# Exit 0 when the demo ran (the summary says whether the limits held),
+# 1 when it could not run.
+
+set -u
+cd "$(dirname "$0")/.." || exit 1
+
+BUILD=${BUILD:-build}
+export BUILD
+RULES=rules/demo.json
+UDP_RULE=demo-udp-9000 UDP_PORT=9000 UDP_RATE=60000 UDP_LIMIT=20000
+SYN_RULE=demo-syn-80 SYN_PORT=80 SYN_RATE=5000 SYN_LIMIT=1000
+TICKS=13	# table rows, one per second
+KILL_AT=6	# kill -9 the agent after this row
+RESTART_AT=8	# and start it again after this one
+PREFIX=sluicedemo
+
+die()
+{
+	echo "demo: $*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] ||
+	die "needs root (network namespaces, XDP): sudo make demo"
+for t in sluice pktsend rxcount xdppass; do
+	[ -x "$BUILD/$t" ] || die "$BUILD/$t is missing: run 'make all gen'"
+done
+for c in ip tc bpftool jq; do
+	command -v "$c" >/dev/null || die "needs $c: run 'make deps'"
+done
+
+# shellcheck source=tests/lib/netns.sh
+source tests/lib/netns.sh
+# shellcheck source=tests/lib/sluice.sh
+source tests/lib/sluice.sh
+
+# Leftovers of earlier runs that could not clean up (kill -9, power cut):
+# their namespaces (and so the processes and veths in them) and their
+# bpffs. A run is known by its pid in the names; one still alive is left
+# alone.
+_demo_stale()
+{
+	local ns pid d
+
+	for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }'); do
+		[[ $ns =~ ^$PREFIX-([0-9]+)-(tx|rx)$ ]] || continue
+		pid=${BASH_REMATCH[1]}
+		[ "$pid" != $$ ] && ! kill -0 "$pid" 2>/dev/null &&
+			_netns_del "$ns"
+	done
+	for d in /tmp/"$PREFIX".*; do
+		[ -d "$d" ] || continue
+		pid=${d##*.}
+		[[ $pid =~ ^[0-9]+$ ]] || continue
+		if [ "$pid" = $$ ] || kill -0 "$pid" 2>/dev/null; then
+			continue
+		fi
+		mountpoint -q "$d/bpffs" && umount -l "$d/bpffs"
+		rm -rf "$d"
+	done
+}
+_demo_stale
+
+probe=$(skip_unless_root_and_xdp "sluice demo")
+[ -z "$probe" ] || die "cannot run: ${probe#*# SKIP }"
+
+# ---- the world --------------------------------------------------------------
+
+# our own temporary directory, named after us for _demo_stale
+NETNS_TMP=/tmp/$PREFIX.$$
+mkdir -p "$NETNS_TMP" || die "cannot create $NETNS_TMP"
+netns_on_exit "rm -rf '$NETNS_TMP'"
+# netns.sh's traps, with a word for the user
+trap 'echo; echo "demo: interrupted, cleaning up" >&2; netns_cleanup; exit 130' INT
+trap 'echo "demo: terminated, cleaning up" >&2; netns_cleanup; exit 143' TERM
+netns_setup "$PREFIX" 2 || die "cannot create the namespaces"
+# the second pair, for the SYNs
+{ ip -n "$NS_TX" link add veth-tx2 type veth peer name veth-rx2 \
+	netns "$NS_RX" &&
+  ip -n "$NS_TX" addr add 198.18.1.1/24 dev veth-tx2 &&
+  ip -n "$NS_RX" addr add 198.18.1.2/24 dev veth-rx2 &&
+  ip -n "$NS_TX" link set veth-tx2 up &&
+  ip -n "$NS_RX" link set veth-rx2 up; } ||
+	die "cannot create the second veth pair"
+RX2_MAC=$(_netns_link_field "$NS_RX" veth-rx2 mac) || die "no veth-rx2"
+sluice_env_setup || die "cannot mount a bpffs for sluice's pins"
+# runs before sluice_env_setup's `down --iface veth-rx`, which then also
+# removes the pinned maps
+netns_on_exit "ip netns exec '$NS_RX' '$SLUICE' down --iface veth-rx2 \
+	--pin-dir '$SL_PIN'"
+
+# The agent on both receiving devices; waits until it is ready and sets
+# READY_MS to the time that took.
+start_agent()
+{
+	local t0=${EPOCHREALTIME//[.,]/} i
+
+	netns_bg "$NS_RX" agent "$SLUICE" agent --iface veth-rx,veth-rx2 \
+		--rules "$RULES" --state-dir "$SL_STATE" --pin-dir "$SL_PIN"
+	for ((i = 0; i < 400; i++)); do
+		if sluice_cli status --ready >/dev/null 2>&1; then
+			READY_MS=$(((${EPOCHREALTIME//[.,]/} - t0) / 1000))
+			return 0
+		fi
+		kill -0 "${NETNS_PID[agent]}" 2>/dev/null || break
+		sleep 0.02
+	done
+	sed 's/^/  /' "$NETNS_TMP/agent.err" >&2
+	return 1
+}
+start_agent || die "the agent did not start"
+
+# ---- reading the counters ---------------------------------------------------
+
+# Rule slot of rule $1 in the data plane (its rule_meta entry).
+rule_slot()
+{
+	local s name
+
+	for ((s = 0; s < 64; s++)); do
+		name=$(bpftool -j map lookup pinned "$SL_PIN/rule_meta" \
+			key $((s & 255)) $((s >> 8)) 0 0 2>/dev/null |
+			jq -r 'select(.formatted.value.set_mask > 0) |
+				.formatted.value.name')
+		[ "$name" = "$1" ] && { echo "$s"; return 0; }
+	done
+	return 1
+}
+
+# The packet counter map of the rxcount on device $1 in NS_RX.
+counts_map()
+{
+	local p m
+
+	p=$(tc -n "$NS_RX" -j filter show dev "$1" ingress |
+		jq -r '.[].options.prog.id // empty' | head -n1)
+	[ -n "$p" ] || return 1
+	for m in $(bpftool -j prog show id "$p" | jq '.map_ids[]'); do
+		[ "$(bpftool -j map show id "$m" | jq -r .name)" = counts ] &&
+			{ echo "$m"; return 0; }
+	done
+	return 1
+}
+
+# start_counter NAME DEV PROTO PORT: rxcount for one port on DEV, dropping
+# what it counts (the stack would only answer with ICMP errors and RSTs)
+start_counter()
+{
+	netns_bg "$NS_RX" "$1" "$GEN_BIN/rxcount" --dev "$2" --proto "$3" \
+		--dport "$4" --drop --duration 30
+	netns_wait_ready "$1" 5 || die "rxcount on $2 did not start"
+}
+start_counter rx_udp veth-rx udp "$UDP_PORT"
+start_counter rx_syn veth-rx2 tcp "$SYN_PORT"
+UDP_MAP=$(counts_map veth-rx) || die "cannot find rxcount's map on veth-rx"
+SYN_MAP=$(counts_map veth-rx2) || die "cannot find rxcount's map on veth-rx2"
+
+# One bpftool run reads every counter at (nearly) the same moment: the two
+# rules' passed and blocked packets, summed over the CPUs, from the data
+# plane's pinned per-CPU map (there with or without an agent), then the
+# two rxcount totals.
+write_batch()
+{
+	local s
+
+	for s in "$UDP_SLOT" "$SYN_SLOT"; do
+		echo "map lookup pinned $SL_PIN/rule_cpu key $((s & 255))" \
+			"$((s >> 8)) 0 0"
+	done
+	echo "map lookup id $UDP_MAP key 0 0 0 0"
+	echo "map lookup id $SYN_MAP key 0 0 0 0"
+}
+
+find_slots()
+{
+	UDP_SLOT=$(rule_slot "$UDP_RULE") || die "$UDP_RULE is not in force"
+	SYN_SLOT=$(rule_slot "$SYN_RULE") || die "$SYN_RULE is not in force"
+	write_batch >"$NETNS_TMP/batch"
+}
+find_slots
+
+# sets S_T (us), S_UP S_UB S_SP S_SB (passed, blocked) S_UTC S_STC (tc)
+sample()
+{
+	local out
+
+	S_T=${EPOCHREALTIME//[.,]/}
+	# Ctrl-C must not cut the reading short: the trap cleans up after it
+	out=$(trap '' INT; bpftool -j batch file "$NETNS_TMP/batch" | jq -r '
+		[(.[0, 1].output.formatted.values |
+		  (map(.value.passed_pkts) | add),
+		  (map(.value.blocked_pkts) | add)),
+		 (.[2, 3].output.formatted.values |
+		  map(.value.packets) | add)] | @tsv') ||
+		die "cannot read the counters"
+	read -r S_UP S_UB S_SP S_SB S_UTC S_STC <<<"$out"
+}
+
+# ---- the show ---------------------------------------------------------------
+
+cat <<EOF
+sluice demo: an XDP rate limiter, on real packets between two network namespaces
+
+  sender    $NS_TX, build/pktsend (paced):
+              UDP to port $UDP_PORT at $UDP_RATE packets/s  over veth-tx  -> veth-rx
+              TCP SYNs to port $SYN_PORT at $SYN_RATE/s         over veth-tx2 -> veth-rx2
+  receiver  $NS_RX: one sluice agent on veth-rx and veth-rx2, $RULES:
+              $UDP_RULE  udp dport $UDP_PORT  pps $UDP_LIMIT  (packets per second)
+              $SYN_RULE    tcp dport $SYN_PORT    cps $SYN_LIMIT   (new connections, SYNs per second)
+
+  offered, admitted "sluice", dropped: sluice's own counters (its pinned BPF maps)
+  admitted "tc": counted independently behind XDP at tc ingress (build/rxcount)
+
+EOF
+
+# one sender per CPU when there are two
+CPU2=$(($(nproc) > 1 ? 1 : 0))
+for f in udp syn; do
+	if [ $f = udp ]; then
+		args=(--dev veth-tx --dst-mac "$RX_MAC" --proto udp
+		      --dport "$UDP_PORT" --rate "$UDP_RATE" --cpu 0)
+	else
+		args=(--dev veth-tx2 --dst-mac "$RX2_MAC" --src 198.18.1.1
+		      --dst 198.18.1.2 --proto tcp --tcp-flags syn
+		      --dport "$SYN_PORT" --rate "$SYN_RATE" --cpu "$CPU2")
+	fi
+	netns_bg "$NS_TX" "tx_$f" "$GEN_BIN/pktsend" "${args[@]}" \
+		--duration $((TICKS + 2))
+done
+
+printf '%-6s %-35s   %s\n' "" "$UDP_RULE, limit $UDP_LIMIT/s" \
+	"$SYN_RULE, limit $SYN_LIMIT/s"
+printf '%-6s %8s %17s %8s   %8s %17s %8s\n' "" offered "admitted/s" \
+	dropped offered "admitted/s" dropped
+printf '%6s %8s %8s %8s %8s   %8s %8s %8s %8s   %s\n' time "/s" sluice tc \
+	"/s" "/s" sluice tc "/s" agent
+
+# growth of a counter over the last interval, per second
+per_s()
+{
+	echo $((($1 - $2) * 1000000 / DT))
+}
+
+UDP_ROWS=() SYN_ROWS=() UDP_DOWN=() SYN_DOWN=()
+sample
+T0=$S_T I_UP=$S_UP I_SP=$S_SP I_UTC=$S_UTC I_STC=$S_STC
+for ((k = 1; k <= TICKS; k++)); do
+	P_T=$S_T P_UP=$S_UP P_UB=$S_UB P_SP=$S_SP P_SB=$S_SB
+	P_UTC=$S_UTC P_STC=$S_STC
+	# on the k-th second after the start, whatever the last row cost
+	wait_us=$((T0 + k * 1000000 - ${EPOCHREALTIME//[.,]/}))
+	if [ "$wait_us" -gt 0 ]; then
+		sleep "$(printf '%d.%06d' $((wait_us / 1000000)) \
+			$((wait_us % 1000000)))"
+	fi
+	sample
+	DT=$((S_T - P_T))
+	u_adm=$(per_s "$S_UP" "$P_UP") u_drop=$(per_s "$S_UB" "$P_UB")
+	s_adm=$(per_s "$S_SP" "$P_SP") s_drop=$(per_s "$S_SB" "$P_SB")
+	u_tc=$(per_s "$S_UTC" "$P_UTC") s_tc=$(per_s "$S_STC" "$P_STC")
+	UDP_ROWS+=("$u_tc") SYN_ROWS+=("$s_tc")
+	if kill -0 "${NETNS_PID[agent]:-0}" 2>/dev/null; then
+		state="running (pid ${NETNS_PID[agent]})"
+	else
+		state="NONE"
+		UDP_DOWN+=("$u_tc") SYN_DOWN+=("$s_tc")
+	fi
+	printf '%4d s %8d %8d %8d %8d   %8d %8d %8d %8d   %s\n' "$k" \
+		$((u_adm + u_drop)) "$u_adm" "$u_tc" "$u_drop" \
+		$((s_adm + s_drop)) "$s_adm" "$s_tc" "$s_drop" "$state"
+	if [ "$k" -eq "$KILL_AT" ]; then
+		pid=${NETNS_PID[agent]}
+		kill -KILL "$pid"
+		wait "$pid" 2>/dev/null
+		echo ">>> kill -9 the agent (pid $pid). No agent runs now; the" \
+			"XDP program and its maps stay pinned."
+	elif [ "$k" -eq "$RESTART_AT" ]; then
+		start_agent || die "the agent did not start again"
+		[ "$(sluice_cli status -j | jq -r .adopted)" = true ] ||
+			die "the new agent did not adopt the running data plane"
+		# the rules kept their slots and counters: the next row
+		# goes on from this one's reading
+		find_slots
+		echo ">>> start the agent again (pid ${NETNS_PID[agent]}):" \
+			"ready in $READY_MS ms, it adopted the running data" \
+			"plane; the rules kept their counters."
+	fi
+done
+
+for n in tx_udp tx_syn rx_udp rx_syn; do
+	netns_stop "$n"
+done
+
+# summary RULE LIMIT SENT_JSON RXCOUNT_JSON "ROWS" "ROWS WITHOUT AGENT"
+#         SLUICE_PASSED TC_COUNTED (over the rows)
+HELD=yes
+summary()
+{
+	local sent max1 top ok
+
+	sent=$(jq '.pps | round' "$3")
+	# rxcount: the largest count in any 1 s window, from arrival times
+	max1=$(jq '.max_1s_pkt // .max_1s' "$4")
+	top=$(tr ' ' '\n' <<<"$5" | sort -n | tail -n1)
+	ok=$(awk -v m="$max1" -v l="$2" \
+		'BEGIN { print (m <= 1.05 * l) ? "held" : "NOT held" }')
+	[ "$ok" = held ] || HELD=no
+	printf '  %-14s offered %5d/s, limit %5d/s: largest 1 s admitted %5d' \
+		"$1" "$sent" "$2" "$max1"
+	printf ' (%s x the limit): %s\n' \
+		"$(awk -v m="$max1" -v l="$2" 'BEGIN { printf "%.3f", m / l }')" \
+		"$ok"
+	printf '  %-14s per second: largest row %s; with no agent: %s\n' "" \
+		"$top" "${6// /, }"
+	printf '  %-14s admitted over the %d rows: %d by sluice'"'"'s count, %d' \
+		"" "$TICKS" "$7" "$8"
+	printf ' at tc\n'
+}
+
+echo
+echo "summary: admitted = counted at tc ingress, over the whole run," \
+	"the kill and the restart included"
+summary "$UDP_RULE" "$UDP_LIMIT" "$NETNS_TMP/tx_udp.out" \
+	"$NETNS_TMP/rx_udp.out" "${UDP_ROWS[*]}" "${UDP_DOWN[*]}" \
+	$((S_UP - I_UP)) $((S_UTC - I_UTC))
+summary "$SYN_RULE" "$SYN_LIMIT" "$NETNS_TMP/tx_syn.out" \
+	"$NETNS_TMP/rx_syn.out" "${SYN_ROWS[*]}" "${SYN_DOWN[*]}" \
+	$((S_SP - I_SP)) $((S_STC - I_STC))
+if [ "$HELD" = yes ]; then
+	echo "  the limits held (within 5%) while the agent was killed and" \
+		"started again."
+else
+	echo "  a limit was exceeded by more than 5% (a busy machine?)"
+fi
+echo "cleaning up: the agent, \`sluice down\`, the namespaces"
+exit 0
