@@ -10,7 +10,7 @@ ARCH_INC  := -I/usr/include/$(shell uname -m)-linux-gnu
 CFLAGS    ?= -O2 -g
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE \
 	     -I$(BUILD) -Iuser -Ibpf
-LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd
+LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lm
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
 	      $(ARCH_INC) -Ibpf $(BPF_EXTRA)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -184,6 +185,15 @@ static int rules_from_file(struct agent *a)
 		       a->rules_file, a->err);
 		return -EINVAL;
 	}
+	/* refuse before writing: a refused start leaves the snapshot alone */
+	if (!rs.n && !a->allow_empty) {
+		pr_err("%s holds no rules: refusing to start with nothing in "
+		       "force (--allow-empty if that is intended); the "
+		       "snapshot is left as it was",
+		       a->rules_file);
+		sl_ruleset_free(&rs);
+		return -ENODATA;
+	}
 	/* versions only go up, even past a damaged current file */
 	if (!sl_snapshot_load_boot(a->state_dir, &cur, &from_prev, a->err,
 				   sizeof(a->err))) {
@@ -359,12 +369,22 @@ static cJSON *do_status(struct agent *a)
 	return r;
 }
 
+/* Integers as raw JSON: exact beyond 2^53, and much cheaper to print than
+ * cJSON's doubles for the thousands of counters of a large rule set. */
+static void add_u64(cJSON *obj, const char *name, uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	cJSON_AddRawToObject(obj, name, buf);
+}
+
 static cJSON *do_stats(struct agent *a)
 {
 	cJSON *r = ok_answer(), *rules, *host;
 	uint64_t hs[SLUICE_ST_MAX];
 
-	cJSON_AddNumberToObject(r, "time_ns", (double)sl_dp_now(&a->dp));
+	add_u64(r, "time_ns", sl_dp_now(&a->dp));
 	rules = cJSON_AddArrayToObject(r, "rules");
 	for (size_t i = 0; i < a->dp.rules.n; i++) {
 		const struct sl_rule *ru = &a->dp.rules.rules[i];
@@ -377,31 +397,26 @@ static cJSON *do_stats(struct agent *a)
 		cJSON_AddStringToObject(o, "name", ru->name);
 		cJSON_AddStringToObject(o, "mode", sl_mode_str(ru->mode));
 		cJSON_AddStringToObject(o, "grade", sl_grade_str(ru->grade));
-		cJSON_AddNumberToObject(o, "count", (double)ru->count);
-		cJSON_AddNumberToObject(o, "interval_ms", ru->interval_ms);
-		cJSON_AddNumberToObject(o, "passed_pps", st.passed_pps);
-		cJSON_AddNumberToObject(o, "blocked_pps", st.blocked_pps);
-		cJSON_AddNumberToObject(o, "passed_Bps", st.passed_Bps);
-		cJSON_AddNumberToObject(o, "blocked_Bps", st.blocked_Bps);
-		cJSON_AddNumberToObject(o, "passed_pkts", (double)st.passed_pkts);
-		cJSON_AddNumberToObject(o, "passed_bytes",
-					(double)st.passed_bytes);
-		cJSON_AddNumberToObject(o, "blocked_pkts",
-					(double)st.blocked_pkts);
-		cJSON_AddNumberToObject(o, "blocked_bytes",
-					(double)st.blocked_bytes);
+		add_u64(o, "count", ru->count);
+		add_u64(o, "interval_ms", ru->interval_ms);
+		add_u64(o, "passed_pps", llround(st.passed_pps));
+		add_u64(o, "blocked_pps", llround(st.blocked_pps));
+		add_u64(o, "passed_Bps", llround(st.passed_Bps));
+		add_u64(o, "blocked_Bps", llround(st.blocked_Bps));
+		add_u64(o, "passed_pkts", st.passed_pkts);
+		add_u64(o, "passed_bytes", st.passed_bytes);
+		add_u64(o, "blocked_pkts", st.blocked_pkts);
+		add_u64(o, "blocked_bytes", st.blocked_bytes);
 		cJSON_AddBoolToObject(o, "per_source", ru->per_source);
-		cJSON_AddNumberToObject(o, "sources", (double)st.sources);
-		cJSON_AddNumberToObject(o, "max_sources", ru->max_sources);
-		cJSON_AddNumberToObject(o, "source_overflow",
-					(double)st.source_overflow);
+		add_u64(o, "sources", st.sources);
+		add_u64(o, "max_sources", ru->max_sources);
+		add_u64(o, "source_overflow", st.source_overflow);
 		cJSON_AddItemToArray(rules, o);
 	}
 	host = cJSON_AddObjectToObject(r, "host");
 	if (!sl_dp_host_stats(&a->dp, hs))
 		for (int k = 0; k < SLUICE_ST_MAX; k++)
-			cJSON_AddNumberToObject(host, sl_host_stat_name(k),
-						(double)hs[k]);
+			add_u64(host, sl_host_stat_name(k), hs[k]);
 	return r;
 }
 
@@ -492,6 +507,13 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 			sl_ruleset_free(out);
 			return error_answer("invalid", "request: 'names' must "
 						       "be a non-empty array");
+		}
+		cJSON_ArrayForEach(name, names) {
+			if (cJSON_IsString(name))
+				continue;
+			sl_ruleset_free(out);
+			return error_answer("invalid", "request: 'names' must "
+						       "be an array of strings");
 		}
 		cJSON_ArrayForEach(name, names) {
 			bool found = false;
