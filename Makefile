@@ -51,7 +51,7 @@ $(BPF_OBJ): $(BPF_SRC) $(BPF_HDRS) | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(SKEL): $(BPF_OBJ)
-	$(BPFTOOL) gen skeleton $< name sluice_bpf > $@
+	$(BPFTOOL) gen skeleton $< name sluice_bpf > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/%.o: user/%.c $(wildcard user/*.h) bpf/sluice_abi.h $(SKEL) | $(BUILD)
 	$(CC) $(CFLAGS) -c $< -o $@

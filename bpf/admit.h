@@ -235,11 +235,25 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
 	}
 }
 
-/* A refusal blocks a batch of packets before the next request. */
-static __always_inline bool refusal_holds(struct sluice_refusal *r)
+/*
+ * A refusal blocks a batch of packets before the next request, but only
+ * within the admission slot it was made in, so that after a flood a quiet
+ * rule's next packets are judged afresh. The jiffy clock is read for each
+ * of the last 7 packets of a batch and every 32nd before them: a flood
+ * pays for it on one packet in seventeen, and at most 31 packets are held
+ * past the slot.
+ */
+static __always_inline bool refusal_holds(struct sluice_refusal *r,
+					  __u64 slot_ns)
 {
 	if (!r->left)
 		return false;
+	/* signed: the jiffy clock may lag the time of the refusal */
+	if ((r->left < 8 || !(r->left & 31)) &&
+	    (__s64)(sluice_now_coarse() - r->at_ns) >= (__s64)slot_ns) {
+		r->left = 0;
+		return false;
+	}
 	r->left--;
 	return true;
 }
@@ -275,7 +289,7 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		rc->tokens -= cost;
 		return true;
 	}
-	if (refusal_holds(&rc->refusal))
+	if (refusal_holds(&rc->refusal, cfg->slot_ns))
 		return false;
 
 	bud = bpf_map_lookup_elem(&rule_budget, &slot);
@@ -323,24 +337,61 @@ static __always_inline void host_stat(__u32 idx)
 		*v += 1;
 }
 
-/* The source entry of p for rule slot, created on first sight; NULL when
- * the table cannot hold even the rule's overflow entry. */
-static __always_inline struct sluice_src_state *
-source_state(__u32 slot, const struct sluice_pkt *p,
-	     const struct sluice_rule_cfg *cfg, struct sluice_rule_cpu *rc)
+static __always_inline void source_key(struct sluice_src_key *key,
+				       __u32 slot, const struct sluice_pkt *p,
+				       const struct sluice_rule_cfg *cfg)
 {
-	struct sluice_src_key key = { .rule = slot, .family = p->family };
+	__builtin_memset(key, 0, sizeof(*key));
+	key->rule = slot;
+	key->family = p->family;
+	if (p->family == 4) {
+		__builtin_memcpy(key->addr, p->saddr, 4);
+		mask_prefix(key->addr, 4, cfg->src_prefix_v4);
+	} else {
+		__builtin_memcpy(key->addr, p->saddr, 16);
+		mask_prefix(key->addr, 16, cfg->src_prefix_v6);
+	}
+}
+
+_Static_assert(sizeof(struct sluice_src_key) == 24, "source key layout");
+
+static __always_inline bool same_source(const struct sluice_src_key *a,
+					const struct sluice_src_key *b)
+{
+	__u64 x[3], y[3];
+
+	__builtin_memcpy(x, a, sizeof(x));
+	__builtin_memcpy(y, b, sizeof(y));
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2];
+}
+
+/* Index of a source in the per-CPU caches (multiplicative hashing). */
+static __always_inline __u32 source_cache_index(const struct sluice_src_key *k)
+{
+	__u32 w[4], h = k->rule * 0x9e3779b1u;
+
+	__builtin_memcpy(w, k->addr, 16);
+	h ^= w[0] ^ w[1] ^ w[2] ^ w[3];
+	h *= 0x9e3779b1u;
+	return h >> (32 - SLUICE_SRC_CACHE_BITS);
+}
+
+/* The source entry for key, created on first sight; when the rule's table
+ * is full, the rule's shared overflow entry (*overflow set); NULL when the
+ * table cannot hold even that. */
+static __always_inline struct sluice_src_state *
+source_state(const struct sluice_src_key *key,
+	     const struct sluice_rule_cfg *cfg, struct sluice_rule_cpu *rc,
+	     bool *overflow)
+{
+	struct sluice_src_key okey = { .rule = key->rule,
+				       .family = SLUICE_SRC_OVERFLOW_FAMILY };
 	struct sluice_src_state zero = {}, *st;
+	__u32 slot = key->rule;
 	__u64 *added, *freed, n;
 
-	if (p->family == 4) {
-		__builtin_memcpy(key.addr, p->saddr, 4);
-		mask_prefix(key.addr, 4, cfg->src_prefix_v4);
-	} else {
-		__builtin_memcpy(key.addr, p->saddr, 16);
-		mask_prefix(key.addr, 16, cfg->src_prefix_v6);
-	}
-	st = bpf_map_lookup_elem(&src_table, &key);
+	*overflow = false;
+	st = bpf_map_lookup_elem(&src_table, key);
 	if (st)
 		return st;
 
@@ -351,57 +402,78 @@ source_state(__u32 slot, const struct sluice_pkt *p,
 
 		n = __sync_fetch_and_add(added, 1) - READ_ONCE(*freed);
 		if (n < cfg->max_sources)
-			err = bpf_map_update_elem(&src_table, &key, &zero,
+			err = bpf_map_update_elem(&src_table, key, &zero,
 						  BPF_NOEXIST);
 		if (!err)
-			return bpf_map_lookup_elem(&src_table, &key);
+			return bpf_map_lookup_elem(&src_table, key);
 		__sync_fetch_and_add(added, -1);
 		/* another CPU created it first */
 		if (err == -EEXIST) {
-			st = bpf_map_lookup_elem(&src_table, &key);
+			st = bpf_map_lookup_elem(&src_table, key);
 			if (st)
 				return st;
 		}
 	}
 
 	/* table full for this rule: new sources share one allowance */
+	*overflow = true;
 	rc->source_overflow++;
-	__builtin_memset(&key, 0, sizeof(key));
-	key.rule = slot;
-	key.family = SLUICE_SRC_OVERFLOW_FAMILY;
-	st = bpf_map_lookup_elem(&src_table, &key);
+	st = bpf_map_lookup_elem(&src_table, &okey);
 	if (st)
 		return st;
-	bpf_map_update_elem(&src_table, &key, &zero, BPF_NOEXIST);
-	return bpf_map_lookup_elem(&src_table, &key);
+	bpf_map_update_elem(&src_table, &okey, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&src_table, &okey);
 }
 
 /*
- * Per-source admission: every source has its own budget of count, with
- * a token cache in the (shared) entry, so most packets cost the hash
- * lookup and one atomic add, without a clock read.
+ * Per-source admission: every source has its own budget of count in
+ * src_table. Each CPU keeps a direct-mapped cache of recent sources with
+ * tokens taken from their budgets, so most packets cost one per-CPU array
+ * lookup, without the hash lookup, an atomic or a clock read.
  */
 static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 					 struct sluice_rule_cpu *rc,
 					 const struct sluice_rule_cfg *cfg,
 					 __u64 cost)
 {
+	struct sluice_src_cached *c;
 	struct sluice_src_state *st;
+	struct sluice_refusal *refusal;
+	struct sluice_src_key key;
 	__u64 *limit, now, count, chunk, grant;
+	bool overflow;
+	__u32 idx;
 
-	st = source_state(slot, p, cfg, rc);
+	source_key(&key, slot, p, cfg);
+	idx = source_cache_index(&key);
+	c = bpf_map_lookup_elem(&src_cache, &idx);
+	if (!c)
+		return false;
+	if (same_source(&c->key, &key)) {
+		if (c->tokens >= cost) {
+			c->tokens -= cost;
+			return true;
+		}
+		if (refusal_holds(&c->refusal,
+				  cfg->interval_ns / SLUICE_SRC_SLOTS))
+			return false;
+	} else {
+		/* the entry now caches this source; the evicted one's
+		 * tokens are dropped, which only ever admits less */
+		c->key = key;
+		c->tokens = 0;
+		c->refusal = (struct sluice_refusal){};
+	}
+
+	st = source_state(&key, cfg, rc, &overflow);
 	if (!st) {
 		host_stat(SLUICE_ST_SRC_TABLE_FULL);
 		return false;
 	}
-	if (READ_ONCE(st->tokens) >= (__s64)cost) {
-		if (__sync_fetch_and_add(&st->tokens, -(__s64)cost) >=
-		    (__s64)cost)
-			return true;
-		/* another CPU took the last ones first */
-		__sync_fetch_and_add(&st->tokens, cost);
-	}
-	if (refusal_holds(&st->refusal))
+	/* overflow sources share one budget: no caching, one shared hint */
+	refusal = overflow ? &st->refusal : &c->refusal;
+	if (overflow &&
+	    refusal_holds(refusal, cfg->interval_ns / SLUICE_SRC_SLOTS))
 		return false;
 
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
@@ -411,18 +483,18 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 	roll_bucket(rc, cfg, now);
 	WRITE_ONCE(st->last_seen_ns, now);
 	count = effective_limit(cfg, *limit, now);
-	chunk = count * cfg->interval_ms / 1000 / SLUICE_SRC_CHUNK_DIV;
-	if (chunk < cost)
+	chunk = count * cfg->interval_ms / 1000 /
+		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
+	if (overflow || chunk < cost)
 		chunk = cost;
 	grant = budget_take(&st->pacer, st->ring, SLUICE_SRC_SLOTS, count,
 			    cfg->interval_ms, now, chunk, cost);
 	if (!grant) {
-		refusal_note(&st->refusal, now,
-			     cfg->interval_ns / SLUICE_SRC_SLOTS);
+		refusal_note(refusal, now, cfg->interval_ns / SLUICE_SRC_SLOTS);
 		return false;
 	}
-	if (grant > cost)
-		__sync_fetch_and_add(&st->tokens, grant - cost);
+	if (!overflow)
+		c->tokens += grant - cost;
 	return true;
 }
 

@@ -30,10 +30,15 @@
 #define SLUICE_CHUNK_DIV 64
 #endif
 
-/* A per-source entry takes at most limit / SLUICE_SRC_CHUNK_DIV tokens at
- * once into its (shared) token cache. */
+/* A CPU takes at most limit / (SLUICE_SRC_CHUNK_DIV * nr_cpus) tokens of a
+ * source's budget at once into its token cache for that source. */
 #ifndef SLUICE_SRC_CHUNK_DIV
 #define SLUICE_SRC_CHUNK_DIV 16
+#endif
+
+/* Per-CPU source token caches: 2^bits direct-mapped entries. */
+#ifndef SLUICE_SRC_CACHE_BITS
+#define SLUICE_SRC_CACHE_BITS 12
 #endif
 
 /* After refused refills in quick succession a CPU blocks up to this many

@@ -97,6 +97,14 @@ struct {
 	__type(value, struct sluice_src_state);
 } src_table SEC(".maps");
 
+/* Per-CPU token caches of recently seen sources, in front of src_table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << SLUICE_SRC_CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct sluice_src_cached);
+} src_cache SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_ST_MAX);

@@ -156,13 +156,19 @@ struct sluice_src_key {
 	__u8 addr[16];		/* masked to the rule's source prefix */
 };
 
-/* A source's budget, shared by the CPUs: tokens are taken with atomics. */
+/* A source's budget, shared by the CPUs. */
 struct sluice_src_state {
 	struct sluice_pacer pacer;
-	__s64 tokens;		/* granted, not yet spent */
-	struct sluice_refusal refusal; /* updated without atomics: a hint */
+	struct sluice_refusal refusal; /* overflow sources; no atomics: a hint */
 	__u64 last_seen_ns;	/* at the last refill */
 	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
+};
+
+/* A CPU's token cache for one source (direct-mapped by a hash of key). */
+struct sluice_src_cached {
+	struct sluice_src_key key;
+	__u64 tokens;
+	struct sluice_refusal refusal;
 };
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */

@@ -362,6 +362,32 @@ static int write_meta(struct sl_dataplane *dp, uint32_t slot,
 		       : 0;
 }
 
+/* The CPUs' source token caches may hold tokens of an earlier rule that
+ * had this slot: empty them all (rare: when a per_source rule is created). */
+static int clear_source_caches(struct sl_dataplane *dp)
+{
+	int fd = bpf_map__fd(dp->skel->maps.src_cache);
+	__u32 n = bpf_map__max_entries(dp->skel->maps.src_cache);
+	size_t vsz = ((sizeof(struct sluice_src_cached) + 7) & ~7UL) *
+		     dp->n_cpus;
+	uint32_t *keys = malloc(n * sizeof(*keys));
+	void *zero = calloc(n, vsz);
+	int err = 0;
+
+	if (!keys || !zero) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = i;
+	if (bpf_map_update_batch(fd, keys, zero, &n, NULL))
+		err = -errno;
+out:
+	free(keys);
+	free(zero);
+	return err;
+}
+
 /* Fresh state for a slot: its configuration and zeroed counters. */
 static int init_slot(struct sl_dataplane *dp, uint32_t slot,
 		     const struct sl_rule *r, uint32_t set)
@@ -391,8 +417,12 @@ static int init_slot(struct sl_dataplane *dp, uint32_t slot,
 			  sizeof(struct sluice_rule_cpu));
 	if (err)
 		return err;
-	if (r->per_source)
+	if (r->per_source) {
 		drop_sources(dp, slot);
+		err = clear_source_caches(dp);
+		if (err)
+			return err;
+	}
 	/* configuration last: it is what makes the slot live */
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.rule_cfg), &slot, &cfg,
 				BPF_ANY))
