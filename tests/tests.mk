@@ -20,7 +20,10 @@ TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST))
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
 BPF_SUITES   := $(if $(wildcard tests/bpf/test_xdp.c),"$(BPF_TEST)")
-INTEG_SUITES := "bash tests/gen/selftest.sh" $(foreach t,$(INTEG_TESTS),"$(t)")
+INTEG_SUITES := $(foreach t,$(INTEG_TESTS),"$(t)")
+GEN_SUITES   := "bash tests/gen/selftest.sh"
+# The tools' self-test measures rates and floods with live frames, which
+# crash Debian's 6.12 under qemu TCG (docs/kernels.md): host only.
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) $(INTEG_SUITES)
 VMTEST_PREREQS := all gen $(TEST_BINS)
 
@@ -29,4 +32,4 @@ test-bins: $(TEST_BINS)
 
 test: deps
 	$(MAKE) all gen test-bins
-	tests/run.sh $(UNIT_SUITES) $(BPF_SUITES) $(INTEG_SUITES)
+	tests/run.sh $(UNIT_SUITES) $(BPF_SUITES) $(GEN_SUITES) $(INTEG_SUITES)
