@@ -80,6 +80,9 @@ for r in doc["rules"]:
 #                                 # 10 s; 0 when ready, 1 if NAME died first)
 #   sluice_kill NAME              # SIGKILL the agent NAME and reap it
 #   sl_mark VAR                   # VAR=now, wall clock in seconds (no fork)
+#   sl_bg VAR CMD...              # CMD in the background (a generator, say),
+#                                 # its pid in VAR; ended at exit unless
+#   sl_wait PID...                # waited for with sl_wait (status of last)
 #   sluice_agent_fg ERRFILE [ARGS...]
 #                                 # agent in the foreground, stdout+stderr to
 #                                 # ERRFILE, ended after $SL_FG_TIMEOUT (5) s;
@@ -148,6 +151,39 @@ rx_wait_ready()
 	return 1
 }
 
+declare -gA SL_BG_LIVE=()
+
+sl_bg()
+{
+	local var=$1
+
+	shift
+	"$@" &
+	printf -v "$var" '%s' "$!"
+	SL_BG_LIVE[$!]=1
+	netns_on_exit "_sl_bg_end $!"
+}
+
+_sl_bg_end()
+{
+	[ -n "${SL_BG_LIVE[$1]:-}" ] || return 0
+	kill -TERM "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	unset "SL_BG_LIVE[$1]"
+}
+
+sl_wait()
+{
+	local p rc=0
+
+	for p in "$@"; do
+		wait "$p"
+		rc=$?
+		unset "SL_BG_LIVE[$p]"
+	done
+	return $rc
+}
+
 sl_mark()
 {
 	printf -v "$1" '%s' "${EPOCHREALTIME/,/.}"
@@ -183,9 +219,9 @@ else:
 ' "$1"
 }
 
-# In the program: T0 (wall-clock time of rxcount's t = 0), T0_END (t0 as
-# T_END alone places it, for a diagnostic), at(T) (packets counted by time
-# T, linear between samples), count(Ta, Tb), rate(Ta, Tb),
+# In the program: T0 (wall-clock time of rxcount's t = 0), T_SEEN and
+# T0_END (t0 as T_END alone places it; for diagnostics), at(T) (packets
+# counted by time T, linear between samples), count(Ta, Tb), rate(Ta, Tb),
 # max_window(Ta, Tb, w=1.0) (largest count of a window [s, s + w] inside
 # [Ta, Tb], s or s + w on a sample), bins(Ta, n, w=1.0) (counts of n
 # consecutive windows from Ta), args (the extra arguments).
@@ -199,8 +235,9 @@ with open(sys.argv[1]) as _f:
         _a, _b, _c = _line.split(',')
         _t.append(float(_a) / 1000.0)
         _n.append(int(_b))
+T_SEEN = float(sys.argv[2])
 T0_END = float(sys.argv[3]) - _t[-1]
-T0 = min(float(sys.argv[2]), T0_END)
+T0 = min(T_SEEN, T0_END)
 def at(T):
     x = T - T0
     if x <= _t[0]:
