@@ -24,26 +24,14 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/tap.sh
 
 skip_unless_root_and_xdp "agent restart"
 netns_setup arst 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 
-n=0
-check()
-{
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - ${*:2}"; else echo "not ok $n - ${*:2}"; fi
-}
-skip()
-{
-	n=$((n + 1))
-	echo "ok $n - $1 # SKIP $2"
-}
 pyok() { python3 -c "import sys; sys.exit(0 if ($1) else 1)"; echo $?; }
 
-VM=${SLUICE_VM:-}
-VMWHY="measures rates against the wall clock, and a TCG guest runs 10-100x slower"
 if [ -n "$VM" ]; then
 	COUNT=1000 RATE=2500 READY_S=120
 else

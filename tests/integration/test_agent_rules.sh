@@ -23,26 +23,12 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/tap.sh
 
 skip_unless_root_and_xdp "agent rules"
 netns_setup arul 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 
-n=0
-check()
-{
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - ${*:2}"; else echo "not ok $n - ${*:2}"; fi
-}
-skip()
-{
-	n=$((n + 1))
-	echo "ok $n - $1 # SKIP $2"
-}
-show() { sed 's/^/#   /' "$1" | head -n "${2:-6}"; }
-
-VM=${SLUICE_VM:-}
-VMWHY="measures rates against the wall clock, and a TCG guest runs 10-100x slower"
 if [ -n "$VM" ]; then
 	RATE=400 READY_S=120 SETTLE=1 MEASURE=2
 else

@@ -21,17 +21,12 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/tap.sh
 
 skip_unless_root_and_xdp "agent snapshot"
 netns_setup asnap 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 
-n=0
-check()
-{
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - ${*:2}"; else echo "not ok $n - ${*:2}"; fi
-}
 # has FILE TEXT...: every TEXT occurs in FILE (fixed strings)
 has()
 {
@@ -42,7 +37,6 @@ has()
 		grep -qF -- "$t" "$f" || { echo "#   missing: $t"; return 1; }
 	done
 }
-show() { sed 's/^/#   /' "$1" | head -n "${2:-6}"; }
 
 if [ -n "${SLUICE_VM:-}" ]; then
 	READY_S=120

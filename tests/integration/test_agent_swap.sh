@@ -52,18 +52,12 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/tap.sh
 
 skip_unless_root_and_xdp "agent swap"
 netns_setup aswp 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 
-n=0
-check()
-{
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - ${*:2}"; else echo "not ok $n - ${*:2}"; fi
-}
-show() { sed 's/^/#   /' "$1" | head -n "${2:-6}"; }
 
 if [ -n "${SLUICE_VM:-}" ]; then
 	# no xdpflood in a TCG guest: its test runs re-patch the XDP

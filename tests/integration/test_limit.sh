@@ -11,22 +11,15 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/tap.sh
 
 skip_unless_root_and_xdp "limit accuracy"
-if [ -n "${SLUICE_VM:-}" ]; then
-	echo "ok 1 - limit accuracy # SKIP host-only: measures rates against" \
-	     "the wall clock, and a TCG guest runs 10-100x slower"
+if [ -n "$VM" ]; then
+	skip "limit accuracy" "host-only: $VMWHY"
 	exit 0
 fi
 netns_setup limit 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
-
-n=0
-check()
-{
-	n=$((n + 1))
-	if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi
-}
 
 rules()
 {
