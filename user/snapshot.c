@@ -783,13 +783,36 @@ static char *join(const char *dir, const char *name)
 	return p;
 }
 
+/* Rename `name` (in dfd) over the current snapshot, then sync the
+ * directory so the rename is durable. Paths are for the messages. */
+static int make_current(int dfd, const char *name, const char *dir,
+			const char *from_path, const char *cur_path, char *err,
+			size_t errlen)
+{
+	char eb[128];
+	int ret;
+
+	if (renameat(dfd, name, dfd, SL_SNAPSHOT_FILE)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot rename to %s: %s", from_path,
+			cur_path, errstr(-ret, eb, sizeof(eb)));
+		return ret;
+	}
+	if (fsync(dfd)) {
+		ret = -errno;
+		set_err(err, errlen, "%s: cannot sync directory: %s", dir,
+			errstr(-ret, eb, sizeof(eb)));
+		return ret;
+	}
+	return 0;
+}
+
 int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 		      uint64_t version, char *err, size_t errlen)
 {
 	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL, *rerr;
 	struct sl_ruleset check = {0};
 	cJSON *arr = NULL;
-	char eb[128];
 	int dfd = -1, ret;
 
 	if (err && errlen)
@@ -843,18 +866,10 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 		goto out;
 	}
-	if (renameat(dfd, SL_SNAPSHOT_TMP, dfd, SL_SNAPSHOT_FILE)) {
-		ret = -errno;
-		set_err(err, errlen, "%s: cannot rename to %s: %s", tmp, cur,
-			errstr(-ret, eb, sizeof(eb)));
+	ret = make_current(dfd, SL_SNAPSHOT_TMP, dir, tmp, cur, err, errlen);
+	/* the temporary file is still there only if the rename failed */
+	if (ret && !faccessat(dfd, SL_SNAPSHOT_TMP, F_OK, AT_SYMLINK_NOFOLLOW))
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
-		goto out;
-	}
-	if (fsync(dfd)) {
-		ret = -errno;
-		set_err(err, errlen, "%s: cannot sync directory: %s", dir,
-			errstr(-ret, eb, sizeof(eb)));
-	}
 out:
 	if (dfd >= 0)
 		close(dfd);
@@ -868,7 +883,7 @@ out:
 
 int sl_snapshot_rollback(const char *dir, char *err, size_t errlen)
 {
-	char *cur = NULL, *prev = NULL, eb[128];
+	char *cur = NULL, *prev = NULL;
 	struct sl_snapshot snap = {0};
 	int dfd = -1, ret;
 
@@ -904,17 +919,8 @@ int sl_snapshot_rollback(const char *dir, char *err, size_t errlen)
 				 "; refusing to roll back to it");
 		goto out;
 	}
-	if (renameat(dfd, SL_SNAPSHOT_PREV, dfd, SL_SNAPSHOT_FILE)) {
-		ret = -errno;
-		set_err(err, errlen, "%s: cannot rename to %s: %s", prev, cur,
-			errstr(-ret, eb, sizeof(eb)));
-		goto out;
-	}
-	if (fsync(dfd)) {
-		ret = -errno;
-		set_err(err, errlen, "%s: cannot sync directory: %s", dir,
-			errstr(-ret, eb, sizeof(eb)));
-	}
+	ret = make_current(dfd, SL_SNAPSHOT_PREV, dir, prev, cur, err,
+			   errlen);
 out:
 	if (dfd >= 0)
 		close(dfd);
