@@ -5,9 +5,9 @@
  *
  * A rule admits at most L = count * interval_ms / 1000 tokens (packets,
  * bytes or SYNs) in any window of interval_ms. The shared state is:
- *  - a ring of SLUICE_ADMIT_SLOTS slots per interval counting tokens
- *    granted, with the times of each slot's first and last grant, so the
- *    slot sliding out is counted by interpolation between them;
+ *  - a ledger of grant records, each holding at most L / SLUICE_LEDGER_DIV
+ *    tokens with the times of its first and last grant; the record that
+ *    straddles the window's start is counted by interpolation;
  *  - a pacing clock (GCRA): credit accrues at count per second up to one
  *    interval's worth.
  * A CPU takes tokens in chunks of L / (SLUICE_CHUNK_DIV * nr_cpus) and
@@ -16,8 +16,10 @@
  * asking again.
  *
  * Bound (derivation in docs/architecture.md): any interval_ms admits at
- * most L + nr_cpus * chunk = L * (1 + 1/SLUICE_CHUNK_DIV) = 1.016 L with
- * the defaults; the long-run rate is count.
+ * most L * (1 + 1/SLUICE_LEDGER_DIV + 1/SLUICE_CHUNK_DIV) = 1.047 L with
+ * the defaults, whatever the arrival shape; the long-run rate is count.
+ * per_source budgets keep a ring of time slots instead (a ledger per
+ * source would cost too much memory): their bound is one slot's grants.
  */
 #ifndef SLUICE_ADMIT_H
 #define SLUICE_ADMIT_H
@@ -28,6 +30,10 @@
 _Static_assert((SLUICE_MAX_SAMPLES & (SLUICE_MAX_SAMPLES - 1)) == 0,
 	       "SLUICE_MAX_SAMPLES must be a power of two");
 _Static_assert(sizeof(struct sluice_ring_slot) == 32, "slot layout");
+_Static_assert(SLUICE_CHUNK_DIV >= 2 * SLUICE_LEDGER_DIV,
+	       "a chunk must fit twice in a grant record");
+_Static_assert(SLUICE_LEDGER_RECORDS >= 2 * SLUICE_LEDGER_DIV + 2,
+	       "the ledger must hold an interval's records");
 
 /* Fixed at load time. */
 const volatile __u32 nr_cpus = 1;
@@ -56,10 +62,11 @@ static __always_inline __u64 sluice_now_coarse(void)
 #define NSEC_PER_USEC 1000ULL
 
 /*
- * Tokens granted in the window (now - interval, now]. Slots after the
- * oldest lie wholly inside it; of the oldest, the part granted after the
- * window's start counts, interpolated between the slot's first and last
- * grant: exact for a burst (one instant) and for an even stream.
+ * Tokens granted in the window (now - interval, now] by a per_source
+ * ring. Slots after the oldest lie wholly inside it; of the oldest, the
+ * part granted after the window's start counts, interpolated between the
+ * slot's first and last grant: exact for a burst (one instant) and for an
+ * even stream.
  */
 static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 					 const __u32 nslots, __u64 cur,
@@ -109,39 +116,117 @@ static __always_inline void ring_add(struct sluice_ring_slot *s, __u64 cur,
 }
 
 /*
- * Take up to `want` tokens, but at least `cost`, from a shared budget.
- * Returns the number granted, 0 when refused.
+ * Tokens a rule granted in the window (now - interval, now]: the sum of
+ * its grant records whose last grant lies in the window; of a record that
+ * straddles the window's start, the grants after it, taken as evenly
+ * spaced between its first and last (exact for one burst and for a steady
+ * flood's chunks). A record holds at most L / SLUICE_LEDGER_DIV tokens, so
+ * whatever the arrival shape, that errs by less.
  */
-static __always_inline __u64 budget_take(struct sluice_pacer *pacer,
-					 struct sluice_ring_slot *ring,
-					 const __u32 nslots, __u64 count,
-					 __u32 interval_ms, __u64 now_ns,
-					 __u64 want, __u64 cost)
+static __always_inline __u64 ledger_used(struct sluice_budget *bud,
+					 __u64 start_ns)
 {
-	__u64 limit = count * interval_ms / 1000;
-	__u64 slot_ns, cur, interval_ns, used, free, now_us, base, old, credit;
-	__u64 credit_cap_us;
-	__u64 grant, next;
-	int tries;
+	__u64 used = 0;
+	__u32 i;
 
-	if (!count || !limit)
-		return 0;
-	slot_ns = (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000) /
-		  nslots;
-	cur = now_ns / slot_ns;
-	interval_ns = (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000);
-	used = window_used(ring, nslots, cur,
-			   now_ns > interval_ns ? now_ns - interval_ns : 0);
-	free = limit > used ? limit - used : 0;
-	now_us = now_ns / NSEC_PER_USEC;
+	for (i = 0; i < SLUICE_LEDGER_RECORDS; i++) {
+		struct sluice_grant_rec *r = &bud->rec[i];
+		__u64 last = READ_ONCE(r->last_ns);
+		__u64 first, taken, grants;
+
+		if (last < start_ns)
+			continue;
+		first = READ_ONCE(r->first_ns);
+		taken = READ_ONCE(r->taken);
+		grants = READ_ONCE(r->grants);
+		if (first < start_ns && last > first && grants > 1) {
+			/* of grants evenly spaced from first to last, those
+			 * at or after the window's start */
+			__u64 later = (grants - 1) * ((last - start_ns) >> 12) /
+				      (((last - first) >> 12) + 1) + 1;
+
+			taken = taken * later / grants;
+		}
+		used += taken;
+	}
+	return used;
+}
+
+static __always_inline struct sluice_grant_rec *
+ledger_rec(struct sluice_budget *bud, __u64 seq)
+{
+	__u32 idx = seq % SLUICE_LEDGER_RECORDS;
+
+	/* hide the modulo from clang so the bounds check that the
+	 * verifier needs survives */
+	asm volatile("" : "+r"(idx));
+	if (idx >= SLUICE_LEDGER_RECORDS)
+		return NULL;
+	return &bud->rec[idx];
+}
+
+/*
+ * Record a grant of n tokens. The record being filled takes it unless that
+ * would carry it past cap or the record has left the window; then the next
+ * record starts, if it has left the window too (else the ledger is full,
+ * and the current record takes the grant: still counted, only less
+ * precisely placed in time).
+ */
+static __always_inline void ledger_add(struct sluice_budget *bud, __u64 n,
+				       __u64 cap, __u64 now_ns,
+				       __u64 start_ns)
+{
+	__u64 head = READ_ONCE(bud->head);
+	struct sluice_grant_rec *r = ledger_rec(bud, head), *next;
+
+	if (!r)
+		return;
+	if (READ_ONCE(r->last_ns) < start_ns ||
+	    READ_ONCE(r->taken) + n > cap) {
+		next = ledger_rec(bud, head + 1);
+		if (next && READ_ONCE(next->last_ns) < start_ns &&
+		    __sync_val_compare_and_swap(&bud->head, head, head + 1) ==
+			    head) {
+			/* in this order a reader sees the old tokens rather
+			 * than none; an add racing with these stores is lost
+			 * (at most one chunk, rare) */
+			WRITE_ONCE(next->first_ns, now_ns);
+			WRITE_ONCE(next->last_ns, now_ns);
+			WRITE_ONCE(next->taken, n);
+			WRITE_ONCE(next->grants, 1);
+			return;
+		}
+		r = ledger_rec(bud, READ_ONCE(bud->head));
+		if (!r)
+			return;
+	}
+	__sync_fetch_and_add(&r->taken, n);
+	__sync_fetch_and_add(&r->grants, 1);
+	if (now_ns > READ_ONCE(r->last_ns))
+		WRITE_ONCE(r->last_ns, now_ns);
+}
+
+/*
+ * Spend pacing credit: up to `want` tokens, at least `cost`, at most
+ * `free` (what the window allows). Returns the number granted, 0 when
+ * refused.
+ */
+static __always_inline __u64 pace_take(struct sluice_pacer *pacer,
+				       __u64 count, __u32 interval_ms,
+				       __u64 now_ns, __u64 free, __u64 want,
+				       __u64 cost)
+{
+	__u64 now_us = now_ns / NSEC_PER_USEC;
 	/* credit builds up to one interval: from idle a burst of a whole
 	 * window passes at once */
-	credit_cap_us = (__u64)interval_ms * 1000;
+	__u64 credit_cap_us = (__u64)interval_ms * 1000;
+	__u64 old, base, credit, grant, next;
+	int tries;
 
+	if (free < cost)
+		return 0;
 	for (tries = 0; tries < 3; tries++) {
 		old = READ_ONCE(pacer->tat_us);
-		if (free < cost)
-			return 0;
 		base = old;
 		if (base + credit_cap_us < now_us)
 			base = now_us - credit_cap_us;
@@ -155,22 +240,70 @@ static __always_inline __u64 budget_take(struct sluice_pacer *pacer,
 		if (grant < cost)
 			return 0;
 		/* rounded down: rounding up charged up to 1 us per grant
-		 * and lost tokens (6 of 7 at count 7); the ring bounds the
-		 * window whatever the pacing clock says */
+		 * and lost tokens (6 of 7 at count 7); the window bounds
+		 * every interval whatever the pacing clock says */
 		next = base + grant * USEC_PER_SEC / count;
 		if (__sync_val_compare_and_swap(&pacer->tat_us, old, next) ==
-		    old) {
-			__u32 idx = cur % (nslots + 1);
-
-			/* hide the modulo from clang so the bounds check
-			 * that the verifier needs survives */
-			asm volatile("" : "+r"(idx));
-			if (idx <= nslots)
-				ring_add(&ring[idx], cur, grant, now_ns);
+		    old)
 			return grant;
-		}
 	}
 	return 0;
+}
+
+static __always_inline __u64 interval_ns_of(__u32 interval_ms)
+{
+	return (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000);
+}
+
+/* Take tokens from a rule's host-wide budget (see pace_take). */
+static __always_inline __u64 rule_budget_take(struct sluice_budget *bud,
+					      __u64 count, __u32 interval_ms,
+					      __u64 now_ns, __u64 want,
+					      __u64 cost)
+{
+	__u64 limit = count * interval_ms / 1000;
+	__u64 interval_ns = interval_ns_of(interval_ms);
+	__u64 start_ns = now_ns > interval_ns ? now_ns - interval_ns : 0;
+	__u64 used, grant;
+
+	if (!count || !limit)
+		return 0;
+	used = ledger_used(bud, start_ns);
+	grant = pace_take(&bud->pacer, count, interval_ms, now_ns,
+			  limit > used ? limit - used : 0, want, cost);
+	if (grant)
+		ledger_add(bud, grant, limit / SLUICE_LEDGER_DIV, now_ns,
+			   start_ns);
+	return grant;
+}
+
+/* Take tokens from a source's budget (see pace_take). */
+static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
+						__u64 count,
+						__u32 interval_ms,
+						__u64 now_ns, __u64 want,
+						__u64 cost)
+{
+	__u64 limit = count * interval_ms / 1000;
+	__u64 interval_ns = interval_ns_of(interval_ms);
+	__u64 slot_ns = interval_ns / SLUICE_SRC_SLOTS;
+	__u64 cur = now_ns / slot_ns, used, grant;
+	__u32 idx;
+
+	if (!count || !limit)
+		return 0;
+	used = window_used(st->ring, SLUICE_SRC_SLOTS, cur,
+			   now_ns > interval_ns ? now_ns - interval_ns : 0);
+	grant = pace_take(&st->pacer, count, interval_ms, now_ns,
+			  limit > used ? limit - used : 0, want, cost);
+	if (!grant)
+		return 0;
+	idx = cur % (SLUICE_SRC_SLOTS + 1);
+	/* as in ledger_rec */
+	asm volatile("" : "+r"(idx));
+	if (idx <= SLUICE_SRC_SLOTS)
+		ring_add(&st->ring[idx], cur, grant, now_ns);
+	return grant;
 }
 
 /* The threshold in force: count, or its warm-up ramp (linear from
@@ -303,8 +436,8 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		(SLUICE_CHUNK_DIV * (__u64)nr_cpus);
 	if (chunk < cost)
 		chunk = cost;
-	grant = budget_take(&bud->pacer, bud->ring, SLUICE_ADMIT_SLOTS,
-			    count, cfg->interval_ms, now, chunk, cost);
+	grant = rule_budget_take(bud, count, cfg->interval_ms, now, chunk,
+				 cost);
 	if (!grant) {
 		refusal_note(&rc->refusal, now, cfg->slot_ns);
 		return false;
@@ -487,8 +620,8 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
 	if (overflow || chunk < cost)
 		chunk = cost;
-	grant = budget_take(&st->pacer, st->ring, SLUICE_SRC_SLOTS, count,
-			    cfg->interval_ms, now, chunk, cost);
+	grant = source_budget_take(st, count, cfg->interval_ms, now, chunk,
+				   cost);
 	if (!grant) {
 		refusal_note(refusal, now, cfg->interval_ns / SLUICE_SRC_SLOTS);
 		return false;

@@ -14,10 +14,23 @@
 #define SLUICE_MAX_SAMPLES 8
 #endif
 
-/* Admission ring slots per interval: bounds the window's error to
- * 1/SLUICE_ADMIT_SLOTS of the limit (docs/architecture.md). */
+/* Admission slots per interval: a CPU that was refused asks again within
+ * one slot (interval_ms / SLUICE_ADMIT_SLOTS). */
 #ifndef SLUICE_ADMIT_SLOTS
 #define SLUICE_ADMIT_SLOTS 32
+#endif
+
+/* A rule's grant record holds at most limit / SLUICE_LEDGER_DIV tokens:
+ * that bounds the window's error (docs/architecture.md). */
+#ifndef SLUICE_LEDGER_DIV
+#define SLUICE_LEDGER_DIV 32
+#endif
+
+/* Grant records per rule: enough for one interval's worth of records
+ * (each closed one holds more than limit / (2 * SLUICE_LEDGER_DIV) while
+ * chunks are at most half a record), with room to spare. */
+#ifndef SLUICE_LEDGER_RECORDS
+#define SLUICE_LEDGER_RECORDS (2 * SLUICE_LEDGER_DIV + 16)
 #endif
 
 /* Admission ring slots per interval for each per_source entry. */

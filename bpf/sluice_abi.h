@@ -106,14 +106,24 @@ struct sluice_pacer {
 	__u64 pad;
 };
 
+/* Tokens granted between first_ns and last_ns, in `grants` grants. */
+struct sluice_grant_rec {
+	__u64 taken;
+	__u64 grants;
+	__u64 first_ns;
+	__u64 last_ns;
+};
+
 /*
  * Host-wide admission state of a rule (shared by all CPUs, atomics only):
- * a pacing clock (tat_us, GCRA's theoretical arrival time) and a ring of
- * SLUICE_ADMIT_SLOTS slots per interval plus the one sliding out.
+ * a pacing clock (tat_us, GCRA's theoretical arrival time) and a ledger of
+ * grant records, filled in turn; `head` counts the records started.
  */
 struct sluice_budget {
 	struct sluice_pacer pacer;
-	struct sluice_ring_slot ring[SLUICE_ADMIT_SLOTS + 1];
+	__u64 head;
+	__u64 pad;
+	struct sluice_grant_rec rec[SLUICE_LEDGER_RECORDS];
 };
 
 /* Per-CPU statistics bucket; `blocked` is over the limit (dropped, or

@@ -1126,6 +1126,50 @@ static void test_window_exact(void)
 }
 
 /*
+ * The window holds whatever the arrival shape: one packet early, a burst
+ * of the rest of the limit 30 ms later, and one interval after the first
+ * packet a burst again. Only the early packet's grant has left the window,
+ * so that burst may take it and the documented allowance, no more; a ring
+ * that spread the early and late grants over one slot freed most of the
+ * late burst here and admitted nearly the limit again.
+ */
+static void test_window_shape(void)
+{
+	const uint64_t T = 3200, chunk = chunk_of(T);
+	/* the error bound of bpf/admit.h beyond what left the window */
+	const uint64_t allowance = T / SLUICE_LEDGER_DIV + T / SLUICE_CHUNK_DIV;
+	struct pkt p = udp_to(7003, NULL, 0);
+	uint64_t t0;
+	long early, late, echo, freed;
+
+	next_scenario();
+	t0 = t_ns;
+	if (!tap(apply_one("shape", 7003, "pps", T, NULL) == 0,
+		 "window shape: rule applies"))
+		return;
+	early = burst(&dp, &p, 1);
+	set_time(t0 + 30 * NSEC_PER_MSEC);
+	late = burst(&dp, &p, 2 * T);
+	tap(early == 1 && early + late == (long)T,
+	    "window shape: 1 packet, 30 ms later a burst: %ld + %ld admitted, "
+	    "expected the limit %llu", early, late, (unsigned long long)T);
+	set_time(t0 + NSEC_PER_SEC + 29 * NSEC_PER_MSEC);
+	echo = burst(&dp, &p, 2 * T);
+	tap(echo <= (long)(chunk + allowance),
+	    "window shape: 1 s + 29 ms later, with only the first grant out "
+	    "of the window, a burst admits %ld <= %llu (first grant %llu + "
+	    "allowance %llu)", echo,
+	    (unsigned long long)(chunk + allowance),
+	    (unsigned long long)chunk, (unsigned long long)allowance);
+	set_time(t0 + NSEC_PER_SEC + 31 * NSEC_PER_MSEC);
+	freed = burst(&dp, &p, 2 * T);
+	tap(echo + freed == (long)T,
+	    "window shape: once the late burst has left the window the limit "
+	    "is free again: %ld + %ld admitted, expected %llu", echo, freed,
+	    (unsigned long long)T);
+}
+
+/*
  * A refusal must not outlive its moment: one packet over a limit of 1/s,
  * then one packet per interval, each of which fits the limit.
  */
@@ -1815,6 +1859,7 @@ int main(void)
 	test_truncation();
 	test_precedence();
 	test_window_exact();
+	test_window_shape();
 	test_refusal_expires();
 	test_window_bps();
 	test_pacing();
