@@ -69,7 +69,9 @@ nz = [i for i, c in enumerate(bins) if c]
 full = bins[nz[0] + 1:nz[-1]] if len(nz) > 2 else [0]
 rate = sum(full) / len(full)
 print(f'{rate:.0f} {rx["max_1s_pkt"]} {sent / secs:.0f} {rx["packets"]} '
-      f'{passed} {blocked} {sum(1 for c in rx["per_cpu"] if c > 0)}')
+      f'{passed} {blocked} '
+      # a packet or two that the scheduler moved do not make a CPU's share
+      f'{sum(1 for c in rx["per_cpu"] if c > 0.01 * rx["packets"])}')
 PY
 )
 	read -r rate max1 offered rxpk passed blocked ncpu <<<"$res"
@@ -85,7 +87,7 @@ PY
 	check $(python3 -c "print(0 if abs($passed - $rxpk) <= max(2, 0.001 * $rxpk) else 1)") \
 		"$name: sluice's passed counter $passed matches rxcount $rxpk"
 	check $(( ncpu == $(wc -w <<<"$cpus") ? 0 : 1 )) \
-		"$name: traffic arrived on $ncpu CPU(s)"
+		"$name: traffic arrived on $ncpu CPU(s) (over 1% of it each)"
 }
 
 # LIMIT_CASES="name ..." runs only those cases (for chasing one figure)
