@@ -149,8 +149,9 @@ int rxcount(struct __sk_buff *skb)
 	__u32 key = 0;
 	__u8 one = 1;
 
+	/* TC_ACT_UNSPEC: other tc filters on the device still see it */
 	if (need_parse && (parse(skb, &p) || !matches(&p)))
-		return TC_ACT_OK;
+		return TC_ACT_UNSPEC;
 	c = bpf_map_lookup_elem(&counts, &key);
 	if (c) {
 		/* a GRO-merged skb stands for gso_segs packets */
@@ -169,7 +170,7 @@ int rxcount(struct __sk_buff *skb)
 	}
 	if (distinct_src)
 		bpf_map_update_elem(&sources, &p.src, &one, BPF_ANY);
-	return drop ? TC_ACT_SHOT : TC_ACT_OK;
+	return drop ? TC_ACT_SHOT : TC_ACT_UNSPEC;
 }
 
 char LICENSE[] SEC("license") = "GPL";
