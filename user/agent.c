@@ -172,6 +172,16 @@ static bool same_rules(const struct sl_ruleset *x, const struct sl_ruleset *y)
 	return same;
 }
 
+/*
+ * The version after v. A current file that was damaged held v + 1 (each
+ * write keeps its predecessor as .prev): skip it, so that a version number
+ * never names two rule sets and --if-version cannot match the lost one.
+ */
+static uint64_t version_after(uint64_t v, bool from_prev)
+{
+	return v + (from_prev ? 2 : 1);
+}
+
 /* --rules FILE becomes the snapshot (a new version if it differs). */
 static int rules_from_file(struct agent *a)
 {
@@ -197,7 +207,7 @@ static int rules_from_file(struct agent *a)
 	/* versions only go up, even past a damaged current file */
 	if (!sl_snapshot_load_boot(a->state_dir, &cur, &from_prev, a->err,
 				   sizeof(a->err))) {
-		version = cur.version + 1;
+		version = version_after(cur.version, from_prev);
 		if (!from_prev && same_rules(&cur.rules, &rs)) {
 			sl_ruleset_free(&rs);
 			a->snap = cur;
@@ -551,7 +561,7 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 {
 	const cJSON *ifv = cJSON_GetObjectItemCaseSensitive(req, "if_version");
 	struct sl_ruleset next = { 0 };
-	uint64_t version = a->snap.version + 1;
+	uint64_t version = version_after(a->snap.version, a->snap_from_prev);
 	cJSON *r;
 	int err;
 

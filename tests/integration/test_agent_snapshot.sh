@@ -160,10 +160,10 @@ check $(python3 -c '
 import json, sys
 st, cur, prev, good = sys.argv[1], *(open(f).read() for f in sys.argv[2:])
 d = json.loads(st); c = json.loads(cur)
-ok = (not d["snapshot"]["from_prev"] and d["snapshot"]["version"] == c["version"]
+ok = (not d["snapshot"]["from_prev"] and d["snapshot"]["version"] == c["version"] == 3
       and [r["name"] for r in c["rules"]] == ["r1", "r3"] and prev == good)
 sys.exit(0 if ok else 1)' "$(sluice_cli status -j)" "$CUR" "$PREV" "$T/good-v1.json"; echo $?) \
-	"  ... and writes a good rules.json (r1, r3), keeping the good .prev; from_prev is now false"
+	"  ... and writes a good rules.json (r1, r3) as version 3 (2 named the damaged file), keeping the good .prev; from_prev is now false"
 
 # ---- rule del of the last rule without --allow-empty ---------------------
 sluice_cli rule del r3 >/dev/null
