@@ -71,7 +71,15 @@ static int cmd_check(int argc, char **argv)
 	size_t *order;
 	int ret;
 
-	if (argc != 2 || !err) {
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		printf("usage: sluice check FILE\n");
+		free(err);
+		return 0;
+	}
+	if (argc != 2 || !err || (argv[1][0] == '-' && argv[1][1])) {
+		if (argc == 2 && err)
+			fprintf(stderr, "sluice check: unknown option '%s'\n",
+				argv[1]);
 		fprintf(stderr, "usage: sluice check FILE\n");
 		free(err);
 		return 2;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# `sluice check FILE`: validates a rule file offline (no root, no agent).
+#   - every example in rules/ is valid and listed in precedence order;
+#   - a bad file exits 1 naming the rule and the field;
+#   - a missing file exits 1 naming it; --help exits 0; an unknown option
+#     or a wrong number of arguments exits 2 with the usage.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/tap.sh
+SLUICE=${BUILD:-build}/sluice
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+
+for f in rules/demo.json rules/examples/*.json; do
+	[ -e "$f" ] || continue
+	"$SLUICE" check "$f" >"$T/out" 2>&1
+	rc=$?
+	names=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["rules"]))' "$f")
+	listed=$(awk 'NR > 2 && $1 ~ /^[0-9]+$/' "$T/out" | wc -l)
+	check $(( rc == 0 && listed == names ? 0 : 1 )) \
+		"check $f: exit $rc, $listed of $names rules listed"
+done
+
+printf '{"rules":[{"name":"web","match":{"proto":"tcp","dport":80},"grade":"pps","count":100,"windw":{}}]}\n' >"$T/typo.json"
+"$SLUICE" check "$T/typo.json" >"$T/out" 2>&1
+rc=$?
+grep -q "web" "$T/out" && grep -q "windw" "$T/out"
+check $(( rc == 1 && $? == 0 ? 0 : 1 )) \
+	"a misspelt field: exit $rc (want 1), the error names rule 'web' and field 'windw'"
+show "$T/out" 3
+
+"$SLUICE" check "$T/none.json" >"$T/out" 2>&1
+rc=$?
+grep -q "none.json" "$T/out"
+check $(( rc == 1 && $? == 0 ? 0 : 1 )) "a missing file: exit $rc (want 1), named in the error"
+
+"$SLUICE" check --help >"$T/out" 2>&1
+rc=$?
+grep -q "usage: sluice check FILE" "$T/out"
+check $(( rc == 0 && $? == 0 ? 0 : 1 )) "--help: exit $rc (want 0) with the usage"
+
+for args in "--frobnicate" "" "a.json b.json"; do
+	# shellcheck disable=SC2086
+	"$SLUICE" check $args >"$T/out" 2>&1
+	rc=$?
+	grep -q "usage: sluice check FILE" "$T/out"
+	check $(( rc == 2 && $? == 0 ? 0 : 1 )) \
+		"check ${args:-(no file)}: exit $rc (want 2) with the usage"
+done
+echo "1..$n"
