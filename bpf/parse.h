@@ -79,6 +79,12 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 	}
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
+		/* ICMP's number in IPv6 (or ICMPv6's in IPv4) is some
+		 * other protocol: not what an icmp (icmpv6) rule means */
+		if ((proto == IPPROTO_ICMP) != (p->family == 4)) {
+			p->slot = SLUICE_SLOT_OTHER;
+			return PARSE_OK;
+		}
 		/* type, code, checksum and the 4-byte rest of header */
 		if (pos + 8 > data_end)
 			return SLUICE_ST_MALFORMED_L4;
@@ -92,7 +98,7 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 }
 
 /* Slot of a non-first fragment: its protocol, but no port (dport 0). */
-static __always_inline __u8 fragment_slot(__u8 proto)
+static __always_inline __u8 fragment_slot(__u8 proto, __u8 family)
 {
 	switch (proto) {
 	case IPPROTO_TCP:
@@ -100,9 +106,9 @@ static __always_inline __u8 fragment_slot(__u8 proto)
 	case IPPROTO_UDP:
 		return SLUICE_SLOT_UDP;
 	case IPPROTO_ICMP:
-		return SLUICE_SLOT_ICMP;
+		return family == 4 ? SLUICE_SLOT_ICMP : SLUICE_SLOT_OTHER;
 	case IPPROTO_ICMPV6:
-		return SLUICE_SLOT_ICMPV6;
+		return family == 6 ? SLUICE_SLOT_ICMPV6 : SLUICE_SLOT_OTHER;
 	default:
 		return SLUICE_SLOT_OTHER;
 	}
@@ -123,7 +129,7 @@ static __always_inline int parse_ipv4(struct sluice_pkt *p, void *pos,
 	p->saddr = (const __u8 *)&iph->saddr;
 	p->daddr = (const __u8 *)&iph->daddr;
 	if (iph->frag_off & bpf_htons(IP_OFFSET)) {
-		p->slot = fragment_slot(iph->protocol);
+		p->slot = fragment_slot(iph->protocol, 4);
 		return SLUICE_ST_FRAGMENTS;
 	}
 	return parse_l4(p, pos + hlen, data_end, iph->protocol);
@@ -170,7 +176,7 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 				return SLUICE_ST_MALFORMED_IP6;
 			nexthdr = fh->nexthdr;
 			if (fh->frag_off & bpf_htons(0xFFF8)) {
-				p->slot = fragment_slot(nexthdr);
+				p->slot = fragment_slot(nexthdr, 6);
 				return SLUICE_ST_FRAGMENTS;
 			}
 			pos = fh + 1;

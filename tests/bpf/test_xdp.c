@@ -264,9 +264,10 @@ static size_t build(const struct pspec *s, struct pkt *p)
 		pkt_tcp(p, sport, s->dport, s->flags);
 	} else if (proto == IPPROTO_UDP) {
 		pkt_udp(p, sport, s->dport);
-	} else if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) {
+	} else if (proto == (family == 6 ? IPPROTO_ICMPV6 : IPPROTO_ICMP)) {
 		pkt_icmp(p, family == 6 ? 128 : 8, 0);
 	} else {
+		/* any other protocol, ICMP's number in IPv6 among them */
 		static const uint8_t gre[4] = { 0, 0, 0x08, 0x00 };
 
 		pkt_next(p, proto);
@@ -599,6 +600,10 @@ static struct fixture fx_proto[] = {
 	  P(XDP_PASS, "icmp6") },
 	{ "IPv6 no next header (59)", { .family = 6, .proto = 59 },
 	  UNMATCHED },
+	{ "IPv6 with ICMP's (v4) number 1 is not ICMP: no icmp rule",
+	  { .family = 6, .proto = IPPROTO_ICMP }, UNMATCHED },
+	{ "IPv4 with ICMPv6's number 58 is not ICMPv6: no icmpv6 rule",
+	  { .proto = IPPROTO_ICMPV6 }, UNMATCHED },
 	{ "802.1Q IPv4 UDP to 53", { .tags = 1, .dport = 53 },
 	  P(XDP_PASS, "udp53") },
 	{ "802.1Q IPv6 TCP to 80", { .tags = 1, .family = 6, .proto = TCP_,
