@@ -22,7 +22,8 @@ SKEL      := $(BUILD)/sluice.skel.h
 
 LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
 	     user/snapshot.c user/ctl.c user/agent.c user/cli.c \
-	     user/proto.c user/quota.c
+	     user/proto.c user/quota.c user/secrets.c user/tokend.c \
+	     user/tokend_cmd.c
 LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/libsluice.a
 SLUICE    := $(BUILD)/sluice
