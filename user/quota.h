@@ -24,8 +24,8 @@ struct sl_quota_level {
 };
 
 /*
- * Water-fill count over n demands. scratch holds n values (the demands,
- * left sorted). -EINVAL when n is 0.
+ * Water-fill count over n demands in O(n) per Newton step (a few); scratch
+ * holds n values for the sorting fallback. -EINVAL when n is 0.
  */
 int sl_quota_global_level(uint64_t count, const uint64_t *demand, size_t n,
 			  uint64_t *scratch, struct sl_quota_level *out);

@@ -196,6 +196,22 @@ static void test_random_properties(void **state)
 	}
 }
 
+/* Demands spread over many magnitudes: many Newton steps, or the sort. */
+static void test_spread_demands(void **state)
+{
+	uint64_t d[MAXN], g[MAXN], total = 0;
+
+	(void)state;
+	for (int i = 0; i < MAXN; i++) {
+		d[i] = (1ULL << (i % 48)) + i;
+		total += d[i];
+	}
+	for (uint64_t count = 0; count <= total; count += total / 97 + 1)
+		alloc(count, d, g, MAXN);
+	alloc(total - 1, d, g, MAXN);
+	alloc(total, d, g, MAXN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +219,7 @@ int main(void)
 		cmocka_unit_test(test_level),
 		cmocka_unit_test(test_cap),
 		cmocka_unit_test(test_random_properties),
+		cmocka_unit_test(test_spread_demands),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
