@@ -34,7 +34,7 @@ all: $(SLUICE) $(BPF_OBJ)
 # Debian packages for building, testing and the demo; idempotent.
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    libcjson-dev libcmocka-dev libssl-dev libsystemd-dev pkg-config \
-	    iproute2 libclang-rt-14-dev python3 jq
+	    iproute2 libclang-rt-14-dev python3 jq redis-server
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
