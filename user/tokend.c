@@ -942,10 +942,12 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss,
 
 static bool is_loopback(const struct sockaddr_storage *ss)
 {
+	const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
 	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >>
-			24) == 127;
-	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+		return ntohl(in4->sin_addr.s_addr) >> 24 == 127;
+	return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
 }
 
 static int flow_cmp(const void *a, const void *b)
@@ -1071,8 +1073,8 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	ret = build_flows(td, rs, secrets, err, errlen);
 	if (ret)
 		goto fail;
-	td->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			 0);
+	td->lfd = socket(ss.ss_family,
+			 SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (td->lfd < 0 ||
 	    setsockopt(td->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(td->lfd, (struct sockaddr *)&ss, sl) ||

@@ -46,7 +46,7 @@ struct sl_tokend_cfg {
 	uint32_t sync_ms;
 	uint32_t learn_ms; /* after start: grant no more than clients hold */
 	uint32_t max_conns;
-	uint32_t ns_rate;
+	uint32_t ns_rate; /* SYNC frames/s per namespace; 0: no limit */
 	uint32_t out_max;
 	uint32_t handshake_ms;
 	uint32_t rebalance_ms;
