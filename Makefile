@@ -21,7 +21,9 @@ BPF_OBJ   := $(BUILD)/sluice.bpf.o
 SKEL      := $(BUILD)/sluice.skel.h
 
 LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
-	     user/snapshot.c user/ctl.c user/agent.c user/cli.c
+	     user/snapshot.c user/ctl.c user/agent.c user/cli.c \
+	     user/proto.c user/quota.c user/secrets.c user/tokend.c \
+	     user/tokend_cmd.c
 LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/libsluice.a
 SLUICE    := $(BUILD)/sluice
@@ -32,7 +34,7 @@ all: $(SLUICE) $(BPF_OBJ)
 # Debian packages for building, testing and the demo; idempotent.
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    libcjson-dev libcmocka-dev libssl-dev libsystemd-dev pkg-config \
-	    iproute2 libclang-rt-14-dev python3 jq
+	    iproute2 libclang-rt-14-dev python3 jq redis-server
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \

@@ -15,13 +15,22 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) | $(BUILD)/tests
 $(BPF_TEST): tests/bpf/test_xdp.c tests/bpf/pkt.h $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Itests/bpf -o $@ $< $(LIB) $(LDLIBS)
 
-TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST))
+# libFuzzer needs clang; FUZZ_SECONDS bounds each run (tests/fuzz/run.sh).
+FUZZ_PROTO := $(BUILD)/fuzz/fuzz_proto
+$(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/proto.c user/proto.h
+	mkdir -p $(dir $@)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser \
+		-o $@ tests/fuzz/fuzz_proto.c user/proto.c -lcrypto
+
+TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST)) \
+	     $(FUZZ_PROTO)
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
 BPF_SUITES   := $(if $(wildcard tests/bpf/test_xdp.c),"$(BPF_TEST)")
 INTEG_SUITES := $(foreach t,$(INTEG_TESTS),"$(t)")
 GEN_SUITES   := "bash tests/gen/selftest.sh"
+FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
 # The tools' self-test measures rates and floods with live frames, which
 # crash Debian's 6.12 under qemu TCG (docs/kernels.md): host only.
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) $(INTEG_SUITES)
@@ -32,4 +41,5 @@ test-bins: $(TEST_BINS)
 
 test: deps
 	$(MAKE) all gen test-bins
-	tests/run.sh $(UNIT_SUITES) $(BPF_SUITES) $(GEN_SUITES) $(INTEG_SUITES)
+	tests/run.sh $(UNIT_SUITES) $(FUZZ_SUITES) $(BPF_SUITES) $(GEN_SUITES) \
+		$(INTEG_SUITES)

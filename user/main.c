@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "compile.h"
 #include "rules.h"
+#include "tokend.h"
 
 #define ERRBUF 8192
 
@@ -27,6 +28,9 @@ static void usage(FILE *f)
 		"  status [-j] [--ready]           the agent's state, readiness\n"
 		"  stats [-j] [--watch [SECONDS]]  per-rule rates and totals\n"
 		"  down --iface IF[,IF...]         detach and remove the pins\n"
+		"  tokend --listen ADDR:PORT --rules FILE --state-dir DIR\n"
+		"         [--secrets FILE] [--lease-ttl-ms MS] ...\n"
+		"      the token server for cluster rules (docs/cluster.md)\n"
 		"  check FILE\n"
 		"      validate a rule file and print the compiled rules\n"
 		"  help\n"
@@ -133,6 +137,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "rule") || !strcmp(argv[1], "status") ||
 	    !strcmp(argv[1], "stats") || !strcmp(argv[1], "down"))
 		return sl_cli_main(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "tokend"))
+		return sl_tokend_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "check"))
 		return cmd_check(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help")) {

@@ -775,11 +775,199 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 	r->cold_factor = cold;
 }
 
+static const char *const threshold_names[] = {
+	[SL_THRESH_GLOBAL] = "global",
+	[SL_THRESH_AVG_LOCAL] = "avg_local",
+	[SL_THRESH_MANUAL] = "manual",
+};
+
+static const char *const fallback_names[] = {
+	[SL_FB_SHARE] = "share", [SL_FB_LAST_LEASE] = "last_lease",
+	[SL_FB_FULL] = "full",	 [SL_FB_BLOCK] = "block",
+	[SL_FB_PASS] = "pass",	 [SL_FB_FIXED] = "fixed",
+};
+
+/* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
+static bool node_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		char c = s[i];
+
+		if (i >= SL_NODE_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == ':' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
+static int quota_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sl_quota *)a)->node,
+		      ((const struct sl_quota *)b)->node);
+}
+
+/* {"node-a": 500, ...}: unique valid node ids, sorted for the canon. */
+static void parse_quotas(struct rule_ctx *rc, const cJSON *q,
+			 struct sl_cluster *c)
+{
+	char shown[SL_KEY_SHOW_MAX * 4 + 8], field[sizeof(shown) + 16];
+	const cJSON *it, *prev;
+	uint64_t v;
+	int n;
+
+	if (!get_object(rc, q, "cluster.quotas"))
+		return;
+	n = cJSON_GetArraySize(q);
+	if (n < 1 || n > SL_MAX_QUOTAS) {
+		rule_err(rc, "cluster.quotas",
+			 "must name 1 to %d nodes, got %d", SL_MAX_QUOTAS, n);
+		return;
+	}
+	for (it = q->child; it; it = it->next) {
+		show(it->string, shown, sizeof(shown));
+		for (prev = q->child; prev != it; prev = prev->next) {
+			if (!strcmp(prev->string, it->string))
+				break;
+		}
+		if (prev != it) {
+			rule_err(rc, "cluster.quotas",
+				 "node '%s' given more than once", shown);
+			continue;
+		}
+		if (!node_valid(it->string)) {
+			rule_err(rc, "cluster.quotas",
+				 "node id '%s' must be 1-%d characters of "
+				 "A-Z, a-z, 0-9, '_', '.', ':', '-'",
+				 shown, SL_NODE_MAX);
+			continue;
+		}
+		snprintf(field, sizeof(field), "cluster.quotas.%s", shown);
+		if (get_uint(rc, it, field, 0, SL_MAX_COUNT, &v))
+			continue;
+		strcpy(c->quotas[c->n_quotas].node, it->string);
+		c->quotas[c->n_quotas++].count = v;
+	}
+	qsort(c->quotas, c->n_quotas, sizeof(c->quotas[0]), quota_cmp);
+}
+
+/* "share" ... "pass", or {"fixed": N}. */
+static void parse_fallback(struct rule_ctx *rc, const cJSON *f,
+			   struct sl_cluster *c)
+{
+	static const char *const known[] = {"fixed", NULL};
+	const cJSON *it;
+	uint64_t v;
+	int e;
+
+	c->fallback = SL_FB_SHARE;
+	if (!f)
+		return;
+	if (cJSON_IsObject(f)) {
+		check_keys(rc, f, "cluster.fallback", known);
+		it = cJSON_GetObjectItemCaseSensitive(f, "fixed");
+		if (!it) {
+			rule_err(rc, "cluster.fallback.fixed",
+				 "required in a fallback object (the "
+				 "threshold per node while degraded)");
+		} else if (get_uint(rc, it, "cluster.fallback.fixed", 1,
+				    SL_MAX_COUNT, &v) == 0) {
+			c->fallback = SL_FB_FIXED;
+			c->fallback_fixed = v;
+		}
+		return;
+	}
+	if (!cJSON_IsString(f)) {
+		rule_err(rc, "cluster.fallback",
+			 "must be a string or {\"fixed\": N}, got %s",
+			 json_type(f));
+		return;
+	}
+	/* "fixed" alone lacks its N: not one of the string forms. */
+	e = get_enum(rc, f, "cluster.fallback", fallback_names,
+		     ARRAY_SIZE(fallback_names) - 1);
+	if (e >= 0)
+		c->fallback = e;
+}
+
+static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
+			  struct sl_rule *r)
+{
+	static const char *const known[] = {"namespace", "flow_id",
+					    "threshold_type", "quotas",
+					    "fallback", NULL};
+	struct sl_cluster *c = &r->cluster;
+	const cJSON *it;
+	uint64_t v;
+	int e;
+
+	memset(c, 0, sizeof(*c));
+	if (!cl || !get_object(rc, cl, "cluster"))
+		return;
+	c->enabled = true;
+	check_keys(rc, cl, "cluster", known);
+
+	it = cJSON_GetObjectItemCaseSensitive(cl, "namespace");
+	if (!it) {
+		rule_err(rc, "cluster.namespace",
+			 "required (flow ids are scoped by namespace)");
+	} else if (get_string(rc, it, "cluster.namespace")) {
+		if (name_valid(it->valuestring)) {
+			strcpy(c->ns, it->valuestring);
+		} else {
+			char shown[SL_KEY_SHOW_MAX * 4 + 8];
+
+			show(it->valuestring, shown, sizeof(shown));
+			rule_err(rc, "cluster.namespace",
+				 "'%s' must be 1-%d characters of a-z, 0-9, "
+				 "'_', '.', '-'",
+				 shown, SL_NAME_MAX);
+		}
+	}
+
+	it = cJSON_GetObjectItemCaseSensitive(cl, "flow_id");
+	if (!it)
+		rule_err(rc, "cluster.flow_id", "required");
+	else if (get_uint(rc, it, "cluster.flow_id", 1, UINT32_MAX, &v) == 0)
+		c->flow_id = v;
+
+	it = cJSON_GetObjectItemCaseSensitive(cl, "threshold_type");
+	e = -1;
+	if (!it)
+		rule_err(rc, "cluster.threshold_type",
+			 "required (global, avg_local or manual: count means "
+			 "different totals)");
+	else
+		e = get_enum(rc, it, "cluster.threshold_type",
+			     threshold_names, ARRAY_SIZE(threshold_names));
+	if (e >= 0)
+		c->threshold = e;
+
+	it = cJSON_GetObjectItemCaseSensitive(cl, "quotas");
+	if (e == SL_THRESH_MANUAL && !it)
+		rule_err(rc, "cluster.quotas",
+			 "required with threshold_type manual");
+	else if (e >= 0 && e != SL_THRESH_MANUAL && it)
+		rule_err(rc, "cluster.quotas",
+			 "only with threshold_type manual (this rule is %s)",
+			 threshold_names[e]);
+	else if (it)
+		parse_quotas(rc, it, c);
+
+	parse_fallback(rc, cJSON_GetObjectItemCaseSensitive(cl, "fallback"),
+		       c);
+}
+
 static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 {
 	static const char *const known[] = {
 	    "name",	  "match", "grade",    "count",	   "window",
-	    "per_source", "mode",  "priority", "behavior", NULL};
+	    "per_source", "mode",  "priority", "behavior", "cluster",
+	    NULL};
 	const cJSON *name, *match, *grade, *count, *mode, *prio;
 	bool proto_known;
 	uint64_t v;
@@ -870,6 +1058,24 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 			 "at a threshold of 0; lower cold_factor or raise "
 			 "count",
 			 r->cold_factor, (unsigned long long) r->count);
+
+	parse_cluster(rc, cJSON_GetObjectItemCaseSensitive(obj, "cluster"), r);
+	if (r->cluster.enabled && r->per_source)
+		rule_err(rc, "cluster",
+			 "cannot be combined with per_source (a cluster "
+			 "grant is one budget, not one per source)");
+	if (r->cluster.threshold == SL_THRESH_MANUAL && r->count) {
+		uint64_t sum = 0;
+
+		for (uint32_t i = 0; i < r->cluster.n_quotas; i++)
+			sum += r->cluster.quotas[i].count;
+		if (sum > r->count)
+			rule_err(rc, "cluster.quotas",
+				 "sum to %llu, more than count %llu (the "
+				 "cluster bound)",
+				 (unsigned long long) sum,
+				 (unsigned long long) r->count);
+	}
 }
 
 struct name_ref {
@@ -1197,6 +1403,20 @@ const char *sl_mode_str(enum sl_mode m)
 	return "?";
 }
 
+const char *sl_threshold_str(enum sl_threshold t)
+{
+	if ((unsigned int) t < ARRAY_SIZE(threshold_names))
+		return threshold_names[t];
+	return "?";
+}
+
+const char *sl_fallback_str(enum sl_fallback f)
+{
+	if ((unsigned int) f < ARRAY_SIZE(fallback_names))
+		return fallback_names[f];
+	return "?";
+}
+
 void sl_prefix_str(const struct sl_prefix *p, char *buf, size_t len)
 {
 	char a[INET6_ADDRSTRLEN];
@@ -1285,6 +1505,32 @@ static bool add_behavior(cJSON *rule, const struct sl_rule *r)
 	       add_num(w, "cold_factor", r->cold_factor);
 }
 
+static bool add_cluster(cJSON *rule, const struct sl_cluster *c)
+{
+	cJSON *o, *q, *f;
+
+	if (!c->enabled)
+		return true;
+	o = cJSON_AddObjectToObject(rule, "cluster");
+	if (!o || !add_str(o, "namespace", c->ns) ||
+	    !add_num(o, "flow_id", c->flow_id) ||
+	    !add_str(o, "threshold_type", threshold_names[c->threshold]))
+		return false;
+	if (c->threshold == SL_THRESH_MANUAL) {
+		q = cJSON_AddObjectToObject(o, "quotas");
+		if (!q)
+			return false;
+		for (uint32_t i = 0; i < c->n_quotas; i++) {
+			if (!add_num(q, c->quotas[i].node, c->quotas[i].count))
+				return false;
+		}
+	}
+	if (c->fallback != SL_FB_FIXED)
+		return add_str(o, "fallback", fallback_names[c->fallback]);
+	f = cJSON_AddObjectToObject(o, "fallback");
+	return f && add_num(f, "fixed", c->fallback_fixed);
+}
+
 static cJSON *rule_to_json(const struct sl_rule *r, bool with_priority)
 {
 	cJSON *o = cJSON_CreateObject(), *w, *ps;
@@ -1309,7 +1555,7 @@ static cJSON *rule_to_json(const struct sl_rule *r, bool with_priority)
 	if (with_priority && r->has_priority &&
 	    !add_num(o, "priority", r->priority))
 		goto nomem;
-	if (!add_behavior(o, r))
+	if (!add_behavior(o, r) || !add_cluster(o, &r->cluster))
 		goto nomem;
 	return o;
 nomem:

@@ -19,6 +19,8 @@
 #define SL_MIN_COLD_FACTOR   2
 #define SL_MAX_COLD_FACTOR   100
 #define SL_DEF_COLD_FACTOR   3 /* Sentinel's coldFactor default */
+#define SL_NODE_MAX	     63 /* node ids in cluster.quotas */
+#define SL_MAX_QUOTAS	     32 /* nodes in one manual cluster flow */
 
 enum sl_proto {
 	SL_PROTO_ANY = 0,
@@ -37,6 +39,40 @@ enum sl_grade {
 enum sl_mode {
 	SL_MODE_ENFORCE = 0,
 	SL_MODE_SHADOW,
+};
+
+/* cluster.threshold_type: what count means for a cluster flow. */
+enum sl_threshold {
+	SL_THRESH_GLOBAL = 0, /* count for the whole cluster, split by demand */
+	SL_THRESH_AVG_LOCAL,  /* count for each live lease holder */
+	SL_THRESH_MANUAL,     /* quotas per node; count bounds their sum */
+};
+
+/* cluster.fallback: what a node enforces without a valid lease. */
+enum sl_fallback {
+	SL_FB_SHARE = 0,  /* count / last known number of holders */
+	SL_FB_LAST_LEASE, /* the last grant */
+	SL_FB_FULL,	  /* count on every node: N x count in the cluster */
+	SL_FB_BLOCK,	  /* 0 */
+	SL_FB_PASS,	  /* no limit */
+	SL_FB_FIXED,	  /* fallback_fixed */
+};
+
+struct sl_quota {
+	char node[SL_NODE_MAX + 1];
+	uint64_t count;
+};
+
+/* A rule's "cluster" object; enabled is false when the rule has none. */
+struct sl_cluster {
+	bool enabled;
+	char ns[SL_NAME_MAX + 1];
+	uint32_t flow_id;
+	enum sl_threshold threshold;
+	enum sl_fallback fallback;
+	uint64_t fallback_fixed;
+	uint32_t n_quotas; /* manual only; sorted by node */
+	struct sl_quota quotas[SL_MAX_QUOTAS];
 };
 
 /* family 0 means "any address" (field absent); addr is masked to len. */
@@ -69,6 +105,7 @@ struct sl_rule {
 	bool warm_up;
 	uint32_t warm_period_s;
 	uint32_t cold_factor;
+	struct sl_cluster cluster;
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 
@@ -101,7 +138,8 @@ void sl_ruleset_free(struct sl_ruleset *set);
 /*
  * The rule in the file format with every field explicit, in a fixed key
  * order: name, match {proto, dport, dst, src}, grade, count, window,
- * per_source (if set), mode, priority (if set), behavior. dport is an
+ * per_source (if set), mode, priority (if set), behavior, cluster (if
+ * set; quotas sorted by node). dport is an
  * integer for one port, "lo-hi" for a range; dport, dst and src are left
  * out when they match anything. Parsing the result gives *r back (but for
  * file_index). NULL when out of memory; free with cJSON_Delete().
@@ -126,6 +164,8 @@ uint64_t sl_rule_def_hash(const struct sl_rule *r);
 const char *sl_proto_str(enum sl_proto p);
 const char *sl_grade_str(enum sl_grade g);
 const char *sl_mode_str(enum sl_mode m);
+const char *sl_threshold_str(enum sl_threshold t);
+const char *sl_fallback_str(enum sl_fallback f); /* "fixed" for SL_FB_FIXED */
 
 /* "198.18.0.0/15", "2001:db8::/32" or "any". */
 void sl_prefix_str(const struct sl_prefix *p, char *buf, size_t len);

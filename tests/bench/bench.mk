@@ -3,19 +3,28 @@
 #   BENCH_XDP_ARGS   extra arguments for build/bench_xdp (e.g. --runs 9)
 #   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
+#   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh
 
 BENCH_DIR   := $(BUILD)/bench
 BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
 BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
 BENCH_XDP   := $(BUILD)/bench_xdp
+BENCH_TOKEND := $(BUILD)/bench_tokend
 
-.PHONY: bench bench-bins
-bench-bins: $(BENCH_XDP)
+.PHONY: bench bench-bins bench-tokend
+bench-bins: $(BENCH_XDP) $(BENCH_TOKEND)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
 	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
+	BUILD=$(BUILD) tests/bench/bench_tokend.sh
+
+bench-tokend: all $(BENCH_TOKEND)
+	BUILD=$(BUILD) tests/bench/bench_tokend.sh
+
+$(BENCH_TOKEND): tests/bench/bench_tokend.c $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BENCH_DIR):
 	mkdir -p $@

@@ -993,6 +993,7 @@ static void test_shipped_examples(void **state)
 	    "rules/examples/per-source-api.json",
 	    "rules/examples/shadow-trial.json",
 	    "rules/examples/priority-override.json",
+	    "rules/examples/cluster.json",
 	};
 	size_t i;
 
@@ -1361,6 +1362,7 @@ static void test_round_trip(void **state)
 	    "rules/examples/per-source-api.json",
 	    "rules/examples/shadow-trial.json",
 	    "rules/examples/priority-override.json",
+	    "rules/examples/cluster.json",
 	};
 	struct sl_ruleset set;
 	char *s;
@@ -1395,6 +1397,208 @@ static void test_round_trip(void **state)
 	assert_round_trip(&set);
 	sl_ruleset_free(&set);
 	free(s);
+}
+
+#define CLUSTER_OK "\"namespace\": \"web\", \"flow_id\": 7, " \
+		   "\"threshold_type\": \"global\""
+
+static void test_cluster(void **state)
+{
+	struct sl_ruleset set;
+	const struct sl_cluster *c;
+	char *s;
+
+	(void) state;
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"cluster\": {" CLUSTER_OK "}"),
+		  &set);
+	c = &set.rules[0].cluster;
+	assert_true(c->enabled);
+	assert_string_equal(c->ns, "web");
+	assert_int_equal(c->flow_id, 7);
+	assert_int_equal(c->threshold, SL_THRESH_GLOBAL);
+	assert_int_equal(c->fallback, SL_FB_SHARE);
+	assert_int_equal(c->n_quotas, 0);
+	sl_ruleset_free(&set);
+
+	/* manual quotas come back sorted by node; fixed fallback */
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"cluster\": {\"fallback\": {\"fixed\": 9}, "
+			   "\"namespace\": \"web\", \"flow_id\": 4294967295, "
+			   "\"threshold_type\": \"manual\", \"quotas\": "
+			   "{\"node-b\": 60, \"Node-A.x:1\": 40}}"),
+		  &set);
+	c = &set.rules[0].cluster;
+	assert_int_equal(c->flow_id, 4294967295u);
+	assert_int_equal(c->threshold, SL_THRESH_MANUAL);
+	assert_int_equal(c->fallback, SL_FB_FIXED);
+	assert_int_equal(c->fallback_fixed, 9);
+	assert_int_equal(c->n_quotas, 2);
+	assert_string_equal(c->quotas[0].node, "Node-A.x:1");
+	assert_int_equal(c->quotas[0].count, 40);
+	assert_string_equal(c->quotas[1].node, "node-b");
+	s = rule_text(&set.rules[0]);
+	assert_non_null(strstr(
+	    s, ",\"behavior\":\"reject\",\"cluster\":{\"namespace\":\"web\","
+	       "\"flow_id\":4294967295,\"threshold_type\":\"manual\","
+	       "\"quotas\":{\"Node-A.x:1\":40,\"node-b\":60},"
+	       "\"fallback\":{\"fixed\":9}}}"));
+	cJSON_free(s);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	/* every string fallback */
+	static const char *const fb[] = {"share", "last_lease", "full",
+					 "block", "pass"};
+	for (size_t i = 0; i < sizeof(fb) / sizeof(fb[0]); i++) {
+		char m[512];
+
+		snprintf(m, sizeof(m),
+			 NAME "," MATCH "," GRADE "," COUNT
+			      ", \"cluster\": {" CLUSTER_OK
+			      ", \"fallback\": \"%s\"}",
+			 fb[i]);
+		expect_ok(one(m), &set);
+		assert_int_equal(set.rules[0].cluster.fallback, i);
+		assert_string_equal(sl_fallback_str(i), fb[i]);
+		assert_round_trip(&set);
+		sl_ruleset_free(&set);
+	}
+}
+
+static void test_cluster_def_hash(void **state)
+{
+	struct sl_ruleset set;
+	struct sl_rule r;
+	uint64_t h;
+
+	(void) state;
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"cluster\": {" CLUSTER_OK "}"),
+		  &set);
+	h = sl_rule_def_hash(&set.rules[0]);
+	r = set.rules[0];
+	r.cluster.enabled = false;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.cluster.flow_id = 8;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	strcpy(r.cluster.ns, "api");
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.cluster.threshold = SL_THRESH_AVG_LOCAL;
+	assert_true(sl_rule_def_hash(&r) != h);
+	r = set.rules[0];
+	r.cluster.fallback = SL_FB_BLOCK;
+	assert_true(sl_rule_def_hash(&r) != h);
+	sl_ruleset_free(&set);
+}
+
+static void test_cluster_errors(void **state)
+{
+	static const struct {
+		const char *cl;
+		const char *msg;
+	} cases[] = {
+	    {"true", "field 'cluster': must be an object, got boolean"},
+	    {"{\"flow_id\": 1, \"threshold_type\": \"global\"}",
+	     "field 'cluster.namespace': required"},
+	    {"{\"namespace\": 5, \"flow_id\": 1, \"threshold_type\": "
+	     "\"global\"}",
+	     "field 'cluster.namespace': must be a string, got number"},
+	    {"{\"namespace\": \"Web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"global\"}",
+	     "field 'cluster.namespace': 'Web' must be 1-63 characters"},
+	    {"{\"namespace\": \"web\", \"threshold_type\": \"global\"}",
+	     "field 'cluster.flow_id': required"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 0, \"threshold_type\": "
+	     "\"global\"}",
+	     "field 'cluster.flow_id': must be between 1 and 4294967295, "
+	     "got 0"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 4294967296, "
+	     "\"threshold_type\": \"global\"}",
+	     "field 'cluster.flow_id': must be between 1 and 4294967295"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1.5, \"threshold_type\": "
+	     "\"global\"}",
+	     "field 'cluster.flow_id': must be an integer, got 1.5"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1}",
+	     "field 'cluster.threshold_type': required"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"GLOBAL\"}",
+	     "field 'cluster.threshold_type': must be one of global, "
+	     "avg_local, manual; got 'GLOBAL'"},
+	    {"{" CLUSTER_OK ", \"flowid\": 3}",
+	     "field 'cluster': unknown field 'flowid' (did you mean "
+	     "'flow_id'?)"},
+	    {"{" CLUSTER_OK ", \"flow_id\": 3}",
+	     "field 'cluster': field 'flow_id' given more than once"},
+	    {"{" CLUSTER_OK ", \"quotas\": {\"a\": 1}}",
+	     "field 'cluster.quotas': only with threshold_type manual (this "
+	     "rule is global)"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\"}",
+	     "field 'cluster.quotas': required with threshold_type manual"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\", \"quotas\": []}",
+	     "field 'cluster.quotas': must be an object, got array"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\", \"quotas\": {}}",
+	     "field 'cluster.quotas': must name 1 to 32 nodes, got 0"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\", \"quotas\": {\"a b\": 1}}",
+	     "field 'cluster.quotas': node id 'a b' must be 1-63 characters"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\", \"quotas\": {\"a\": 1, \"a\": 2}}",
+	     "field 'cluster.quotas': node 'a' given more than once"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\", \"quotas\": {\"a\": \"5\"}}",
+	     "field 'cluster.quotas.a': must be an integer number, got "
+	     "string"},
+	    {"{\"namespace\": \"web\", \"flow_id\": 1, \"threshold_type\": "
+	     "\"manual\", \"quotas\": {\"a\": 60, \"b\": 41}}",
+	     "field 'cluster.quotas': sum to 101, more than count 100"},
+	    {"{" CLUSTER_OK ", \"fallback\": \"local\"}",
+	     "field 'cluster.fallback': must be one of share, last_lease, "
+	     "full, block, pass; got 'local'"},
+	    {"{" CLUSTER_OK ", \"fallback\": \"fixed\"}",
+	     "field 'cluster.fallback': must be one of share"},
+	    {"{" CLUSTER_OK ", \"fallback\": 5}",
+	     "field 'cluster.fallback': must be a string or {\"fixed\": N}, "
+	     "got number"},
+	    {"{" CLUSTER_OK ", \"fallback\": {}}",
+	     "field 'cluster.fallback.fixed': required in a fallback object"},
+	    {"{" CLUSTER_OK ", \"fallback\": {\"fixed\": 0}}",
+	     "field 'cluster.fallback.fixed': must be between 1 and "
+	     "100000000000, got 0"},
+	    {"{" CLUSTER_OK ", \"fallback\": {\"fixed\": 5, \"fixd\": 1}}",
+	     "field 'cluster.fallback': unknown field 'fixd' (did you mean "
+	     "'fixed'?)"},
+	};
+	char members[1024];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[256];
+
+		snprintf(members, sizeof(members),
+			 NAME "," MATCH "," GRADE "," COUNT ", \"cluster\": %s",
+			 cases[i].cl);
+		snprintf(want, sizeof(want), "rule 'web': %s", cases[i].msg);
+		expect_err_in(one(members), want);
+	}
+	/* a cluster grant is one budget: not with per_source */
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
+			       ", \"per_source\": {\"max_sources\": 5}, "
+			       "\"cluster\": {" CLUSTER_OK "}"),
+		      "rule 'web': field 'cluster': cannot be combined with "
+		      "per_source");
+	/* unknown top-level key near "cluster" */
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
+			       ", \"clustr\": {}"),
+		      "rule 'web': unknown field 'clustr' (did you mean "
+		      "'cluster'?)");
 }
 
 static void test_def_hash(void **state)
@@ -1516,6 +1720,9 @@ int main(void)
 	    cmocka_unit_test(test_count_errors),
 	    cmocka_unit_test(test_window_errors),
 	    cmocka_unit_test(test_per_source_errors),
+	    cmocka_unit_test(test_cluster),
+	    cmocka_unit_test(test_cluster_def_hash),
+	    cmocka_unit_test(test_cluster_errors),
 	    cmocka_unit_test(test_mode_priority_errors),
 	    cmocka_unit_test(test_unknown_keys),
 	    cmocka_unit_test(test_multiple_errors_collected),

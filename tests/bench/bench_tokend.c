@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Load generator for the token server (docs/benchmarks.md): AGENTS
+ * connections, each syncing FLOWS flows every PERIOD ms, staggered evenly;
+ * or the same load as a Redis counter per flow (INCRBY + EXPIRE,
+ * pipelined per sync). Prints achieved flow updates/s and the latency of
+ * each sync (request written to last answer byte read).
+ *
+ *   bench_tokend tokend PORT NS SECRET AGENTS FLOWS PERIOD_MS SECONDS
+ *   bench_tokend redis  PORT AGENTS FLOWS PERIOD_MS SECONDS
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+#define WARMUP_S 2
+#define BUF_MAX	 (SL_PROTO_MAX_FRAME * 2)
+
+struct agent {
+	int fd;
+	bool busy;	    /* a sync is in flight */
+	uint64_t sent_ns;
+	uint32_t req;
+	uint8_t in[BUF_MAX];
+	size_t in_len;
+	unsigned int replies; /* redis: replies still expected */
+	uint64_t *held;
+};
+
+static bool redis;
+static unsigned int n_agents, n_flows;
+static struct agent *agents;
+static uint8_t *out;
+static uint64_t *lat; /* µs, one per answered sync after warm-up */
+static size_t n_lat, lat_cap;
+static uint64_t answered, missed, measure_from;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bench_tokend: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int dial(uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		die("connect");
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	while (n) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EAGAIN)
+			continue; /* a sync is small; the socket drains fast */
+		if (w <= 0)
+			die("send");
+		p = (const uint8_t *)p + w;
+		n -= w;
+	}
+}
+
+/* Blocking: one frame into a->in. */
+static void recv_frame(struct agent *a, struct sl_msg *m)
+{
+	uint32_t len;
+	size_t got = 0;
+
+	while (got < 4 || sl_proto_frame_len(a->in, got, &len) || got < len) {
+		ssize_t r = recv(a->fd, a->in + got, BUF_MAX - got, 0);
+
+		if (r <= 0)
+			die("handshake recv");
+		got += r;
+	}
+	if (sl_proto_decode(a->in, len, m))
+		die("handshake decode");
+}
+
+static void handshake(struct agent *a, const char *ns, const char *secret,
+		      unsigned int i)
+{
+	uint8_t mac[SL_PROTO_MAC_LEN];
+	struct sl_msg m;
+	char node[32];
+	size_t len;
+
+	snprintf(node, sizeof(node), "agent-%u", i);
+	sl_proto_put_hello(out, BUF_MAX, 1, ns, node, &len);
+	send_all(a->fd, out, len);
+	recv_frame(a, &m);
+	if (m.type != SL_MSG_CHALLENGE)
+		die("no challenge");
+	sl_proto_auth_mac(secret, strlen(secret), m.challenge.nonce, ns,
+			  strlen(ns), node, strlen(node), mac);
+	sl_proto_put_auth(out, BUF_MAX, 2, mac, &len);
+	send_all(a->fd, out, len);
+	recv_frame(a, &m);
+	if (m.type != SL_MSG_AUTH_OK) {
+		errno = EACCES;
+		die("authentication");
+	}
+}
+
+/* One sync: demand wanders around a per-agent base so grants move. */
+static void send_sync(struct agent *a, unsigned int idx, uint64_t seq)
+{
+	static struct sl_flow_report r[SL_PROTO_MAX_REPORTS];
+	size_t len = 0;
+
+	if (!redis) {
+		for (unsigned int f = 0; f < n_flows; f++) {
+			uint64_t d = 1000 + (idx * 7 + f * 13) % 1000 +
+				     (seq * 31 + f) % 200;
+
+			r[f] = (struct sl_flow_report){f + 1, d, d, a->held[f]};
+		}
+		sl_proto_put_sync(out, BUF_MAX, ++a->req, r, n_flows, &len);
+	} else {
+		for (unsigned int f = 0; f < n_flows; f++) {
+			char key[32], val[24];
+			int kl = snprintf(key, sizeof(key), "bench:%u", f + 1);
+			int vl = snprintf(val, sizeof(val), "%u",
+					  1000 + (idx + f) % 1000);
+
+			len += sprintf((char *)out + len,
+				       "*3\r\n$6\r\nINCRBY\r\n$%d\r\n%s\r\n"
+				       "$%d\r\n%s\r\n"
+				       "*3\r\n$6\r\nEXPIRE\r\n$%d\r\n%s\r\n"
+				       "$1\r\n1\r\n",
+				       kl, key, vl, val, kl, key);
+		}
+		a->replies = 2 * n_flows;
+	}
+	a->busy = true;
+	a->sent_ns = now_ns();
+	send_all(a->fd, out, len);
+}
+
+static void done(struct agent *a)
+{
+	uint64_t t = now_ns();
+
+	a->busy = false;
+	if (a->sent_ns < measure_from)
+		return;
+	answered++;
+	if (n_lat < lat_cap)
+		lat[n_lat++] = (t - a->sent_ns) / 1000;
+}
+
+/* Consume what arrived: whole GRANTS frames, or Redis integer replies. */
+static void on_input(struct agent *a)
+{
+	ssize_t r = recv(a->fd, a->in + a->in_len, BUF_MAX - a->in_len,
+			 MSG_DONTWAIT);
+	size_t off = 0;
+
+	if (r == 0) {
+		errno = ECONNRESET;
+		die("server closed a connection");
+	}
+	if (r < 0)
+		return;
+	a->in_len += r;
+	if (redis) {
+		for (size_t i = 0; i < a->in_len; i++) {
+			if (a->in[i] == '-') {
+				errno = EPROTO;
+				die("redis error reply");
+			}
+			if (a->in[i] == '\n' && a->replies && !--a->replies)
+				done(a);
+		}
+		a->in_len = 0;
+		return;
+	}
+	for (;;) {
+		struct sl_msg m;
+		uint32_t len;
+
+		if (sl_proto_frame_len(a->in + off, a->in_len - off, &len) ||
+		    a->in_len - off < len)
+			break;
+		if (sl_proto_decode(a->in + off, len, &m) ||
+		    m.type != SL_MSG_GRANTS) {
+			errno = EPROTO;
+			die("bad answer");
+		}
+		for (uint32_t i = 0; i < m.grants.n && i < n_flows; i++) {
+			struct sl_flow_grant g;
+
+			sl_proto_grant(&m, i, &g);
+			a->held[i] = g.grant;
+		}
+		if (m.req_id == a->req)
+			done(a);
+		off += len;
+	}
+	memmove(a->in, a->in + off, a->in_len - off);
+	a->in_len -= off;
+}
+
+static int u64_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+int main(int argc, char **argv)
+{
+	struct rlimit rl = {65536, 65536};
+	struct epoll_event ev, evs[256];
+	unsigned int period_ms, seconds, i;
+	uint64_t t0, step, end, seq = 0;
+	const char *ns = NULL, *secret = NULL;
+	int epfd, a0;
+	uint16_t port;
+
+	if (argc == 9 && !strcmp(argv[1], "tokend")) {
+		ns = argv[3];
+		secret = argv[4];
+		a0 = 5;
+	} else if (argc == 7 && !strcmp(argv[1], "redis")) {
+		redis = true;
+		a0 = 3;
+	} else {
+		fprintf(stderr, "usage: bench_tokend tokend PORT NS SECRET "
+				"AGENTS FLOWS PERIOD_MS SECONDS\n"
+				"       bench_tokend redis PORT AGENTS FLOWS "
+				"PERIOD_MS SECONDS\n");
+		return 2;
+	}
+	port = atoi(argv[2]);
+	n_agents = atoi(argv[a0]);
+	n_flows = atoi(argv[a0 + 1]);
+	period_ms = atoi(argv[a0 + 2]);
+	seconds = atoi(argv[a0 + 3]);
+	if (!n_agents || !n_flows || n_flows > SL_PROTO_MAX_REPORTS ||
+	    !period_ms || !seconds) {
+		fprintf(stderr, "bench_tokend: bad numbers\n");
+		return 2;
+	}
+	setrlimit(RLIMIT_NOFILE, &rl);
+	agents = calloc(n_agents, sizeof(*agents));
+	out = malloc(BUF_MAX);
+	lat_cap = (uint64_t)n_agents * (1000 / period_ms + 1) * (seconds + 1);
+	lat = malloc(lat_cap * sizeof(*lat));
+	epfd = epoll_create1(0);
+	if (!agents || !out || !lat || epfd < 0)
+		die("setup");
+	for (i = 0; i < n_agents; i++) {
+		struct agent *a = &agents[i];
+
+		a->fd = dial(port);
+		a->held = calloc(n_flows, sizeof(*a->held));
+		if (!a->held)
+			die("calloc");
+		if (!redis)
+			handshake(a, ns, secret, i);
+		ev.events = EPOLLIN;
+		ev.data.ptr = a;
+		if (epoll_ctl(epfd, EPOLL_CTL_ADD, a->fd, &ev))
+			die("epoll_ctl");
+	}
+
+	/* Agent seq % n sends at t0 + seq * step: an even stream. */
+	step = (uint64_t)period_ms * 1000000 / n_agents;
+	t0 = now_ns();
+	measure_from = t0 + WARMUP_S * 1000000000ull;
+	end = measure_from + seconds * 1000000000ull;
+	for (;;) {
+		uint64_t now = now_ns();
+		int n, timeout;
+
+		while (t0 + seq * step <= now) {
+			struct agent *a = &agents[seq % n_agents];
+
+			if (a->busy) {
+				/* still waiting: this sync is not offered */
+				if (now >= measure_from)
+					missed++;
+			} else {
+				send_sync(a, seq % n_agents, seq);
+			}
+			seq++;
+		}
+		if (now >= end)
+			break;
+		timeout = (t0 + seq * step - now) / 1000000;
+		n = epoll_wait(epfd, evs, 256, timeout);
+		for (int k = 0; k < n; k++)
+			on_input(evs[k].data.ptr);
+	}
+
+	qsort(lat, n_lat, sizeof(*lat), u64_cmp);
+	printf("%s: %u agents x %u flows every %u ms: offered %.0f flow "
+	       "updates/s, achieved %.0f/s (%llu syncs missed); sync latency "
+	       "p50 %llu us, p99 %llu us\n",
+	       redis ? "redis" : "tokend", n_agents, n_flows, period_ms,
+	       (double)n_agents * n_flows * 1000 / period_ms,
+	       (double)answered * n_flows / seconds,
+	       (unsigned long long)missed,
+	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
+	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL);
+	printf("RESULT %s %.0f %llu %llu\n", redis ? "redis" : "tokend",
+	       (double)answered * n_flows / seconds,
+	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
+	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL);
+	return 0;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Runs the protocol decoder fuzzer for a bounded time; TAP output.
+#   FUZZ_SECONDS (default 20)
+set -u
+. "$(dirname "$0")/../lib/tap.sh"
+BUILD=${BUILD:-build}
+bin=$BUILD/fuzz/fuzz_proto
+corpus=$BUILD/fuzz/corpus-proto
+secs=${FUZZ_SECONDS:-20}
+log=$BUILD/fuzz/fuzz_proto.log
+
+echo "1..1"
+mkdir -p "$corpus"
+# Seeds: one valid frame of each kind the client side sends.
+printf '\0\0\0\024\1\1\0\0\0\0\0\1\3web\6node-a' >"$corpus/hello"
+printf '\0\0\0\054\1\3\0\0\0\0\0\2%032d' 0 >"$corpus/auth"
+printf '\0\0\0\054\1\5\0\0\0\0\0\3\0\0\0\1%028d' 7 >"$corpus/sync"
+printf '\0\0\0\020\1\7\0\0\0\0\0\4\0\1\0\0' >"$corpus/error"
+if "$bin" -max_total_time="$secs" -max_len=4096 -timeout=10 \
+	-artifact_prefix="$BUILD/fuzz/" \
+	-print_final_stats=1 "$corpus" >"$log" 2>&1; then
+	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+	check 0 "fuzz: protocol decoder, ${secs}s, ${runs:-?} inputs, no crash"
+else
+	check 1 "fuzz: protocol decoder crashed (reproducer in $BUILD/fuzz)"
+	grep -A20 -E 'ERROR|abort|deadly' "$log" | show /dev/stdin 30
+fi

@@ -1,0 +1,739 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * tokend on 127.0.0.1 in a thread, driven by a blocking test client:
+ * authentication, namespace isolation, the split by demand, the learn
+ * period after a restart, drain, malformed frames, limits.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proto.h"
+#include "rules.h"
+#include "secrets.h"
+#include "tokend.h"
+
+/* Namespaces a and b both have a flow 1; only b has flow 2. */
+static const char rules_json[] =
+	"{\"rules\": ["
+	"{\"name\": \"a1\", \"match\": {\"proto\": \"udp\", \"dport\": 1},"
+	" \"grade\": \"pps\", \"count\": 2000, \"cluster\": {\"namespace\":"
+	" \"a\", \"flow_id\": 1, \"threshold_type\": \"global\"}},"
+	"{\"name\": \"b1\", \"match\": {\"proto\": \"udp\", \"dport\": 2},"
+	" \"grade\": \"pps\", \"count\": 700, \"cluster\": {\"namespace\":"
+	" \"b\", \"flow_id\": 1, \"threshold_type\": \"global\"}},"
+	"{\"name\": \"b2\", \"match\": {\"proto\": \"udp\", \"dport\": 3},"
+	" \"grade\": \"pps\", \"count\": 5000, \"cluster\": {\"namespace\":"
+	" \"b\", \"flow_id\": 2, \"threshold_type\": \"global\"}},"
+	"{\"name\": \"a3\", \"match\": {\"proto\": \"udp\", \"dport\": 4},"
+	" \"grade\": \"pps\", \"count\": 300, \"cluster\": {\"namespace\":"
+	" \"a\", \"flow_id\": 3, \"threshold_type\": \"avg_local\"}},"
+	"{\"name\": \"a4\", \"match\": {\"proto\": \"udp\", \"dport\": 5},"
+	" \"grade\": \"pps\", \"count\": 900, \"cluster\": {\"namespace\":"
+	" \"a\", \"flow_id\": 4, \"threshold_type\": \"manual\", \"quotas\":"
+	" {\"x\": 600, \"y\": 200}}}"
+	"]}";
+
+#define SECRET_A "secret-of-namespace-a"
+#define SECRET_B "secret-of-namespace-b"
+
+struct server {
+	struct sl_tokend *td;
+	pthread_t thread;
+	int run_ret;
+};
+
+static struct sl_ruleset rs;
+static struct sl_secrets secrets;
+static struct sl_secret secret_v[2];
+
+static void *serve(void *arg)
+{
+	struct server *s = arg;
+
+	s->run_ret = sl_tokend_run(s->td);
+	return NULL;
+}
+
+static void cfg_for_test(struct sl_tokend_cfg *cfg)
+{
+	sl_tokend_cfg_default(cfg);
+	cfg->listen = "127.0.0.1:0";
+	cfg->learn_ms = 0;	/* a fresh cluster, unless a test says so */
+	cfg->rebalance_ms = 0;	/* rebalance on every change: no timing */
+	cfg->ttl_ms = 60000;	/* leases outlive any test */
+	cfg->ns_rate = 0;	/* no request limit */
+}
+
+static void start(struct server *s, const struct sl_tokend_cfg *cfg)
+{
+	char err[512];
+	int ret;
+
+	ret = sl_tokend_new(cfg, &rs, &secrets, &s->td, err, sizeof(err));
+	if (ret)
+		fail_msg("sl_tokend_new: %d: %s", ret, err);
+	assert_int_equal(pthread_create(&s->thread, NULL, serve, s), 0);
+}
+
+static void stop(struct server *s, struct sl_tokend_stats *st)
+{
+	sl_tokend_command(s->td, SL_TOKEND_STOP);
+	assert_int_equal(pthread_join(s->thread, NULL), 0);
+	assert_int_equal(s->run_ret, 0);
+	if (st)
+		sl_tokend_get_stats(s->td, st);
+	sl_tokend_free(s->td);
+}
+
+/* ---- a blocking client, every wait bounded by SO_RCVTIMEO ---- */
+
+struct cli {
+	int fd;
+	uint32_t req;
+	uint8_t buf[SL_PROTO_MAX_FRAME];
+	struct sl_msg m;
+};
+
+static int cli_connect(struct cli *c, uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port)};
+	struct timeval tv = {.tv_sec = 5};
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	c->req = 100;
+	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(c->fd >= 0);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
+}
+
+static void cli_send(struct cli *c, const void *p, size_t n)
+{
+	assert_int_equal(send(c->fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+static int read_full(int fd, uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t r = recv(fd, p, n, 0);
+
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		p += r;
+		n -= r;
+	}
+	return 0;
+}
+
+/* The next frame, decoded into c->m; -ECONNRESET at end of stream. */
+static int cli_recv(struct cli *c)
+{
+	uint32_t len;
+	int ret;
+
+	ret = read_full(c->fd, c->buf, 4);
+	if (ret)
+		return ret;
+	assert_int_equal(sl_proto_frame_len(c->buf, 4, &len), 0);
+	ret = read_full(c->fd, c->buf + 4, len - 4);
+	if (ret)
+		return ret;
+	assert_int_equal(sl_proto_decode(c->buf, len, &c->m), 0);
+	return 0;
+}
+
+/* The connection ends: the peer closed, with nothing more to read. */
+static void assert_eof(struct cli *c)
+{
+	uint8_t b;
+
+	assert_int_equal(recv(c->fd, &b, 1, 0), 0);
+}
+
+/* Handshake; 0 on AUTH_OK, else the ERROR code received. */
+static int cli_auth(struct cli *c, uint16_t port, const char *ns,
+		    const char *node, const char *secret)
+{
+	uint8_t frame[256], mac[SL_PROTO_MAC_LEN];
+	size_t len;
+
+	assert_int_equal(cli_connect(c, port), 0);
+	assert_int_equal(sl_proto_put_hello(frame, sizeof(frame), c->req++, ns,
+					    node, &len), 0);
+	cli_send(c, frame, len);
+	assert_int_equal(cli_recv(c), 0);
+	assert_int_equal(c->m.type, SL_MSG_CHALLENGE);
+	assert_int_equal(sl_proto_auth_mac(secret, strlen(secret),
+					   c->m.challenge.nonce, ns,
+					   strlen(ns), node, strlen(node),
+					   mac), 0);
+	assert_int_equal(sl_proto_put_auth(frame, sizeof(frame), c->req++, mac,
+					   &len), 0);
+	cli_send(c, frame, len);
+	assert_int_equal(cli_recv(c), 0);
+	if (c->m.type == SL_MSG_ERROR)
+		return c->m.error.code;
+	assert_int_equal(c->m.type, SL_MSG_AUTH_OK);
+	return 0;
+}
+
+/* One SYNC of n reports; the answer must carry the request id. */
+static void cli_sync(struct cli *c, const struct sl_flow_report *r, uint32_t n)
+{
+	static uint8_t frame[SL_PROTO_MAX_FRAME];
+	uint32_t req = c->req++;
+	size_t len;
+
+	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), req, r, n,
+					   &len), 0);
+	cli_send(c, frame, len);
+	assert_int_equal(cli_recv(c), 0);
+	assert_int_equal(c->m.type, SL_MSG_GRANTS);
+	assert_int_equal(c->m.req_id, req);
+}
+
+/* Grant for one flow with demand d (holding held). */
+static struct sl_flow_grant sync1(struct cli *c, uint32_t flow, uint64_t d,
+				  uint64_t held)
+{
+	struct sl_flow_report r = {flow, d, d, held};
+	struct sl_flow_grant g;
+
+	cli_sync(c, &r, 1);
+	assert_int_equal(c->m.grants.n, 1);
+	sl_proto_grant(&c->m, 0, &g);
+	assert_int_equal(g.flow_id, flow);
+	return g;
+}
+
+static void cli_close(struct cli *c)
+{
+	close(c->fd);
+}
+
+/* ---- tests ---- */
+
+static void test_auth(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct server s;
+	struct cli c;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.ttl_ms = 1500;
+	cfg.sync_ms = 150;
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "node-1",
+				  SECRET_A), 0);
+	assert_int_equal(c.m.auth_ok.ttl_ms, 1500);
+	assert_int_equal(c.m.auth_ok.sync_ms, 150);
+	cli_close(&c);
+
+	/* wrong secret: ERROR auth, then the connection ends */
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "node-1",
+				  SECRET_B), SL_ERR_AUTH);
+	assert_eof(&c);
+	cli_close(&c);
+	/* an unknown namespace gets the same answer as a bad secret */
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "zz", "node-1",
+				  SECRET_A), SL_ERR_AUTH);
+	assert_eof(&c);
+	cli_close(&c);
+	stop(&s, &st);
+	assert_int_equal(st.auth_ok, 1);
+	assert_int_equal(st.auth_failed, 2);
+}
+
+static void test_sync_before_auth(void **state)
+{
+	struct sl_flow_report r = {1, 10, 10, 0};
+	struct sl_tokend_cfg cfg;
+	uint8_t frame[128];
+	struct server s;
+	struct cli c;
+	size_t len;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_connect(&c, sl_tokend_port(s.td)), 0);
+	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), 5, &r, 1,
+					   &len), 0);
+	cli_send(&c, frame, len);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_ERROR);
+	assert_int_equal(c.m.error.code, SL_ERR_UNEXPECTED);
+	assert_eof(&c);
+	cli_close(&c);
+	stop(&s, NULL);
+}
+
+static void test_namespace_isolation(void **state)
+{
+	struct sl_flow_report r[3] = {
+		{2, 4000, 4000, 0},   /* b's flow id */
+		{999, 4000, 4000, 0}, /* nobody's */
+		{1, 4000, 4000, 0},   /* a's own flow 1 */
+	};
+	struct sl_flow_grant ga[3], gb;
+	struct sl_tokend_cfg cfg;
+	struct server s;
+	struct cli a, b;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&a, sl_tokend_port(s.td), "a", "n1",
+				  SECRET_A), 0);
+	/* a's secret does not open namespace b */
+	assert_int_equal(cli_auth(&b, sl_tokend_port(s.td), "b", "n1",
+				  SECRET_A), SL_ERR_AUTH);
+	cli_close(&b);
+	assert_int_equal(cli_auth(&b, sl_tokend_port(s.td), "b", "n2",
+				  SECRET_B), 0);
+
+	cli_sync(&a, r, 3);
+	assert_int_equal(a.m.grants.n, 3);
+	for (int i = 0; i < 3; i++)
+		sl_proto_grant(&a.m, i, &ga[i]);
+	/* b's flow looks exactly like a flow that does not exist */
+	assert_int_equal(ga[0].flags, SL_GRANT_UNKNOWN);
+	assert_true(ga[0].grant == 0 && ga[0].ttl_ms == 0 &&
+		    ga[0].holders == 0);
+	assert_int_equal(ga[0].flags, ga[1].flags);
+	assert_true(ga[0].grant == ga[1].grant);
+	assert_int_equal(ga[0].ttl_ms, ga[1].ttl_ms);
+	assert_int_equal(ga[0].holders, ga[1].holders);
+	/* a's flow 1 is a's count, not b's flow 1 */
+	assert_int_equal(ga[2].flags, 0);
+	assert_true(ga[2].grant == 2000);
+
+	/* b's flows: untouched by a, b's own counts and holders */
+	gb = sync1(&b, 2, 9000, 0);
+	assert_true(gb.grant == 5000);
+	assert_int_equal(gb.holders, 1);
+	gb = sync1(&b, 1, 9000, 0);
+	assert_true(gb.grant == 700);
+	assert_int_equal(gb.holders, 1);
+	cli_close(&a);
+	cli_close(&b);
+	stop(&s, NULL);
+}
+
+/* Repeated sync rounds; the held grants never sum above count. */
+static void rounds(struct cli *c, int n, uint32_t flow, const uint64_t *d,
+		   uint64_t *g, uint64_t count, int max_rounds)
+{
+	for (int round = 0; round < max_rounds; round++) {
+		for (int i = 0; i < n; i++) {
+			uint64_t sum = 0;
+
+			g[i] = sync1(&c[i], flow, d[i], g[i]).grant;
+			for (int j = 0; j < n; j++)
+				sum += g[j];
+			if (sum > count)
+				fail_msg("round %d: grants sum to %llu > %llu",
+					 round, (unsigned long long)sum,
+					 (unsigned long long)count);
+		}
+	}
+}
+
+static void test_split_by_demand(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct server s;
+	struct cli c[3];
+	uint64_t g[3] = {0};
+	char node[16];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	for (int i = 0; i < 3; i++) {
+		snprintf(node, sizeof(node), "n%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  node, SECRET_A), 0);
+	}
+	/* over capacity, skewed: max-min fair within 3 rounds */
+	{
+		const uint64_t d[3] = {4000, 500, 300};
+
+		rounds(c, 3, 1, d, g, 2000, 3);
+		assert_true(g[0] == 1200 && g[1] == 500 && g[2] == 300);
+		assert_int_equal(c[2].m.grants.n, 1);
+	}
+	/* demand shifts: converges within 3 syncs */
+	{
+		const uint64_t d[3] = {100, 3000, 300};
+
+		rounds(c, 3, 1, d, g, 2000, 3);
+		assert_true(g[0] == 100 && g[1] == 1600 && g[2] == 300);
+	}
+	/* under capacity: everyone gets its demand plus a share of the
+	 * spare */
+	{
+		const uint64_t d[3] = {100, 200, 300};
+
+		rounds(c, 3, 1, d, g, 2000, 3);
+		assert_true(g[0] == 566 && g[1] == 666 && g[2] == 766);
+	}
+	/* avg_local: count per holder; manual: the node's quota */
+	assert_true(sync1(&c[0], 3, 9999, 0).grant == 300);
+	assert_true(sync1(&c[1], 3, 1, 0).grant == 300);
+	assert_int_equal(c[1].m.grants.n, 1);
+	{
+		struct sl_flow_grant g4 = sync1(&c[1], 4, 1, 0);
+
+		assert_true(g4.grant == 0); /* n1 has no quota */
+		assert_int_equal(g4.holders, 1);
+	}
+	for (int i = 0; i < 3; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+}
+
+static void test_restart_learns(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_flow_grant g;
+	struct server s;
+	struct cli c[3];
+	uint64_t held[2] = {0};
+	const uint64_t d[2] = {1500, 1500};
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  i ? "n1" : "n0", SECRET_A), 0);
+	rounds(c, 2, 1, d, held, 2000, 3);
+	assert_true(held[0] == 1000 && held[1] == 1000);
+	for (int i = 0; i < 2; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+
+	/* A new server with empty state, learning for a long time. */
+	cfg.learn_ms = 600000;
+	start(&s, &cfg);
+	/* A newcomer first: it may not take what n0 and n1 still hold. */
+	assert_int_equal(cli_auth(&c[2], sl_tokend_port(s.td), "a", "n2",
+				  SECRET_A), 0);
+	g = sync1(&c[2], 1, 5000, 0);
+	assert_true(g.grant == 0);
+	assert_int_equal(g.flags, SL_GRANT_KEEP | SL_GRANT_LEARNING);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  i ? "n1" : "n0", SECRET_A), 0);
+	/* n0 asks for more than it holds: it keeps what it holds */
+	g = sync1(&c[0], 1, 5000, held[0]);
+	assert_true(g.grant == held[0]);
+	assert_int_equal(g.flags, SL_GRANT_KEEP | SL_GRANT_LEARNING);
+	/* n1 claims more than is left: capped at count - others */
+	g = sync1(&c[1], 1, 5000, 1500);
+	assert_true(g.grant == 1000);
+	assert_int_equal(g.holders, 3);
+	/* and the newcomer still gets nothing */
+	g = sync1(&c[2], 1, 5000, 0);
+	assert_true(g.grant == 0);
+	for (int i = 0; i < 3; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+}
+
+static void test_drain(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_flow_report r = {1, 100, 100, 0};
+	struct server s;
+	struct cli c;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "n0",
+				  SECRET_A), 0);
+	assert_true(sync1(&c, 1, 100, 0).ttl_ms == cfg.ttl_ms);
+	sl_tokend_command(s.td, SL_TOKEND_DRAIN);
+	/* pushed without a request: request id 0 */
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_GRANTS);
+	assert_int_equal(c.m.req_id, 0);
+	assert_int_equal(c.m.grants.flags, SL_SRV_DRAIN);
+	assert_int_equal(c.m.grants.ttl_ms, 0);
+	/* and every later SYNC gets the same */
+	cli_sync(&c, &r, 1);
+	assert_int_equal(c.m.grants.flags, SL_SRV_DRAIN);
+	assert_int_equal(c.m.grants.ttl_ms, 0);
+	assert_int_equal(c.m.grants.n, 0);
+	/* a clean stop says so */
+	sl_tokend_command(s.td, SL_TOKEND_STOP);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_ERROR);
+	assert_int_equal(c.m.error.code, SL_ERR_SHUTDOWN);
+	assert_eof(&c);
+	cli_close(&c);
+	assert_int_equal(pthread_join(s.thread, NULL), 0);
+	sl_tokend_free(s.td);
+}
+
+/* A malformed frame: one ERROR frame, then the end of the stream. */
+static void expect_closed_with(uint16_t port, const uint8_t *frame,
+			       size_t len, uint16_t code, bool after_auth)
+{
+	struct cli c;
+
+	if (after_auth)
+		assert_int_equal(cli_auth(&c, port, "a", "n9", SECRET_A), 0);
+	else
+		assert_int_equal(cli_connect(&c, port), 0);
+	cli_send(&c, frame, len);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_ERROR);
+	assert_int_equal(c.m.error.code, code);
+	assert_eof(&c);
+	cli_close(&c);
+}
+
+static void test_malformed_closes(void **state)
+{
+	static const uint8_t bad_version[] = {0, 0, 0, 12, 9, SL_MSG_HELLO,
+					      0, 0, 0, 0, 0, 1};
+	static const uint8_t oversize[] = {0x7f, 0xff, 0xff, 0xff, 1, 1, 0, 0};
+	static const uint8_t too_short[] = {0, 0, 0, 5, 1};
+	static const uint8_t bad_type[] = {0, 0, 0, 12, 1, 99, 0, 0, 0, 0, 0,
+					   1};
+	/* SYNC claiming 2 entries, carrying none */
+	static const uint8_t bad_count[] = {0, 0, 0, 16, 1, SL_MSG_SYNC, 0, 0,
+					    0, 0, 0, 1, 0, 0, 0, 2};
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct server s;
+	uint16_t port;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	port = sl_tokend_port(s.td);
+	expect_closed_with(port, bad_version, sizeof(bad_version),
+			   SL_ERR_VERSION, false);
+	expect_closed_with(port, oversize, sizeof(oversize), SL_ERR_MALFORMED,
+			   false);
+	expect_closed_with(port, too_short, sizeof(too_short),
+			   SL_ERR_MALFORMED, false);
+	expect_closed_with(port, bad_type, sizeof(bad_type), SL_ERR_MALFORMED,
+			   false);
+	expect_closed_with(port, bad_count, sizeof(bad_count),
+			   SL_ERR_MALFORMED, true);
+	stop(&s, &st);
+	assert_int_equal(st.malformed, 5);
+}
+
+static void test_limits(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_flow_report r = {1, 10, 10, 0};
+	struct server s;
+	struct cli c[3];
+	int keep = 0;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.max_conns = 2;
+	cfg.ns_rate = 1; /* one SYNC per second, and a burst of one */
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c[0], sl_tokend_port(s.td), "a", "n0",
+				  SECRET_A), 0);
+	assert_int_equal(cli_auth(&c[1], sl_tokend_port(s.td), "b", "n1",
+				  SECRET_B), 0);
+	/* the third connection is refused with BUSY */
+	assert_int_equal(cli_connect(&c[2], sl_tokend_port(s.td)), 0);
+	assert_int_equal(cli_recv(&c[2]), 0);
+	assert_int_equal(c[2].m.type, SL_MSG_ERROR);
+	assert_int_equal(c[2].m.error.code, SL_ERR_BUSY);
+	assert_eof(&c[2]);
+	cli_close(&c[2]);
+
+	/* over the namespace's request rate: KEEP, never a fallback */
+	cli_sync(&c[0], &r, 1);
+	assert_int_equal(c[0].m.grants.flags, 0);
+	for (int i = 0; i < 4; i++) {
+		cli_sync(&c[0], &r, 1);
+		if (c[0].m.grants.flags == SL_SRV_KEEP) {
+			assert_int_equal(c[0].m.grants.ttl_ms, cfg.ttl_ms);
+			assert_int_equal(c[0].m.grants.n, 0);
+			keep++;
+		}
+	}
+	/* 0.8 s of refill would be needed before the second is served */
+	assert_true(keep >= 3);
+	/* another namespace has its own budget */
+	cli_sync(&c[1], &r, 1);
+	assert_int_equal(c[1].m.grants.flags, 0);
+	cli_close(&c[0]);
+	cli_close(&c[1]);
+	stop(&s, NULL);
+}
+
+static void test_slow_client_dropped(void **state)
+{
+	static struct sl_flow_report r[SL_PROTO_MAX_REPORTS];
+	static uint8_t frame[SL_PROTO_MAX_FRAME];
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct server s;
+	struct cli c, other;
+	int small = 4096, i;
+	size_t len;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.out_max = 2 * SL_PROTO_MAX_FRAME;
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "slow",
+				  SECRET_A), 0);
+	setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	for (i = 0; i < (int)SL_PROTO_MAX_REPORTS; i++)
+		r[i] = (struct sl_flow_report){1000 + i, 1, 1, 0};
+	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), 1, r,
+					   SL_PROTO_MAX_REPORTS, &len), 0);
+	/* never read: the answers pile up until the server gives up */
+	for (i = 0; i < 2000; i++) {
+		if (send(c.fd, frame, len, MSG_NOSIGNAL) != (ssize_t)len)
+			break;
+	}
+	/* the server kept serving others meanwhile */
+	assert_int_equal(cli_auth(&other, sl_tokend_port(s.td), "a", "fast",
+				  SECRET_A), 0);
+	assert_true(sync1(&other, 1, 10, 0).grant == 2000);
+	cli_close(&other);
+	cli_close(&c);
+	stop(&s, &st);
+	assert_int_equal(st.dropped_slow, 1);
+}
+
+static void test_setup_errors(void **state)
+{
+	static const char no_cluster[] =
+		"{\"rules\": [{\"name\": \"x\", \"match\": {}, \"grade\": "
+		"\"pps\", \"count\": 5}]}";
+	struct sl_tokend_cfg cfg;
+	struct sl_ruleset plain;
+	struct sl_tokend *td;
+	char err[512];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	assert_int_equal(sl_rules_parse(no_cluster, strlen(no_cluster), &plain,
+					err, sizeof(err)), 0);
+	assert_int_equal(sl_tokend_new(&cfg, &plain, &secrets, &td, err,
+				       sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no rule has a cluster object"));
+	sl_ruleset_free(&plain);
+	/* no secrets: loopback only */
+	cfg.listen = "0.0.0.0:0";
+	assert_int_equal(sl_tokend_new(&cfg, &rs, NULL, &td, err, sizeof(err)),
+			 -EPERM);
+	cfg.listen = "127.0.0.1";
+	assert_int_equal(sl_tokend_new(&cfg, &rs, &secrets, &td, err,
+				       sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "expected ADDR:PORT"));
+}
+
+static void test_secrets_file(void **state)
+{
+	char path[] = "/tmp/sluice-secrets-XXXXXX", err[512];
+	struct sl_secrets sec;
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	dprintf(fd, "# comment\n\nweb  0123456789abcdef0123\napi\t%s\n",
+		SECRET_B);
+	fchmod(fd, 0644);
+	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
+			 -EPERM);
+	assert_non_null(strstr(err, "mode 0644"));
+	fchmod(fd, 0600);
+	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)), 0);
+	assert_int_equal(sec.n, 2);
+	assert_non_null(sl_secrets_find(&sec, "api"));
+	assert_int_equal(sl_secrets_find(&sec, "web")->len, 20);
+	assert_null(sl_secrets_find(&sec, "nope"));
+	sl_secrets_free(&sec);
+	dprintf(fd, "short abc\n");
+	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "line 5: secret must be 16"));
+	close(fd);
+	unlink(path);
+}
+
+static int setup(void **state)
+{
+	char err[4096];
+
+	(void)state;
+	if (sl_rules_parse(rules_json, strlen(rules_json), &rs, err,
+			   sizeof(err)))
+		fprintf(stderr, "rules: %s\n", err);
+	strcpy(secret_v[0].ns, "a");
+	secret_v[0].len = strlen(SECRET_A);
+	memcpy(secret_v[0].key, SECRET_A, secret_v[0].len);
+	strcpy(secret_v[1].ns, "b");
+	secret_v[1].len = strlen(SECRET_B);
+	memcpy(secret_v[1].key, SECRET_B, secret_v[1].len);
+	secrets.v = secret_v;
+	secrets.n = 2;
+	return rs.n == 5 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	sl_ruleset_free(&rs);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_auth),
+		cmocka_unit_test(test_sync_before_auth),
+		cmocka_unit_test(test_namespace_isolation),
+		cmocka_unit_test(test_split_by_demand),
+		cmocka_unit_test(test_restart_learns),
+		cmocka_unit_test(test_drain),
+		cmocka_unit_test(test_malformed_closes),
+		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_slow_client_dropped),
+		cmocka_unit_test(test_setup_errors),
+		cmocka_unit_test(test_secrets_file),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Quota allocation for cluster flows (docs/cluster.md): pure functions
+ * from the live lease holders' demands to their grants.
+ */
+#ifndef SLUICE_QUOTA_H
+#define SLUICE_QUOTA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The max-min fair split of a global count, as a water level: a holder
+ * with demand d gets min(d, level) + bonus. When demands exceed count,
+ * bonus is 0 and level is the largest value whose allocation fits; the
+ * floor leaves at most (holders above the level - 1) units unassigned.
+ * When count covers every demand, level is UINT64_MAX and the spare is
+ * split evenly as bonus, so a holder sees its own demand grow before the
+ * next rebalance.
+ */
+struct sl_quota_level {
+	uint64_t level;
+	uint64_t bonus;
+};
+
+/*
+ * Water-fill count over n demands in O(n) per Newton step (a few); scratch
+ * holds n values for the sorting fallback. -EINVAL when n is 0.
+ */
+int sl_quota_global_level(uint64_t count, const uint64_t *demand, size_t n,
+			  uint64_t *scratch, struct sl_quota_level *out);
+
+static inline uint64_t sl_quota_grant(const struct sl_quota_level *l,
+				      uint64_t demand)
+{
+	return (demand < l->level ? demand : l->level) + l->bonus;
+}
+
+/*
+ * Every holder's grant for a global count, exactly: the level above, and
+ * the units the floor left over go one each, to the holders above the
+ * level in index order. Sum of grants <= count (== count when any holder
+ * is short); no holder above its demand while another is short.
+ */
+int sl_quota_global(uint64_t count, const uint64_t *demand, size_t n,
+		    uint64_t *scratch, uint64_t *grant);
+
+/*
+ * The most a holder may be granted now so that outstanding leases never
+ * sum above count: others is the sum of the other holders' unexpired
+ * grants.
+ */
+static inline uint64_t sl_quota_cap(uint64_t count, uint64_t others,
+				    uint64_t want)
+{
+	uint64_t room = others < count ? count - others : 0;
+
+	return want < room ? want : room;
+}
+
+#endif

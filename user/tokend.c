@@ -1,0 +1,1163 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The token server: one thread, epoll, non-blocking sockets. Every flow
+ * keeps its live lease holders; the sum of their unexpired grants never
+ * exceeds count (docs/cluster.md).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "proto.h"
+#include "quota.h"
+#include "tokend.h"
+
+#define IN_INIT	     4096
+#define EVENTS	     256
+#define ACCEPT_BURST 64
+#define NO_POS	     UINT32_MAX
+
+enum conn_state {
+	CONN_HELLO,   /* waiting for HELLO */
+	CONN_AUTH,    /* CHALLENGE sent, waiting for AUTH */
+	CONN_READY,   /* authenticated: SYNCs */
+	CONN_CLOSING, /* flushing a final ERROR or DRAIN, reading nothing */
+};
+
+struct holder {
+	uint64_t demand;
+	uint64_t grant;	  /* counted in the flow's outstanding while live */
+	uint64_t expires; /* ms; the lease ends here */
+	uint32_t live_pos; /* index in flow->live, NO_POS if not live */
+};
+
+struct flow {
+	uint32_t id;
+	uint64_t count;
+	const struct sl_cluster *cl;
+	struct holder *h; /* indexed by node number of the namespace */
+	uint32_t h_cap;
+	uint32_t *live; /* node numbers of live holders */
+	uint32_t n_live, live_cap;
+	uint64_t outstanding; /* sum of live holders' grants */
+	struct sl_quota_level level;
+	uint64_t level_at;
+	bool have_level, dirty;
+};
+
+struct conn;
+
+struct ns {
+	char name[SL_NAME_MAX + 1];
+	const struct sl_secret *secret;
+	struct flow *flows; /* sorted by id */
+	uint32_t n_flows;
+	char (*nodes)[SL_PROTO_NAME_MAX + 1];
+	struct conn **node_conn;
+	uint32_t n_nodes, nodes_cap;
+	double tokens; /* SYNC frames the namespace may still send */
+	uint64_t tokens_at;
+};
+
+struct conn {
+	int fd;
+	enum conn_state state;
+	struct ns *ns; /* NULL until HELLO names a known namespace */
+	uint32_t node;
+	char node_name[SL_PROTO_NAME_MAX + 1];
+	uint8_t node_len;
+	uint8_t nonce[SL_PROTO_NONCE_LEN];
+	uint64_t deadline; /* handshake or closing deadline, ms */
+	uint8_t *in, *out;
+	size_t in_len, in_cap, out_off, out_len, out_cap;
+	bool dead; /* closed; freed after the event batch that saw it */
+	struct conn *prev, *next;
+};
+
+struct sl_tokend {
+	struct sl_tokend_cfg cfg;
+	int lfd, epfd, ctl[2];
+	uint16_t port;
+	bool auth;
+	bool draining, stopping;
+	uint64_t start, last_sweep;
+	struct ns *ns;
+	uint32_t n_ns;
+	struct conn *conns; /* list head */
+	struct conn *dead;  /* closed, to free after the event batch */
+	uint64_t *scratch, *demands; /* water filling */
+	size_t scratch_cap;
+	struct sl_flow_grant *grants; /* one SYNC's answer */
+	struct sl_tokend_stats st;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->ttl_ms = SL_TOKEND_TTL_MS;
+	cfg->sync_ms = SL_TOKEND_SYNC_MS;
+	cfg->learn_ms = SL_TOKEND_TTL_MS;
+	cfg->max_conns = SL_TOKEND_MAX_CONNS;
+	cfg->ns_rate = SL_TOKEND_NS_RATE;
+	cfg->out_max = SL_TOKEND_OUT_MAX;
+	cfg->handshake_ms = SL_TOKEND_HANDSHAKE_MS;
+	cfg->rebalance_ms = SL_TOKEND_REBALANCE_MS;
+	cfg->max_nodes = SL_TOKEND_MAX_NODES;
+}
+
+/* ---- flows and leases ---- */
+
+static struct flow *find_flow(struct ns *ns, uint32_t id)
+{
+	uint32_t lo = 0, hi = ns->n_flows;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (ns->flows[mid].id == id)
+			return &ns->flows[mid];
+		if (ns->flows[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static struct holder *get_holder(struct flow *f, uint32_t node)
+{
+	if (node >= f->h_cap) {
+		uint32_t cap = f->h_cap ? f->h_cap : 16;
+		struct holder *h;
+
+		while (cap <= node)
+			cap *= 2;
+		h = realloc(f->h, cap * sizeof(*h));
+		if (!h)
+			return NULL;
+		for (uint32_t i = f->h_cap; i < cap; i++)
+			h[i] = (struct holder){.live_pos = NO_POS};
+		f->h = h;
+		f->h_cap = cap;
+	}
+	return &f->h[node];
+}
+
+static int make_live(struct flow *f, struct holder *h, uint32_t node)
+{
+	if (f->n_live == f->live_cap) {
+		uint32_t cap = f->live_cap ? 2 * f->live_cap : 16;
+		uint32_t *l = realloc(f->live, cap * sizeof(*l));
+
+		if (!l)
+			return -ENOMEM;
+		f->live = l;
+		f->live_cap = cap;
+	}
+	h->live_pos = f->n_live;
+	f->live[f->n_live++] = node;
+	h->grant = 0;
+	f->dirty = true;
+	return 0;
+}
+
+static void drop_live(struct flow *f, struct holder *h)
+{
+	uint32_t last = f->live[--f->n_live];
+
+	f->live[h->live_pos] = last;
+	f->h[last].live_pos = h->live_pos;
+	f->outstanding -= h->grant;
+	h->grant = 0;
+	h->live_pos = NO_POS;
+	f->dirty = true;
+}
+
+/* Forget holders whose leases ended: their grants are free again. */
+static void expire_flow(struct flow *f, uint64_t now)
+{
+	uint32_t i = 0;
+
+	while (i < f->n_live) {
+		struct holder *h = &f->h[f->live[i]];
+
+		if (h->expires <= now)
+			drop_live(f, h); /* moves the last one to i */
+		else
+			i++;
+	}
+}
+
+static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
+{
+	uint32_t i;
+
+	if (f->n_live > td->scratch_cap) {
+		size_t cap = 2 * f->n_live;
+		uint64_t *s = realloc(td->scratch, cap * sizeof(*s));
+		uint64_t *d = s ? realloc(td->demands, cap * sizeof(*d)) : NULL;
+
+		if (s)
+			td->scratch = s;
+		if (!d)
+			return -ENOMEM;
+		td->demands = d;
+		td->scratch_cap = cap;
+	}
+	for (i = 0; i < f->n_live; i++)
+		td->demands[i] = f->h[f->live[i]].demand;
+	sl_quota_global_level(f->count, td->demands, f->n_live, td->scratch,
+			      &f->level);
+	f->have_level = true;
+	f->dirty = false;
+	f->level_at = now;
+	return 0;
+}
+
+static uint64_t manual_quota(const struct sl_cluster *cl, const char *node)
+{
+	uint32_t lo = 0, hi = cl->n_quotas;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(cl->quotas[mid].node, node);
+
+		if (!c)
+			return cl->quotas[mid].count;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* The answer for one flow of one SYNC; the lease starts now. */
+static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
+		      const struct sl_flow_report *r, uint64_t now,
+		      struct sl_flow_grant *g)
+{
+	struct holder *h = get_holder(f, c->node);
+	uint64_t others, want;
+	int ret;
+
+	if (!h)
+		return -ENOMEM;
+	if (h->live_pos != NO_POS && h->expires <= now)
+		drop_live(f, h);
+	if (h->live_pos == NO_POS) {
+		ret = make_live(f, h, c->node);
+		if (ret)
+			return ret;
+	}
+	if (h->demand != r->demand)
+		f->dirty = true;
+	h->demand = r->demand;
+	others = f->outstanding - h->grant;
+	g->flags = 0;
+
+	switch (f->cl->threshold) {
+	case SL_THRESH_GLOBAL:
+		if (now < td->start + td->cfg.learn_ms) {
+			/* Unknown holders may still hold the last server's
+			 * leases: renew what the client holds, no more. */
+			want = r->held;
+			g->flags = SL_GRANT_KEEP | SL_GRANT_LEARNING;
+		} else {
+			if (!f->have_level ||
+			    (f->dirty &&
+			     now - f->level_at >= td->cfg.rebalance_ms)) {
+				ret = rebalance(td, f, now);
+				if (ret)
+					return ret;
+			}
+			want = sl_quota_grant(&f->level, r->demand);
+		}
+		want = sl_quota_cap(f->count, others, want);
+		break;
+	case SL_THRESH_AVG_LOCAL:
+		want = f->count;
+		break;
+	default:
+		want = manual_quota(f->cl, c->node_name);
+		break;
+	}
+	f->outstanding = others + want;
+	h->grant = want;
+	h->expires = now + td->cfg.ttl_ms;
+	g->grant = want;
+	g->ttl_ms = td->cfg.ttl_ms;
+	g->holders = f->n_live;
+	return 0;
+}
+
+/* ---- connections ---- */
+
+/* Close now, free later: the current event batch may still name c. */
+static void conn_close(struct sl_tokend *td, struct conn *c)
+{
+	if (c->dead)
+		return;
+	if (c->ns && c->node < c->ns->n_nodes && c->ns->node_conn[c->node] == c)
+		c->ns->node_conn[c->node] = NULL;
+	epoll_ctl(td->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		td->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->dead = true;
+	c->next = td->dead;
+	td->dead = c;
+	td->st.conns--;
+}
+
+static void reap(struct sl_tokend *td)
+{
+	while (td->dead) {
+		struct conn *c = td->dead;
+
+		td->dead = c->next;
+		free(c->in);
+		free(c->out);
+		free(c);
+	}
+}
+
+/* Room for n more output bytes; -ENOBUFS past the bound (a slow client). */
+static int out_reserve(struct sl_tokend *td, struct conn *c, size_t n)
+{
+	size_t need, cap;
+	uint8_t *p;
+
+	if (c->out_off && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	need = c->out_len + n;
+	if (need <= c->out_cap)
+		return 0;
+	if (c->out_off) {
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+		need = c->out_len + n;
+		if (need <= c->out_cap)
+			return 0;
+	}
+	if (need > td->cfg.out_max)
+		return -ENOBUFS;
+	cap = c->out_cap ? c->out_cap : IN_INIT;
+	while (cap < need)
+		cap *= 2;
+	if (cap > td->cfg.out_max)
+		cap = td->cfg.out_max;
+	p = realloc(c->out, cap);
+	if (!p)
+		return -ENOMEM;
+	c->out = p;
+	c->out_cap = cap;
+	return 0;
+}
+
+/* Poll for what c waits for; a closing one with nothing left goes. */
+static void conn_update(struct sl_tokend *td, struct conn *c)
+{
+	struct epoll_event ev = {.data.ptr = c};
+
+	if (c->state == CONN_CLOSING && c->out_off == c->out_len) {
+		conn_close(td, c);
+		return;
+	}
+	if (c->state != CONN_CLOSING)
+		ev.events |= EPOLLIN;
+	if (c->out_len > c->out_off)
+		ev.events |= EPOLLOUT;
+	epoll_ctl(td->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Write what the socket takes; -errno when the peer is gone. */
+static int flush(struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off,
+				 c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			return -errno;
+		}
+		c->out_off += n;
+	}
+	return 0;
+}
+
+/* Queue an ERROR and close once it is written: nothing else follows. */
+static int fail_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
+		     uint16_t code, uint64_t now)
+{
+	size_t len;
+
+	c->in_len = 0;
+	c->state = CONN_CLOSING;
+	c->deadline = now + td->cfg.handshake_ms;
+	if (out_reserve(td, c, SL_PROTO_HDR_LEN + 4))
+		return -ENOBUFS;
+	sl_proto_put_error(c->out + c->out_len, c->out_cap - c->out_len, req,
+			   code, &len);
+	c->out_len += len;
+	return 0;
+}
+
+static struct ns *find_ns(struct sl_tokend *td, const char *name, size_t n)
+{
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		if (strlen(td->ns[i].name) == n &&
+		    !memcmp(td->ns[i].name, name, n))
+			return &td->ns[i];
+	}
+	return NULL;
+}
+
+/* The namespace's number for node, added if new; -ENOSPC past max_nodes. */
+static int intern_node(struct sl_tokend *td, struct ns *ns, const char *node)
+{
+	uint32_t i;
+
+	/* Linear: runs once per authentication, not per SYNC. */
+	for (i = 0; i < ns->n_nodes; i++) {
+		if (!strcmp(ns->nodes[i], node))
+			return i;
+	}
+	if (ns->n_nodes >= td->cfg.max_nodes)
+		return -ENOSPC;
+	if (ns->n_nodes == ns->nodes_cap) {
+		uint32_t cap = ns->nodes_cap ? 2 * ns->nodes_cap : 64;
+		void *n = realloc(ns->nodes, cap * sizeof(*ns->nodes));
+		void *cn = n ? realloc(ns->node_conn,
+				       cap * sizeof(*ns->node_conn))
+			     : NULL;
+
+		if (n)
+			ns->nodes = n;
+		if (!cn)
+			return -ENOMEM;
+		ns->node_conn = cn;
+		ns->nodes_cap = cap;
+	}
+	strcpy(ns->nodes[ns->n_nodes], node);
+	ns->node_conn[ns->n_nodes] = NULL;
+	return ns->n_nodes++;
+}
+
+static int put_frame_grants(struct sl_tokend *td, struct conn *c, uint32_t req,
+			    uint16_t flags, uint32_t ttl, uint32_t n)
+{
+	size_t len, need = SL_PROTO_HDR_LEN + SL_PROTO_GRANTS_FIXED +
+			   (size_t)n * SL_PROTO_GRANT_LEN;
+	int ret = out_reserve(td, c, need);
+
+	if (ret)
+		return ret;
+	ret = sl_proto_put_grants(c->out + c->out_len, c->out_cap - c->out_len,
+				  req, flags, ttl, td->grants, n, &len);
+	if (!ret)
+		c->out_len += len;
+	return ret;
+}
+
+/* Refill the namespace's SYNC budget; false when it is spent. */
+static bool ns_admit(struct sl_tokend *td, struct ns *ns, uint64_t now)
+{
+	double burst = td->cfg.ns_rate / 5.0 + 1;
+
+	if (!td->cfg.ns_rate)
+		return true;
+	ns->tokens += (now - ns->tokens_at) * (td->cfg.ns_rate / 1000.0);
+	ns->tokens_at = now;
+	if (ns->tokens > burst)
+		ns->tokens = burst;
+	if (ns->tokens < 1)
+		return false;
+	ns->tokens -= 1;
+	return true;
+}
+
+static int on_sync(struct sl_tokend *td, struct conn *c,
+		   const struct sl_msg *m, uint64_t now)
+{
+	struct sl_flow_report r;
+	uint32_t i;
+	int ret;
+
+	td->st.syncs++;
+	if (td->draining)
+		return put_frame_grants(td, c, m->req_id, SL_SRV_DRAIN, 0, 0);
+	if (!ns_admit(td, c->ns, now)) {
+		/* Overloaded: the leases in force stay right; never push
+		 * clients into fallback. */
+		td->st.keep_replies++;
+		return put_frame_grants(td, c, m->req_id, SL_SRV_KEEP,
+					td->cfg.ttl_ms, 0);
+	}
+	for (i = 0; i < m->sync.n; i++) {
+		struct sl_flow_grant *g = &td->grants[i];
+		struct flow *f;
+
+		sl_proto_report(m, i, &r);
+		f = find_flow(c->ns, r.flow_id);
+		memset(g, 0, sizeof(*g));
+		g->flow_id = r.flow_id;
+		if (!f) {
+			/* Another namespace's flow looks exactly like this. */
+			g->flags = SL_GRANT_UNKNOWN;
+			continue;
+		}
+		ret = grant_flow(td, c, f, &r, now, g);
+		if (ret)
+			return ret;
+	}
+	td->st.flow_updates += m->sync.n;
+	return put_frame_grants(td, c, m->req_id, 0, td->cfg.ttl_ms,
+				m->sync.n);
+}
+
+static int on_hello(struct sl_tokend *td, struct conn *c,
+		    const struct sl_msg *m)
+{
+	size_t len;
+	int ret;
+
+	/* Unknown namespaces get a challenge too, and fail at AUTH: the
+	 * answer does not tell which namespaces exist. */
+	c->ns = find_ns(td, m->hello.ns, m->hello.ns_len);
+	memcpy(c->node_name, m->hello.node, m->hello.node_len);
+	c->node_name[m->hello.node_len] = '\0';
+	c->node_len = m->hello.node_len;
+	ret = sl_proto_nonce(c->nonce);
+	if (ret)
+		return ret;
+	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + SL_PROTO_NONCE_LEN);
+	if (ret)
+		return ret;
+	sl_proto_put_challenge(c->out + c->out_len, c->out_cap - c->out_len,
+			       m->req_id, c->nonce, &len);
+	c->out_len += len;
+	c->state = CONN_AUTH;
+	return 0;
+}
+
+static int on_auth(struct sl_tokend *td, struct conn *c,
+		   const struct sl_msg *m, uint64_t now)
+{
+	struct ns *ns = c->ns;
+	struct conn *old;
+	size_t len;
+	int node, ret;
+
+	ret = -EACCES;
+	if (ns && td->auth && ns->secret)
+		ret = sl_proto_auth_check(ns->secret->key, ns->secret->len,
+					  c->nonce, ns->name, strlen(ns->name),
+					  c->node_name, c->node_len,
+					  m->auth.mac);
+	else if (ns && !td->auth)
+		ret = 0;
+	if (ret) {
+		td->st.auth_failed++;
+		pr_info("tokend: authentication failed for node '%s'",
+			c->node_name);
+		return fail_conn(td, c, m->req_id, SL_ERR_AUTH, now);
+	}
+	node = intern_node(td, ns, c->node_name);
+	if (node < 0) {
+		pr_warn("tokend: namespace '%s' has %u nodes; refusing '%s'",
+			ns->name, td->cfg.max_nodes, c->node_name);
+		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
+	}
+	c->node = node;
+	/* The node reconnected: its old connection is stale. */
+	old = ns->node_conn[node];
+	if (old && old != c && old->state != CONN_CLOSING) {
+		if (fail_conn(td, old, 0, SL_ERR_REPLACED, now) || flush(old))
+			conn_close(td, old);
+		else
+			conn_update(td, old);
+		ns->node_conn[node] = NULL;
+	}
+	ns->node_conn[node] = c;
+	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 8);
+	if (ret)
+		return ret;
+	sl_proto_put_auth_ok(c->out + c->out_len, c->out_cap - c->out_len,
+			     m->req_id, td->cfg.ttl_ms, td->cfg.sync_ms, &len);
+	c->out_len += len;
+	c->state = CONN_READY;
+	c->deadline = 0;
+	td->st.auth_ok++;
+	return 0;
+}
+
+/* One decoded frame; -errno drops the connection without a word. */
+static int on_frame(struct sl_tokend *td, struct conn *c,
+		    const struct sl_msg *m, uint64_t now)
+{
+	if (m->type == SL_MSG_ERROR)
+		return -ECONNRESET;
+	if (c->state == CONN_HELLO && m->type == SL_MSG_HELLO)
+		return on_hello(td, c, m);
+	if (c->state == CONN_AUTH && m->type == SL_MSG_AUTH)
+		return on_auth(td, c, m, now);
+	if (c->state == CONN_READY && m->type == SL_MSG_SYNC)
+		return on_sync(td, c, m, now);
+	return fail_conn(td, c, m->req_id, SL_ERR_UNEXPECTED, now);
+}
+
+/* Complete frames in the input buffer, in order. */
+static int process_input(struct sl_tokend *td, struct conn *c, uint64_t now)
+{
+	size_t off = 0;
+	int ret = 0;
+
+	while (c->state != CONN_CLOSING && c->in_len - off >= 4) {
+		struct sl_msg m;
+		uint32_t len;
+
+		ret = sl_proto_frame_len(c->in + off, c->in_len - off, &len);
+		if (ret) {
+			td->st.malformed++;
+			return fail_conn(td, c, 0, SL_ERR_MALFORMED, now);
+		}
+		if (c->in_len - off < len)
+			break;
+		ret = sl_proto_decode(c->in + off, len, &m);
+		if (ret) {
+			td->st.malformed++;
+			return fail_conn(td, c, 0,
+					 ret == -EPROTONOSUPPORT
+						 ? SL_ERR_VERSION
+						 : SL_ERR_MALFORMED,
+					 now);
+		}
+		ret = on_frame(td, c, &m, now);
+		if (ret)
+			return ret;
+		off += len;
+	}
+	if (c->state == CONN_CLOSING) {
+		c->in_len = 0;
+		return 0;
+	}
+	memmove(c->in, c->in + off, c->in_len - off);
+	c->in_len -= off;
+	return 0;
+}
+
+static int on_readable(struct sl_tokend *td, struct conn *c, uint64_t now)
+{
+	size_t want = SL_PROTO_HDR_LEN;
+	uint32_t flen;
+	ssize_t n;
+
+	/* Grow towards the frame being read, never past the maximum. */
+	if (sl_proto_frame_len(c->in, c->in_len, &flen) == 0)
+		want = flen;
+	if (c->in_len == c->in_cap || want > c->in_cap) {
+		size_t cap = c->in_cap * 2;
+		uint8_t *p;
+
+		if (cap < want)
+			cap = want;
+		if (cap > SL_PROTO_MAX_FRAME)
+			cap = SL_PROTO_MAX_FRAME;
+		if (cap > c->in_cap) {
+			p = realloc(c->in, cap);
+			if (!p)
+				return -ENOMEM;
+			c->in = p;
+			c->in_cap = cap;
+		}
+	}
+	n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len,
+		 MSG_DONTWAIT);
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	c->in_len += n;
+	return process_input(td, c, now);
+}
+
+static void on_conn_event(struct sl_tokend *td, struct conn *c, uint32_t ev,
+			  uint64_t now)
+{
+	int ret = 0;
+
+	if (c->dead)
+		return;
+	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR) && c->state != CONN_CLOSING)
+		ret = on_readable(td, c, now);
+	else if (ev & (EPOLLHUP | EPOLLERR))
+		ret = -ECONNRESET;
+	if (!ret)
+		ret = flush(c);
+	if (ret == -ENOBUFS)
+		td->st.dropped_slow++;
+	if (ret)
+		conn_close(td, c);
+	else
+		conn_update(td, c);
+}
+
+static void on_accept(struct sl_tokend *td, uint64_t now)
+{
+	for (int i = 0; i < ACCEPT_BURST; i++) {
+		struct epoll_event ev = {.events = EPOLLIN};
+		int fd, one = 1;
+		struct conn *c;
+
+		fd = accept4(td->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		td->st.accepted++;
+		if (td->st.conns >= td->cfg.max_conns || td->stopping) {
+			uint8_t b[SL_PROTO_HDR_LEN + 4];
+			size_t len;
+
+			/* Best effort: the socket buffer is empty. */
+			sl_proto_put_error(b, sizeof(b), 0, SL_ERR_BUSY, &len);
+			if (send(fd, b, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+				pr_debug("tokend: refusing: %s",
+					 strerror(errno));
+			close(fd);
+			td->st.refused_busy++;
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c = calloc(1, sizeof(*c));
+		if (c)
+			c->in = malloc(IN_INIT);
+		if (!c || !c->in) {
+			if (c)
+				free(c);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->in_cap = IN_INIT;
+		c->state = CONN_HELLO;
+		c->deadline = now + td->cfg.handshake_ms;
+		ev.data.ptr = c;
+		if (epoll_ctl(td->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+			free(c->in);
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->next = td->conns;
+		if (c->next)
+			c->next->prev = c;
+		td->conns = c;
+		td->st.conns++;
+	}
+}
+
+/* Push TTL 0 to every client; later SYNCs get the same. */
+static void drain(struct sl_tokend *td)
+{
+	struct conn *c, *next;
+
+	td->draining = true;
+	pr_info("tokend: draining: every lease ends now");
+	for (c = td->conns; c; c = next) {
+		next = c->next;
+		if (c->state != CONN_READY)
+			continue;
+		if (put_frame_grants(td, c, 0, SL_SRV_DRAIN, 0, 0) || flush(c))
+			conn_close(td, c);
+		else
+			conn_update(td, c);
+	}
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		for (uint32_t j = 0; j < td->ns[i].n_flows; j++) {
+			struct flow *f = &td->ns[i].flows[j];
+
+			while (f->n_live)
+				drop_live(f, &f->h[f->live[0]]);
+		}
+	}
+}
+
+static void on_ctl(struct sl_tokend *td)
+{
+	char cmd[16];
+	ssize_t n = read(td->ctl[0], cmd, sizeof(cmd));
+
+	for (ssize_t i = 0; i < n; i++) {
+		if (cmd[i] == SL_TOKEND_DRAIN && !td->draining)
+			drain(td);
+		else if (cmd[i] == SL_TOKEND_STOP)
+			td->stopping = true;
+	}
+}
+
+/* Deadlines and lease expiry, a few times per TTL. */
+static void sweep(struct sl_tokend *td, uint64_t now)
+{
+	struct conn *c, *next;
+
+	for (c = td->conns; c; c = next) {
+		next = c->next;
+		if (c->deadline && now >= c->deadline) {
+			if (c->state == CONN_CLOSING) {
+				conn_close(td, c);
+			} else if (fail_conn(td, c, 0, SL_ERR_TIMEOUT, now) ||
+				   flush(c)) {
+				conn_close(td, c);
+			} else {
+				conn_update(td, c);
+			}
+		}
+	}
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		for (uint32_t j = 0; j < td->ns[i].n_flows; j++)
+			expire_flow(&td->ns[i].flows[j], now);
+	}
+	td->last_sweep = now;
+}
+
+int sl_tokend_run(struct sl_tokend *td)
+{
+	struct epoll_event ev[EVENTS];
+	int tick = td->cfg.ttl_ms / 4;
+
+	if (tick < 10)
+		tick = 10;
+	if (tick > 250)
+		tick = 250;
+	while (!td->stopping) {
+		uint64_t now;
+		int n, i;
+
+		n = epoll_wait(td->epfd, ev, EVENTS, tick);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		now = now_ms();
+		for (i = 0; i < n; i++) {
+			void *p = ev[i].data.ptr;
+
+			if (p == &td->lfd)
+				on_accept(td, now);
+			else if (p == &td->ctl)
+				on_ctl(td);
+			else
+				on_conn_event(td, p, ev[i].events, now);
+		}
+		if (now - td->last_sweep >= (uint64_t)tick)
+			sweep(td, now);
+		reap(td);
+	}
+	/* A clean stop: tell connected clients, best effort. */
+	while (td->conns) {
+		struct conn *c = td->conns;
+
+		if (c->state == CONN_READY &&
+		    !fail_conn(td, c, 0, SL_ERR_SHUTDOWN, now_ms()))
+			flush(c);
+		conn_close(td, c);
+	}
+	reap(td);
+	return 0;
+}
+
+void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd)
+{
+	char b = cmd;
+	ssize_t n = write(td->ctl[1], &b, 1);
+
+	(void)n; /* a full pipe already holds a command to act on */
+}
+
+/* ---- setup ---- */
+
+static int parse_listen(const char *s, struct sockaddr_storage *ss,
+			socklen_t *sl, char *err, size_t errlen)
+{
+	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				 .ai_socktype = SOCK_STREAM};
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon = strrchr(s ? s : "", ':');
+	struct addrinfo *ai;
+	size_t hl;
+	int ret;
+
+	if (!colon || colon == s || !colon[1]) {
+		snprintf(err, errlen, "listen address '%s': expected ADDR:PORT",
+			 s ? s : "");
+		return -EINVAL;
+	}
+	hl = colon - s;
+	if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
+		s++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host)) {
+		snprintf(err, errlen, "listen address: host too long");
+		return -EINVAL;
+	}
+	memcpy(host, s, hl);
+	host[hl] = '\0';
+	ret = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (ret) {
+		snprintf(err, errlen, "listen address '%s:%s': %s", host,
+			 colon + 1, gai_strerror(ret));
+		return -EINVAL;
+	}
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*sl = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
+	if (ss->ss_family == AF_INET)
+		return ntohl(in4->sin_addr.s_addr) >> 24 == 127;
+	return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+}
+
+static int flow_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct flow *)a)->id,
+		 y = ((const struct flow *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Namespaces and flows from the cluster rules; one rule per flow. */
+static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
+		       const struct sl_secrets *secrets, char *err,
+		       size_t errlen)
+{
+	size_t i, n_cluster = 0;
+
+	td->ns = calloc(rs->n ? rs->n : 1, sizeof(*td->ns));
+	if (!td->ns)
+		return -ENOMEM;
+	for (i = 0; i < rs->n; i++) {
+		const struct sl_cluster *cl = &rs->rules[i].cluster;
+		struct ns *ns;
+
+		if (!cl->enabled)
+			continue;
+		n_cluster++;
+		ns = find_ns(td, cl->ns, strlen(cl->ns));
+		if (!ns) {
+			ns = &td->ns[td->n_ns++];
+			strcpy(ns->name, cl->ns);
+			ns->secret = secrets ? sl_secrets_find(secrets, cl->ns)
+					     : NULL;
+			if (secrets && !ns->secret)
+				pr_warn("tokend: no secret for namespace "
+					"'%s': its clients will be refused",
+					ns->name);
+		}
+		ns->n_flows++;
+	}
+	if (!n_cluster) {
+		snprintf(err, errlen,
+			 "no rule has a cluster object: nothing to serve");
+		return -EINVAL;
+	}
+	for (i = 0; i < td->n_ns; i++) {
+		td->ns[i].flows = calloc(td->ns[i].n_flows,
+					 sizeof(*td->ns[i].flows));
+		if (!td->ns[i].flows)
+			return -ENOMEM;
+		td->ns[i].n_flows = 0;
+	}
+	for (i = 0; i < rs->n; i++) {
+		const struct sl_rule *r = &rs->rules[i];
+		struct ns *ns;
+		struct flow *f;
+
+		if (!r->cluster.enabled)
+			continue;
+		ns = find_ns(td, r->cluster.ns, strlen(r->cluster.ns));
+		f = &ns->flows[ns->n_flows++];
+		f->id = r->cluster.flow_id;
+		f->count = r->count;
+		f->cl = &r->cluster;
+	}
+	for (i = 0; i < td->n_ns; i++) {
+		struct ns *ns = &td->ns[i];
+
+		qsort(ns->flows, ns->n_flows, sizeof(*ns->flows), flow_cmp);
+		for (uint32_t j = 1; j < ns->n_flows; j++) {
+			if (ns->flows[j].id != ns->flows[j - 1].id)
+				continue;
+			snprintf(err, errlen,
+				 "namespace '%s': flow_id %u is used by more "
+				 "than one rule",
+				 ns->name, ns->flows[j].id);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
+		  const struct sl_secrets *secrets, struct sl_tokend **out,
+		  char *err, size_t errlen)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct sockaddr_storage ss;
+	struct sl_tokend *td;
+	socklen_t sl;
+	int one = 1, ret;
+
+	if (!cfg->ttl_ms || !cfg->sync_ms || cfg->sync_ms >= cfg->ttl_ms ||
+	    !cfg->max_conns || cfg->out_max < 2 * SL_PROTO_MAX_FRAME ||
+	    !cfg->handshake_ms || !cfg->max_nodes) {
+		snprintf(err, errlen,
+			 "bad settings: need 0 < sync period < lease TTL, "
+			 "max connections and nodes > 0, output bound >= "
+			 "%u",
+			 2 * SL_PROTO_MAX_FRAME);
+		return -EINVAL;
+	}
+	ret = parse_listen(cfg->listen, &ss, &sl, err, errlen);
+	if (ret)
+		return ret;
+	if (!secrets && !is_loopback(&ss)) {
+		snprintf(err, errlen,
+			 "without --secrets clients are not authenticated: "
+			 "listen on a loopback address only");
+		return -EPERM;
+	}
+	td = calloc(1, sizeof(*td));
+	if (!td)
+		return -ENOMEM;
+	td->cfg = *cfg;
+	td->auth = secrets != NULL;
+	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = -1;
+	td->grants = calloc(SL_PROTO_MAX_REPORTS, sizeof(*td->grants));
+	if (!td->grants) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = build_flows(td, rs, secrets, err, errlen);
+	if (ret)
+		goto fail;
+	td->lfd = socket(ss.ss_family,
+			 SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (td->lfd < 0 ||
+	    setsockopt(td->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(td->lfd, (struct sockaddr *)&ss, sl) ||
+	    listen(td->lfd, 1024) ||
+	    getsockname(td->lfd, (struct sockaddr *)&ss, &sl)) {
+		ret = -errno;
+		snprintf(err, errlen, "listen on %s: %s", cfg->listen,
+			 strerror(-ret));
+		goto fail;
+	}
+	td->port = ntohs(ss.ss_family == AF_INET
+				 ? ((struct sockaddr_in *)&ss)->sin_port
+				 : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	td->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (td->epfd < 0 || pipe2(td->ctl, O_NONBLOCK | O_CLOEXEC)) {
+		ret = -errno;
+		snprintf(err, errlen, "epoll: %s", strerror(-ret));
+		goto fail;
+	}
+	ev.data.ptr = &td->lfd;
+	if (epoll_ctl(td->epfd, EPOLL_CTL_ADD, td->lfd, &ev)) {
+		ret = -errno;
+		goto fail;
+	}
+	ev.data.ptr = &td->ctl;
+	if (epoll_ctl(td->epfd, EPOLL_CTL_ADD, td->ctl[0], &ev)) {
+		ret = -errno;
+		goto fail;
+	}
+	td->start = td->last_sweep = now_ms();
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		td->ns[i].tokens = cfg->ns_rate / 5.0 + 1;
+		td->ns[i].tokens_at = td->start;
+	}
+	*out = td;
+	return 0;
+fail:
+	if (ret == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	sl_tokend_free(td);
+	return ret;
+}
+
+uint16_t sl_tokend_port(const struct sl_tokend *td)
+{
+	return td->port;
+}
+
+void sl_tokend_get_stats(const struct sl_tokend *td,
+			 struct sl_tokend_stats *st)
+{
+	*st = td->st;
+}
+
+void sl_tokend_free(struct sl_tokend *td)
+{
+	if (!td)
+		return;
+	while (td->conns)
+		conn_close(td, td->conns);
+	reap(td);
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		struct ns *ns = &td->ns[i];
+
+		for (uint32_t j = 0; j < ns->n_flows; j++) {
+			free(ns->flows[j].h);
+			free(ns->flows[j].live);
+		}
+		free(ns->flows);
+		free(ns->nodes);
+		free(ns->node_conn);
+	}
+	free(td->ns);
+	free(td->scratch);
+	free(td->demands);
+	free(td->grants);
+	if (td->lfd >= 0)
+		close(td->lfd);
+	if (td->epfd >= 0)
+		close(td->epfd);
+	if (td->ctl[0] >= 0)
+		close(td->ctl[0]);
+	if (td->ctl[1] >= 0)
+		close(td->ctl[1]);
+	free(td);
+}
