@@ -63,6 +63,7 @@ struct flow {
 	size_t idx;	  /* index in dp->rules */
 	size_t sess;
 	struct sl_lease l;
+	enum sl_lease_state logged; /* the state last logged */
 	/* last counter totals, in the rule's unit, to diff */
 	uint32_t slot;
 	uint64_t passed, blocked, read_ns;
@@ -292,13 +293,23 @@ fail:
 
 /* ---- the flows ---- */
 
+static void log_state(struct flow *f)
+{
+	if (f->logged == f->l.state)
+		return;
+	pr_info("cluster: %s: %s -> %s, threshold %llu", f->rule,
+		sl_lease_state_str(f->logged), sl_lease_state_str(f->l.state),
+		(unsigned long long)f->l.limit);
+	f->logged = f->l.state;
+}
+
 static void write_limits(struct sl_cluster_sync *c, uint64_t now)
 {
 	for (size_t i = 0; i < c->n_flows; i++) {
 		struct flow *f = &c->flows[i];
-		enum sl_lease_state was = f->l.state;
 		int err;
 
+		log_state(f);
 		if (!f->l.dirty)
 			continue;
 		err = sl_dp_set_limit(c->dp, f->rule, f->l.limit);
@@ -309,11 +320,7 @@ static void write_limits(struct sl_cluster_sync *c, uint64_t now)
 			continue;
 		}
 		sl_lease_written(&f->l, now);
-		if (was != f->l.state)
-			pr_info("cluster: %s: %s -> %s, threshold %llu",
-				f->rule, sl_lease_state_str(was),
-				sl_lease_state_str(f->l.state),
-				(unsigned long long)f->l.limit);
+		log_state(f);
 	}
 }
 

@@ -104,7 +104,8 @@ void sl_lease_on_grant(struct sl_lease *l, const struct sl_rule *r,
 		sl_lease_on_miss(l);
 		return;
 	}
-	if (g->holders)
+	/* a learning server counts only the nodes that reported so far */
+	if (g->holders && !(g->flags & SL_GRANT_LEARNING))
 		l->holders = g->holders;
 	if (g->flags & SL_GRANT_KEEP) {
 		/* a learning server renews what we hold, grants nothing new:
