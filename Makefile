@@ -10,7 +10,7 @@ ARCH_INC  := -I/usr/include/$(shell uname -m)-linux-gnu
 CFLAGS    ?= -O2 -g
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE \
 	     -I$(BUILD) -Iuser -Ibpf
-LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lm
+LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lm -lpthread
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
 	      $(ARCH_INC) -Ibpf $(BPF_EXTRA)
@@ -23,7 +23,7 @@ SKEL      := $(BUILD)/sluice.skel.h
 LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
 	     user/snapshot.c user/ctl.c user/agent.c user/cli.c \
 	     user/proto.c user/quota.c user/secrets.c user/tokend.c \
-	     user/tokend_cmd.c
+	     user/tokend_cmd.c user/lease.c user/cluster.c
 LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/libsluice.a
 SLUICE    := $(BUILD)/sluice

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,12 +24,14 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "cluster.h"
 #include "ctl.h"
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
 #include "snapshot.h"
 #include "stats.h"
+#include "tokend.h"
 
 #define ERRBUF 8192
 
@@ -49,6 +52,17 @@ struct agent {
 	uint64_t in_force_version;
 	double started;
 	char err[ERRBUF];
+	/* cluster flows (docs/cluster.md) */
+	const char *token_servers;
+	const char *node_id;
+	const char *secrets_file;
+	const char *serve_tokens;
+	struct sl_secrets secrets;
+	pthread_mutex_t dp_lock; /* dp, shared with the cluster thread */
+	struct sl_cluster_sync *cluster;
+	struct sl_ruleset served; /* the embedded token server's rules */
+	struct sl_tokend *tokend;
+	pthread_t tokend_thread;
 };
 
 static volatile sig_atomic_t stop;
@@ -82,7 +96,10 @@ static void usage(FILE *f)
 		"[--pin-dir DIR]\n"
 		"                    [--rules FILE] [--xdp-mode native|generic|auto]\n"
 		"                    [--allow-empty] [--stats-interval SECONDS]\n"
-		"                    [--drop-malformed]\n");
+		"                    [--drop-malformed]\n"
+		"                    [--token-server HOST:PORT[,HOST:PORT...]] "
+		"[--node-id ID]\n"
+		"                    [--secrets FILE] [--serve-tokens ADDR:PORT]\n");
 }
 
 static int parse_args(struct agent *a, int argc, char **argv)
@@ -96,6 +113,10 @@ static int parse_args(struct agent *a, int argc, char **argv)
 		{ "stats-interval", required_argument, NULL, 's' },
 		{ "allow-empty", no_argument, NULL, 'e' },
 		{ "drop-malformed", no_argument, NULL, 'd' },
+		{ "token-server", required_argument, NULL, 'T' },
+		{ "node-id", required_argument, NULL, 'N' },
+		{ "secrets", required_argument, NULL, 'K' },
+		{ "serve-tokens", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -141,6 +162,18 @@ static int parse_args(struct agent *a, int argc, char **argv)
 		case 'd':
 			a->drop_malformed = true;
 			break;
+		case 'T':
+			a->token_servers = optarg;
+			break;
+		case 'N':
+			a->node_id = optarg;
+			break;
+		case 'K':
+			a->secrets_file = optarg;
+			break;
+		case 'L':
+			a->serve_tokens = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -156,6 +189,14 @@ static int parse_args(struct agent *a, int argc, char **argv)
 	if (!a->ifaces || !*a->ifaces) {
 		pr_err("agent needs --iface IF[,IF...]");
 		usage(stderr);
+		return 2;
+	}
+	/* the embedded server is this agent's token server unless told */
+	if (a->serve_tokens && !a->token_servers)
+		a->token_servers = a->serve_tokens;
+	if ((a->node_id || a->secrets_file) && !a->token_servers) {
+		pr_err("--node-id and --secrets need --token-server or "
+		       "--serve-tokens");
 		return 2;
 	}
 	return 0;
@@ -376,6 +417,9 @@ static cJSON *do_status(struct agent *a)
 	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 	cJSON_AddNumberToObject(r, "in_force_version", a->in_force_version);
 	cJSON_AddItemToObject(r, "interfaces", ifs);
+	if (a->cluster)
+		cJSON_AddItemToObject(r, "cluster",
+				      sl_cluster_status(a->cluster));
 	return r;
 }
 
@@ -396,6 +440,7 @@ static cJSON *do_stats(struct agent *a)
 
 	add_u64(r, "time_ns", sl_dp_now(&a->dp));
 	rules = cJSON_AddArrayToObject(r, "rules");
+	pthread_mutex_lock(&a->dp_lock);
 	for (size_t i = 0; i < a->dp.rules.n; i++) {
 		const struct sl_rule *ru = &a->dp.rules.rules[i];
 		struct sl_rule_stats st;
@@ -421,8 +466,13 @@ static cJSON *do_stats(struct agent *a)
 		add_u64(o, "sources", st.sources);
 		add_u64(o, "max_sources", ru->max_sources);
 		add_u64(o, "source_overflow", st.source_overflow);
+		if (ru->cluster.enabled && a->cluster)
+			cJSON_AddStringToObject(
+				o, "cluster_state",
+				sl_cluster_rule_state(a->cluster, ru->name));
 		cJSON_AddItemToArray(rules, o);
 	}
+	pthread_mutex_unlock(&a->dp_lock);
 	host = cJSON_AddObjectToObject(r, "host");
 	if (!sl_dp_host_stats(&a->dp, hs))
 		for (int k = 0; k < SLUICE_ST_MAX; k++)
@@ -591,7 +641,12 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 		return error_answer("internal", "cannot write the snapshot: %s",
 				    a->err);
 	}
-	if (sl_dp_apply(&a->dp, &next, a->err, sizeof(a->err))) {
+	pthread_mutex_lock(&a->dp_lock);
+	err = sl_dp_apply(&a->dp, &next, a->err, sizeof(a->err));
+	if (!err && a->cluster)
+		sl_cluster_rules_changed(a->cluster);
+	pthread_mutex_unlock(&a->dp_lock);
+	if (err) {
 		char rb[ERRBUF];
 
 		r = error_answer("apply",
@@ -671,6 +726,7 @@ static void serve_one(struct agent *a)
 
 static void print_stats(struct agent *a)
 {
+	pthread_mutex_lock(&a->dp_lock);
 	printf("%-24s %-8s %12s %12s %14s %14s\n", "rule", "mode",
 	       "passed/s", "blocked/s", "passed", "blocked");
 	for (size_t i = 0; i < a->dp.rules.n; i++) {
@@ -684,7 +740,73 @@ static void print_stats(struct agent *a)
 		       st.blocked_pps, (unsigned long long)st.passed_pkts,
 		       (unsigned long long)st.blocked_pkts);
 	}
+	pthread_mutex_unlock(&a->dp_lock);
 	fflush(stdout);
+}
+
+static void *serve_tokens(void *arg)
+{
+	if (sl_tokend_run(arg))
+		pr_err("the embedded token server stopped: epoll failed");
+	return NULL;
+}
+
+/* --serve-tokens: the snapshot's cluster rules, served from a thread; a
+ * rule change does not reach it (restart the agent). */
+static int start_tokend(struct agent *a)
+{
+	char *json = sl_ruleset_to_json(&a->snap.rules, false);
+	struct sl_tokend_cfg cfg;
+	int err;
+
+	if (!json)
+		return -ENOMEM;
+	err = sl_rules_parse(json, strlen(json), &a->served, a->err,
+			     sizeof(a->err));
+	free(json);
+	if (err)
+		return err;
+	sl_tokend_cfg_default(&cfg);
+	cfg.listen = a->serve_tokens;
+	err = sl_tokend_new(&cfg, &a->served,
+			    a->secrets_file ? &a->secrets : NULL, &a->tokend,
+			    a->err, sizeof(a->err));
+	if (err) {
+		pr_err("--serve-tokens %s: %s", a->serve_tokens, a->err);
+		return err;
+	}
+	err = pthread_create(&a->tokend_thread, NULL, serve_tokens,
+			     a->tokend);
+	if (err) {
+		sl_tokend_free(a->tokend);
+		a->tokend = NULL;
+		return -err;
+	}
+	pr_info("serving tokens on %s (port %u)", a->serve_tokens,
+		sl_tokend_port(a->tokend));
+	return 0;
+}
+
+static int new_cluster(struct agent *a)
+{
+	struct sl_cluster_cfg cfg;
+	int err;
+
+	if (a->secrets_file &&
+	    sl_secrets_load(a->secrets_file, &a->secrets, a->err,
+			    sizeof(a->err))) {
+		pr_err("--secrets %s", a->err);
+		return -EINVAL;
+	}
+	sl_cluster_cfg_default(&cfg);
+	cfg.servers = a->token_servers;
+	cfg.node_id = a->node_id;
+	cfg.secrets = a->secrets_file ? &a->secrets : NULL;
+	err = sl_cluster_new(&cfg, &a->dp, &a->dp_lock, &a->cluster, a->err,
+			     sizeof(a->err));
+	if (err)
+		pr_err("cluster: %s", a->err);
+	return err;
 }
 
 static int start(struct agent *a)
@@ -725,6 +847,13 @@ static int start(struct agent *a)
 		pr_info("adopting the running data plane in %s (%zu rule "
 			"slots in force)", a->pin_dir,
 			sl_dp_slots_in_force(&a->dp));
+	/* before the apply: a cluster rule's fresh slot starts at its
+	 * fallback, never at the cluster's count */
+	if (a->token_servers) {
+		err = new_cluster(a);
+		if (err)
+			return err;
+	}
 	/* every map is filled before any attach: the first packet is
 	 * already judged by the rules */
 	if (sl_dp_apply(&a->dp, &a->snap.rules, a->err, sizeof(a->err))) {
@@ -733,6 +862,18 @@ static int start(struct agent *a)
 		return -EINVAL;
 	}
 	a->in_force_version = a->snap.version;
+	if (a->cluster)
+		sl_cluster_rules_changed(a->cluster);
+	if (a->serve_tokens) {
+		err = start_tokend(a);
+		if (err)
+			return err;
+	}
+	if (a->cluster) {
+		err = sl_cluster_start(a->cluster);
+		if (err)
+			return err;
+	}
 
 	list = strdup(a->ifaces);
 	if (!list)
@@ -760,7 +901,8 @@ static int start(struct agent *a)
 
 int sl_agent_main(int argc, char **argv)
 {
-	struct agent a = { .listen_fd = -1 };
+	struct agent a = { .listen_fd = -1,
+			   .dp_lock = PTHREAD_MUTEX_INITIALIZER };
 	double last_stats, last_gc;
 	int ret;
 
@@ -786,7 +928,9 @@ int sl_agent_main(int argc, char **argv)
 			last_stats = now;
 		}
 		if (now - last_gc >= 1.0) {
+			pthread_mutex_lock(&a.dp_lock);
 			sl_dp_gc_sources(&a.dp);
+			pthread_mutex_unlock(&a.dp_lock);
 			last_gc = now;
 		}
 	}
@@ -798,6 +942,15 @@ int sl_agent_main(int argc, char **argv)
 		close(a.listen_fd);
 		unlink(a.sock_path);
 	}
+	/* the thresholds in force stay: the data plane outlives us */
+	sl_cluster_free(a.cluster);
+	if (a.tokend) {
+		sl_tokend_command(a.tokend, SL_TOKEND_STOP);
+		pthread_join(a.tokend_thread, NULL);
+		sl_tokend_free(a.tokend);
+	}
+	sl_ruleset_free(&a.served);
+	sl_secrets_free(&a.secrets);
 	sl_dp_destroy(&a.dp);
 	sl_snapshot_free(&a.snap);
 	return ret;

@@ -863,6 +863,41 @@ static void print_ifaces(const cJSON *ifs, const char *snap_rules)
 	table_done(&t);
 }
 
+/* One row per cluster flow, then sessions that are not syncing. */
+static void print_cluster(const cJSON *cl)
+{
+	static const char *const heads[] = {
+		"flow", "ns/id", "state", "since", "limit", "grant",
+		"lease ms", "token server", "rtt us", "holders",
+	};
+	struct table t = { .ncols = 10, .heads = heads, .right = 0x3f0 };
+	const cJSON *f, *s;
+	char n[32];
+
+	printf("\ncluster:   node %s\n", get_str(cl, "node_id", "?"));
+	cJSON_ArrayForEach(f, get(cl, "flows")) {
+		table_add(&t, get_str(f, "name", "?"));
+		table_addf(&t, "%s/%s", get_str(f, "namespace", "?"),
+			   cell(get(f, "flow_id"), n, sizeof(n)));
+		table_add(&t, get_str(f, "state", "?"));
+		table_add(&t, get_str(f, "since", "-"));
+		table_add(&t, cell(get(f, "limit"), n, sizeof(n)));
+		table_add(&t, cell(get(f, "grant"), n, sizeof(n)));
+		table_add(&t, cell(get(f, "lease_expires_in_ms"), n,
+				   sizeof(n)));
+		table_add(&t, get_str(f, "token_server", "-"));
+		table_add(&t, cell(get(f, "last_sync_rtt_us"), n, sizeof(n)));
+		table_add(&t, cell(get(f, "holders"), n, sizeof(n)));
+	}
+	table_done(&t);
+	cJSON_ArrayForEach(s, get(cl, "sessions"))
+		if (*get_str(s, "last_error", ""))
+			printf("namespace %s: %s (%s)\n",
+			       get_str(s, "namespace", "?"),
+			       get_str(s, "state", "?"),
+			       get_str(s, "last_error", ""));
+}
+
 static void print_status(const cJSON *resp)
 {
 	const cJSON *snap = get(resp, "snapshot"), *ifs, *why;
@@ -910,6 +945,8 @@ static void print_status(const cJSON *resp)
 	} else {
 		printf("interfaces: none\n");
 	}
+	if (cJSON_IsObject(get(resp, "cluster")))
+		print_cluster(get(resp, "cluster"));
 }
 
 static int cmd_status(const struct cli *c)
@@ -959,7 +996,11 @@ static bool stats_row(struct table *t, const cJSON *r)
 	double over;
 
 	table_add(t, get_str(r, "name", "?"));
-	table_add(t, get_str(r, "mode", "?"));
+	if (cJSON_IsString(get(r, "cluster_state")))
+		table_addf(t, "%s, %s", get_str(r, "mode", "?"),
+			   get_str(r, "cluster_state", "?"));
+	else
+		table_add(t, get_str(r, "mode", "?"));
 	table_addf(t, "%s %s", cell(get(r, "count"), n1, sizeof(n1)),
 		   grade_unit(grade));
 	/* rates in the unit of the limit */

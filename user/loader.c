@@ -395,19 +395,25 @@ static int init_slot(struct sl_dataplane *dp, uint32_t slot,
 	struct sluice_bpf *s = dp->skel;
 	struct sluice_rule_cfg cfg;
 	struct sluice_budget budget = { 0 };
-	uint64_t zero = 0;
+	uint64_t zero = 0, limit = r->count;
 	int err = 0;
 
 	sl_rule_cfg(r, &cfg);
-	if (r->warm_up)
+	/* a cluster rule's total ramps on the token server; a local ramp
+	 * on top would starve a node joining a warm cluster */
+	if (r->cluster.enabled)
+		cfg.warm_period_ms = 0;
+	else if (r->warm_up)
 		cfg.warm_start_ns = sl_dp_now(dp);
+	if (dp->first_limit)
+		limit = dp->first_limit(r, dp->first_limit_arg);
 	err = write_meta(dp, slot, r->name, sl_rule_def_hash(r), 1u << set);
 	if (err)
 		return err;
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.rule_budget), &slot,
 				&budget, BPF_ANY) ||
 	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_limit), &slot,
-				&r->count, BPF_ANY) ||
+				&limit, BPF_ANY) ||
 	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_src_added), &slot,
 				&zero, BPF_ANY) ||
 	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_src_freed), &slot,

@@ -60,6 +60,10 @@ struct sl_dataplane {
 	struct sl_slot_state *slot_state; /* SLUICE_MAX_RULE_SLOTS */
 	struct sl_lpm_entry *lpm; /* trie entries of the active set */
 	size_t n_lpm;
+	/* a fresh slot's first threshold; NULL: the rule's count (a cluster
+	 * rule starts at its fallback, user/cluster.c) */
+	uint64_t (*first_limit)(const struct sl_rule *r, void *arg);
+	void *first_limit_arg;
 };
 
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts);

@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Cluster flow control on real packets (docs/cluster.md). A token server
+# namespace and 4 host namespaces on a bridge (the control plane); each
+# host has its own agent, its own veth data link from its own generator
+# namespace, and an rxcount behind XDP that counts what was admitted,
+# independently of sluice. One global flow, count 20000 pps:
+#   1. skew under capacity 12000/2000/2000/2000: nothing dropped (1%)
+#   2. skew over capacity 40000/5000/5000/5000: aggregate within 2% of
+#      count over 10 s, the max-min fair split within 5%
+#   3. kill -9 the token server: every host in fallback within 1 s, the
+#      aggregate within 1.1 x count; restart: back to cluster, no 1 s
+#      window above 1.1 x count
+#   4. restart with empty state while hosts hold leases: no over-grant
+#   5. partition a host: it falls back, the others keep the bound; heal
+#   6. avg_local and manual flows, fixed and block fallbacks (thresholds)
+#   7. a wrong secret is refused: the host stays in fallback
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/netns.sh
+source tests/lib/sluice.sh
+source tests/lib/tap.sh
+
+skip_unless_root_and_xdp "cluster"
+if [ -n "$VM" ]; then
+	skip "cluster" "host-only: $VMWHY"
+	echo "# t=${SECONDS} s"
+echo "1..$n"
+	exit 0
+fi
+_netns_tmp || { echo "Bail out! no temp dir"; exit 1; }
+T=$NETNS_TMP
+COUNT=20000
+HOSTS="1 2 3 4"
+NS_TS="cl-$$-ts"
+TD_ADDR=198.19.0.1:7070
+
+ns_h() { echo "cl-$$-h$1"; }
+ns_g() { echo "cl-$$-g$1"; }
+
+# ---- the world ----
+setup()
+{
+	local i h g
+
+	netns_on_exit "_netns_del '$NS_TS'"
+	ip netns add "$NS_TS" || return 1
+	ip -n "$NS_TS" link set lo up &&
+	ip -n "$NS_TS" link add br0 type bridge &&
+	ip -n "$NS_TS" addr add 198.19.0.1/24 dev br0 &&
+	ip -n "$NS_TS" link set br0 up || return 1
+	for i in $HOSTS; do
+		h=$(ns_h "$i")
+		g=$(ns_g "$i")
+		netns_on_exit "_netns_del '$h'"
+		netns_on_exit "_netns_del '$g'"
+		ip netns add "$h" && ip netns add "$g" || return 1
+		ip -n "$h" link set lo up && ip -n "$g" link set lo up
+		# control link: ctl in the host, c$i on the bridge
+		ip -n "$h" link add ctl type veth peer name "c$i" \
+			netns "$NS_TS" &&
+		ip -n "$NS_TS" link set "c$i" master br0 &&
+		ip -n "$NS_TS" link set "c$i" up &&
+		ip -n "$h" addr add "198.19.0.1$i/24" dev ctl &&
+		ip -n "$h" link set ctl up || return 1
+		# data link: veth-tx in the generator, veth-rx in the host
+		ip -n "$g" link add veth-tx numtxqueues 2 numrxqueues 2 \
+			type veth peer name veth-rx netns "$h" \
+			numtxqueues 2 numrxqueues 2 &&
+		ip -n "$g" addr add 198.18.0.1/24 dev veth-tx &&
+		ip -n "$h" addr add 198.18.0.2/24 dev veth-rx &&
+		ip -n "$g" link set veth-tx up &&
+		ip -n "$h" link set veth-rx up || return 1
+		mkdir -p "$T/state$i" "$T/bpffs$i" &&
+		mount -t bpf bpf "$T/bpffs$i" || return 1
+		netns_on_exit "umount -l '$T/bpffs$i'"
+		netns_on_exit "ip netns exec '$h' '$SLUICE' down --iface veth-rx --pin-dir '$T/bpffs$i/sluice'"
+		eval "RX_MAC$i=\$(_netns_link_field '$h' veth-rx mac)"
+	done
+}
+
+setup || { echo "Bail out! netns setup failed"; exit 1; }
+
+cat >"$T/rules.json" <<EOF
+{"rules": [
+ {"name": "fleet", "match": {"proto": "udp", "dport": 9000}, "grade": "pps",
+  "count": $COUNT, "cluster": {"namespace": "web", "flow_id": 1,
+  "threshold_type": "global", "fallback": "share"}},
+ {"name": "per-node", "match": {"proto": "udp", "dport": 9001},
+  "grade": "pps", "count": 3000, "cluster": {"namespace": "web",
+  "flow_id": 2, "threshold_type": "avg_local", "fallback": {"fixed": 1000}}},
+ {"name": "quotas", "match": {"proto": "udp", "dport": 9002}, "grade": "pps",
+  "count": 10000, "cluster": {"namespace": "web", "flow_id": 3,
+  "threshold_type": "manual", "quotas": {"h1": 4000, "h2": 3000, "h3": 2000,
+  "h4": 1000}, "fallback": "block"}}
+]}
+EOF
+printf 'web 0123456789abcdef0123456789abcdef\n' >"$T/secrets"
+printf 'web wrongwrongwrongwrongwrongwrong\n' >"$T/bad-secrets"
+chmod 0600 "$T/secrets" "$T/bad-secrets"
+
+tokend_start()
+{
+	mkdir -p "$T/td"
+	netns_bg "$NS_TS" tokend "$SLUICE" tokend --listen "$TD_ADDR" \
+		--rules "$T/rules.json" --state-dir "$T/td" \
+		--secrets "$T/secrets"
+}
+
+tokend_kill()
+{
+	kill -KILL "${NETNS_PID[tokend]}" 2>/dev/null
+	wait "${NETNS_PID[tokend]}" 2>/dev/null
+	unset "NETNS_PID[tokend]"
+}
+
+agent_start() # HOST [SECRETS]
+{
+	local i=$1 sec=${2:-$T/secrets}
+
+	netns_bg "$(ns_h "$i")" "agent$i" "$SLUICE" agent --iface veth-rx \
+		--state-dir "$T/state$i" --pin-dir "$T/bpffs$i/sluice" \
+		--rules "$T/rules.json" --token-server "$TD_ADDR" \
+		--node-id "h$i" --secrets "$sec"
+}
+
+cli() # HOST VERB ARGS...
+{
+	local i=$1
+
+	shift
+	ip netns exec "$(ns_h "$i")" "$SLUICE" "$@" --state-dir "$T/state$i"
+}
+
+# flow FIELD of rule NAME on HOST, from `status -j`
+flow() # HOST NAME FIELD
+{
+	cli "$1" status -j 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for f in d.get("cluster", {}).get("flows", []):
+    if f["name"] == sys.argv[1]:
+        print(f[sys.argv[2]])
+' "$2" "$3"
+}
+
+# waits (bounded) until rule NAME is in STATE on every host given
+wait_state() # STATE SECONDS NAME HOSTS...
+{
+	local st=$1 secs=$2 name=$3 i deadline ok
+
+	shift 3
+	deadline=$(( ${EPOCHREALTIME//[.,]/} + secs * 1000000 ))
+	while (( ${EPOCHREALTIME//[.,]/} < deadline )); do
+		ok=1
+		for i in "$@"; do
+			[ "$(flow "$i" "$name" state)" = "$st" ] || ok=0
+		done
+		[ "$ok" = 1 ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# epoch seconds of the last state change of NAME on HOST
+since_epoch() # HOST NAME
+{
+	flow "$1" "$2" since | python3 -c '
+import sys, datetime
+s = sys.stdin.read().strip()
+print(datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+    tzinfo=datetime.timezone.utc).timestamp())'
+}
+
+tokend_start
+sleep 0.2
+for i in $HOSTS; do
+	agent_start "$i"
+done
+for i in $HOSTS; do
+	for ((k = 0; k < 100; k++)); do
+		cli "$i" status --ready >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+done
+if ! wait_state cluster 10 fleet $HOSTS; then
+	echo "Bail out! the hosts did not reach cluster state"
+	for i in $HOSTS; do show "$NETNS_TMP/agent$i.err" 10; done
+	show "$NETNS_TMP/tokend.err" 10
+	exit 1
+fi
+check 0 "4 agents hold leases for the global flow"
+echo "# setup took ${SECONDS} s"
+
+# ---- 6 (thresholds): avg_local and manual grants ----
+wait_state cluster 5 per-node $HOSTS && wait_state cluster 5 quotas $HOSTS
+lims=""
+for i in $HOSTS; do
+	lims="$lims $(flow "$i" per-node limit)/$(flow "$i" quotas limit)"
+done
+echo "# avg_local count 3000 and manual quotas 4000/3000/2000/1000, in force:$lims"
+check $([ "$lims" = " 3000/4000 3000/3000 3000/2000 3000/1000" ]; echo $?) \
+	"avg_local grants count to every node, manual each node its quota"
+
+# ---- traffic ----
+# traffic RATES... DURATION: one pktsend per host, rxcount --csv behind
+# XDP on each; sets TSEEN<i> (rxcount's start on the wall clock)
+traffic()
+{
+	local dur=${!#} i=1 r
+
+	for r in "${@:1:$#-1}"; do
+		netns_bg "$(ns_h "$i")" "rx$i" "$GEN_BIN/rxcount" \
+			--dev veth-rx --proto udp --dport 9000 --drop \
+			--duration $((dur + 3)) --csv "$T/rx$i.csv"
+		rx_wait_ready "rx$i" "TSEEN$i" 5 || return 1
+		i=$((i + 1))
+	done
+	sl_mark TGEN
+	i=1
+	for r in "${@:1:$#-1}"; do
+		local mac=RX_MAC$i
+
+		sl_bg "GENPID$i" ip netns exec "$(ns_g "$i")" \
+			"$GEN_BIN/pktsend" --dev veth-tx --dst-mac "${!mac}" \
+			--dport 9000 --duration "$dur" --rate "$r" \
+			--cpu $((i % 2)) >"$T/gen$i.json"
+		i=$((i + 1))
+	done
+}
+
+traffic_end()
+{
+	local i
+
+	for i in $HOSTS; do
+		sl_wait "$(eval echo \$GENPID$i)"
+	done
+	sleep 0.3
+	for i in $HOSTS; do
+		netns_stop "rx$i"
+		sl_mark "TEND$i"
+	done
+}
+
+# python over the 4 rxcount series, on the wall clock: rate(i, a, b),
+# total(a, b), max_window_total(a, b) (largest aggregate 1 s window);
+# times in seconds after TGEN
+rx_py()
+{
+	local prog
+
+	prog=$(cat)
+	python3 -c '
+import bisect, json, sys
+TGEN = float(sys.argv[1])
+S = {}
+for k in range(4):
+    path, seen, end = sys.argv[2 + 3 * k: 5 + 3 * k]
+    t, n = [], []
+    for line in list(open(path))[1:]:
+        a, b, _ = line.split(",")
+        t.append(float(a) / 1000.0)
+        n.append(int(b))
+    t0 = min(float(seen), float(end) - t[-1])
+    S[k + 1] = ([t0 + x - TGEN for x in t], n)
+def at(i, x):
+    t, n = S[i]
+    if x <= t[0]:
+        return n[0]
+    if x >= t[-1]:
+        return n[-1]
+    j = bisect.bisect_right(t, x)
+    return n[j - 1] + (n[j] - n[j - 1]) * (x - t[j - 1]) / (t[j] - t[j - 1])
+def count(i, a, b):
+    return at(i, b) - at(i, a)
+def rate(i, a, b):
+    return count(i, a, b) / (b - a)
+def total(a, b, hosts=(1, 2, 3, 4)):
+    return sum(count(i, a, b) for i in hosts) / (b - a)
+def max_window_total(a, b, hosts=(1, 2, 3, 4)):
+    best, x = 0, a
+    while x + 1.0 <= b:
+        best = max(best, sum(count(i, x, x + 1.0) for i in hosts))
+        x += 0.01
+    return best
+'"$prog" "$TGEN" \
+		"$T/rx1.csv" "$TSEEN1" "$TEND1" "$T/rx2.csv" "$TSEEN2" "$TEND2" \
+		"$T/rx3.csv" "$TSEEN3" "$TEND3" "$T/rx4.csv" "$TSEEN4" "$TEND4" \
+		"$@"
+}
+
+now_rel() { python3 -c "import time; print(time.time() - $TGEN)"; }
+
+# ---- 1: skew under capacity ----
+traffic 12000 2000 2000 2000 8 || { echo "Bail out! traffic did not start"; exit 1; }
+traffic_end
+res=$(rx_py "$T"/gen[1-4].json <<'PY'
+# what the generators really sent, from their own counts
+gens = [json.load(open(f)) for f in sys.argv[14:18]]
+offered = [g["sent"] / g["seconds"] for g in gens]
+got = [rate(i, 2.0, 7.5) for i in (1, 2, 3, 4)]
+static = sum(max(0, o - 5000) for o in (12000, 2000, 2000, 2000))
+worst = min(g / o for g, o in zip(got, offered))
+print(" ".join(f"{g:.0f}" for g in got), f"{worst:.4f}", static,
+      "/".join(f"{o:.0f}" for o in offered))
+PY
+)
+read -r a1 a2 a3 a4 worst static off <<<"$res"
+echo "# skew under capacity: offered 12000/2000/2000/2000 (measured: $off), admitted $a1/$a2/$a3/$a4 pps (rxcount, s 2-7.5)"
+echo "# per-node static limits of 5000 would drop $static pps (7000 on the busy node)"
+check $(python3 -c "print(0 if $worst >= 0.99 else 1)") \
+	"skew under capacity: every host admits >= 99% of its offer (worst $worst)"
+
+echo "# t=${SECONDS} s"
+# ---- 2-5: skew over capacity, then failures, under one run ----
+traffic 40000 5000 5000 5000 44 || { echo "Bail out! traffic did not start"; exit 1; }
+sleep 13
+# 3: kill -9 the token server at ~13 s
+sl_mark TKILL
+tokend_kill
+KILL_REL=$(python3 -c "print($TKILL - $TGEN)")
+wait_state fallback 3 fleet $HOSTS
+detect=0
+for i in $HOSTS; do
+	s=$(since_epoch "$i" fleet)
+	d=$(python3 -c "print(f'{$s - $TKILL:.3f}')")
+	echo "# host $i in fallback $d s after kill -9, threshold $(flow "$i" fleet limit)"
+	python3 -c "import sys; sys.exit(0 if 0 <= $d < 1.0 else 1)" || detect=1
+done
+check $detect "kill -9: every host in fallback within 1 s"
+sleep $(python3 -c "print(max(0, $KILL_REL + 5 - $(now_rel)))")
+# restart at ~18 s: the new server learns for one TTL, then grants
+sl_mark TRESTART
+RESTART_REL=$(python3 -c "print($TRESTART - $TGEN)")
+tokend_start
+wait_state cluster 10 fleet $HOSTS
+back=$?
+sl_mark TBACK
+BACK_REL=$(python3 -c "print($TBACK - $TGEN)")
+check $back "restart: every host back in cluster state ($(python3 -c "print(f'{$TBACK - $TRESTART:.1f}')") s)"
+sleep $(python3 -c "print(max(0, $RESTART_REL + 7 - $(now_rel)))")
+# 4: restart with empty state while hosts hold leases (~25 s)
+sl_mark TFLASH
+FLASH_REL=$(python3 -c "print($TFLASH - $TGEN)")
+tokend_kill
+tokend_start
+sleep 4
+# 5: partition host 4 (~29 s)
+sl_mark TPART
+PART_REL=$(python3 -c "print($TPART - $TGEN)")
+ip -n "$(ns_h 4)" link set ctl down
+wait_state fallback 3 fleet 4
+pf=$?
+for i in 1 2 3; do
+	[ "$(flow "$i" fleet state)" = cluster ] || pf=1
+done
+check $pf "partition: host 4 falls back, hosts 1-3 stay in cluster"
+sleep $(python3 -c "print(max(0, $PART_REL + 6 - $(now_rel)))")
+sl_mark THEAL
+HEAL_REL=$(python3 -c "print($THEAL - $TGEN)")
+ip -n "$(ns_h 4)" link set ctl up
+wait_state cluster 10 fleet 4
+check $? "heal: host 4 back in cluster state"
+traffic_end
+
+res=$(rx_py "$KILL_REL" "$RESTART_REL" "$BACK_REL" "$FLASH_REL" "$PART_REL" "$HEAL_REL" <<'PY'
+K, R, B, F, P, H = (float(x) for x in sys.argv[14:20])
+c = 20000
+agg = total(2.5, 12.5)
+split = [rate(i, 2.5, 12.5) for i in (1, 2, 3, 4)]
+fair = max(abs(s - 5000) / 5000 for s in split)
+fb = total(K + 1.0, R)
+fbmax = max_window_total(K + 1.0, R)
+sw = max_window_total(R, B + 2.0)
+fl = max_window_total(F, F + 4.0)
+# the server frees host 4's lease one TTL after its last sync, then
+# rebalances: steady state from P + 2.5; the step itself in omax
+others = total(P + 2.5, H, (1, 2, 3))
+omax = max_window_total(P, H, (1, 2, 3))
+h4 = rate(4, P + 1.5, H)
+print("# aggregate per second from the restart:", " ".join(
+    f"{total(R + k, R + k + 1) :.0f}" for k in range(int(B - R) + 3)),
+    file=sys.stderr)
+print(f"{agg:.0f}", " ".join(f"{s:.0f}" for s in split), f"{fair:.4f}",
+      f"{fb:.0f} {fbmax:.0f} {sw:.0f} {fl:.0f} {others:.0f} {h4:.0f} {omax:.0f}")
+PY
+)
+read -r agg s1 s2 s3 s4 fair fb fbmax sw fl others h4 omax <<<"$res"
+echo "# skew over capacity: offered 40000/5000/5000/5000, aggregate $agg pps over 10 s, split $s1/$s2/$s3/$s4"
+check $(python3 -c "print(0 if abs($agg - $COUNT) <= 0.02 * $COUNT else 1)") \
+	"skew over capacity: aggregate $agg within 2% of $COUNT"
+check $(python3 -c "print(0 if $fair <= 0.05 else 1)") \
+	"skew over capacity: max-min fair split within 5% (worst $fair)"
+echo "# token server down: aggregate $fb pps, largest 1 s window $fbmax (share: count / 4 each)"
+check $(python3 -c "print(0 if $fbmax <= 1.1 * $COUNT else 1)") \
+	"token server down: largest aggregate 1 s window $fbmax <= 1.1 x count"
+check $(python3 -c "print(0 if $sw <= 1.1 * $COUNT else 1)") \
+	"back to cluster: largest aggregate 1 s window $sw <= 1.1 x count"
+check $(python3 -c "print(0 if $fl <= 1.1 * $COUNT else 1)") \
+	"restart with empty state under leases: largest 1 s window $fl <= 1.1 x count"
+echo "# partition: hosts 1-3 admit $others pps together (largest 1 s window $omax), host 4 (fallback) $h4 pps"
+check $(python3 -c "print(0 if $others <= 1.02 * $COUNT else 1)") \
+	"partition: hosts 1-3 keep the global bound among themselves ($others)"
+check $(python3 -c "print(0 if $omax <= 1.1 * $COUNT else 1)") \
+	"partition: hosts 1-3, largest 1 s window $omax <= 1.1 x count"
+check $(python3 -c "print(0 if abs($h4 - $COUNT / 4) <= 0.03 * $COUNT / 4 else 1)") \
+	"partition: host 4 enforces its share, count / 4 ($h4)"
+
+echo "# t=${SECONDS} s"
+# ---- 6: fallback thresholds of fixed and block, server down ----
+tokend_kill
+wait_state fallback 3 per-node $HOSTS && wait_state fallback 3 quotas $HOSTS
+lims=""
+for i in $HOSTS; do
+	lims="$lims $(flow "$i" per-node limit)/$(flow "$i" quotas limit)"
+done
+echo "# server down: fixed 1000 and block, in force:$lims"
+check $([ "$lims" = " 1000/0 1000/0 1000/0 1000/0" ]; echo $?) \
+	"fallback fixed N and block in force while the server is down"
+
+# ---- 7: a wrong secret ----
+tokend_start
+wait_state cluster 10 fleet $HOSTS
+netns_stop agent4
+agent_start 4 "$T/bad-secrets"
+sleep 2
+err4=$(cli 4 status -j | sluice_json 'd["cluster"]["sessions"][0]["last_error"]')
+st4=$(flow 4 fleet state)
+echo "# host 4 with a wrong secret: $st4, last error: $err4"
+check $([ "$st4" = fallback ] && grep -qi auth <<<"$err4"; echo $?) \
+	"a wrong secret is refused: the host stays in fallback"
+
+# ---- embedded mode: host 4 serves its own tokens ----
+netns_stop agent4
+netns_bg "$(ns_h 4)" agent4 "$SLUICE" agent --iface veth-rx \
+	--state-dir "$T/state4" --pin-dir "$T/bpffs4/sluice" \
+	--rules "$T/rules.json" --serve-tokens 198.19.0.14:7071 \
+	--node-id h4 --secrets "$T/secrets"
+wait_state cluster 10 fleet 4
+emb=$?
+echo "# embedded: host 4 $(flow 4 fleet state) with $(flow 4 fleet token_server), holders $(flow 4 fleet holders), limit $(flow 4 fleet limit)"
+check $([ $emb = 0 ] && [ "$(flow 4 fleet token_server)" = 198.19.0.14:7071 ]; echo $?) \
+	"--serve-tokens: the agent syncs with its embedded token server"
+echo "# t=${SECONDS} s"
+echo "1..$n"

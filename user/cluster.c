@@ -1,0 +1,1069 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Cluster sync (cluster.h): one thread, one non-blocking TCP session per
+ * namespace, HELLO/CHALLENGE/AUTH then one SYNC per sync period for all
+ * the namespace's flows. Every threshold change is one sl_dp_set_limit().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "cluster.h"
+#include "log.h"
+#include "stats.h"
+
+#define NS_PER_MS 1000000ULL
+
+enum sess_state {
+	SESS_IDLE,	 /* waiting for retry_ns */
+	SESS_CONNECTING, /* TCP connect in progress */
+	SESS_HELLO,	 /* HELLO sent, waiting for CHALLENGE */
+	SESS_AUTH,	 /* AUTH sent, waiting for AUTH_OK */
+	SESS_READY,	 /* syncing */
+};
+
+struct session {
+	char ns[SL_NAME_MAX + 1];
+	int fd;
+	enum sess_state st;
+	size_t server;	   /* index into c->servers */
+	uint32_t failures; /* in a row, for the backoff */
+	uint64_t retry_ns;
+	uint64_t deadline_ns; /* connect or handshake */
+	uint32_t sync_ms;
+	uint32_t ttl_ms;
+	uint64_t next_sync_ns;
+	uint32_t req_id;
+	uint32_t waiting;     /* request id of the unanswered SYNC, 0: none */
+	uint64_t sent_ns;
+	uint64_t gen;	      /* c->gen when that SYNC was built */
+	uint64_t rtt_us;
+	char last_error[96];
+	uint8_t *in, *out;
+	size_t in_len, out_len;
+	bool alive;	      /* still has flows after a rules change */
+};
+
+struct flow {
+	char rule[SL_NAME_MAX + 1];
+	struct sl_rule r; /* copy: the count, fallback and quotas */
+	size_t idx;	  /* index in dp->rules */
+	size_t sess;
+	struct sl_lease l;
+	enum sl_lease_state logged; /* the state last logged */
+	/* last counter totals, in the rule's unit, to diff */
+	uint32_t slot;
+	uint64_t passed, blocked, read_ns;
+	uint64_t demand, used;
+};
+
+struct sl_cluster_sync {
+	struct sl_cluster_cfg cfg;
+	char node[SL_PROTO_NAME_MAX + 1];
+	struct sl_cluster_server servers[SL_CLUSTER_MAX_SERVERS];
+	size_t n_servers;
+	struct sl_dataplane *dp;
+	pthread_mutex_t *dp_lock;
+	pthread_mutex_t lock; /* flows and sessions; after dp_lock */
+	struct flow *flows;
+	size_t n_flows;
+	struct session *sess;
+	size_t n_sess;
+	uint64_t gen; /* bumped when the flow list changes */
+	int wake_fd;
+	pthread_t thread;
+	bool running;
+	volatile bool stop;
+	uint32_t rnd;
+	/* scratch for a SYNC and its flows */
+	struct sl_flow_report *reports;
+	size_t *sent; /* flow index of each entry of the last SYNC */
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->sync_ms = SL_CLUSTER_SYNC_MS;
+	cfg->miss_limit = SL_LEASE_MISS_LIMIT;
+	cfg->good_needed = SL_LEASE_GOOD_NEEDED;
+	cfg->connect_ms = SL_CLUSTER_CONNECT_MS;
+	cfg->handshake_ms = SL_CLUSTER_HANDSHAKE_MS;
+	cfg->backoff_min_ms = SL_CLUSTER_BACKOFF_MIN_MS;
+	cfg->backoff_max_ms = SL_CLUSTER_BACKOFF_MAX_MS;
+}
+
+int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
+			     size_t max, size_t *n, char *err, size_t errlen)
+{
+	const char *p = list;
+
+	*n = 0;
+	if (!list || !*list) {
+		snprintf(err, errlen, "no token server given");
+		return -EINVAL;
+	}
+	while (*p) {
+		const char *end = strchr(p, ','), *colon, *host = p;
+		size_t len = end ? (size_t)(end - p) : strlen(p), hlen;
+		char *q;
+		long port;
+
+		if (*n == max) {
+			snprintf(err, errlen, "more than %zu token servers",
+				 max);
+			return -EINVAL;
+		}
+		if (*p == '[') {
+			colon = memchr(p, ']', len);
+			if (!colon || colon + 1 >= p + len || colon[1] != ':')
+				goto bad;
+			host = p + 1;
+			hlen = colon - host;
+			colon++;
+		} else {
+			colon = NULL;
+			for (const char *s = p; s < p + len; s++)
+				if (*s == ':')
+					colon = s;
+			if (!colon || memchr(p, ':', len) != colon)
+				goto bad;
+			hlen = colon - p;
+		}
+		if (!hlen || hlen >= sizeof(out->host) ||
+		    (size_t)(p + len - colon - 1) >= sizeof(out->port) ||
+		    p + len - colon - 1 == 0)
+			goto bad;
+		memcpy(out[*n].host, host, hlen);
+		out[*n].host[hlen] = 0;
+		memcpy(out[*n].port, colon + 1, p + len - colon - 1);
+		out[*n].port[p + len - colon - 1] = 0;
+		errno = 0;
+		port = strtol(out[*n].port, &q, 10);
+		if (errno || *q || port < 1 || port > 65535)
+			goto bad;
+		(*n)++;
+		p += len;
+		if (*p == ',' && !*++p)
+			goto bad;
+		continue;
+bad:
+		snprintf(err, errlen,
+			 "'%.*s' is not HOST:PORT ([ADDR6]:PORT for IPv6, "
+			 "port 1-65535)", (int)len, p);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+uint32_t sl_cluster_backoff_ms(const struct sl_cluster_cfg *cfg,
+			       uint32_t failures, uint32_t rnd)
+{
+	uint64_t d = cfg->backoff_min_ms;
+
+	for (uint32_t i = 1; i < failures && d < cfg->backoff_max_ms; i++)
+		d *= 2;
+	if (d > cfg->backoff_max_ms)
+		d = cfg->backoff_max_ms;
+	return d / 2 + (d - d / 2) * (uint64_t)rnd / UINT32_MAX;
+}
+
+static uint32_t next_rand(struct sl_cluster_sync *c)
+{
+	/* xorshift32: jitter only, nothing secret */
+	c->rnd ^= c->rnd << 13;
+	c->rnd ^= c->rnd >> 17;
+	c->rnd ^= c->rnd << 5;
+	return c->rnd;
+}
+
+static struct flow *find_flow(struct sl_cluster_sync *c, const struct sl_rule *r)
+{
+	for (size_t i = 0; i < c->n_flows; i++)
+		if (c->flows[i].r.cluster.flow_id == r->cluster.flow_id &&
+		    !strcmp(c->flows[i].r.cluster.ns, r->cluster.ns) &&
+		    !strcmp(c->flows[i].rule, r->name))
+			return &c->flows[i];
+	return NULL;
+}
+
+/* dp's hook for a fresh slot: called inside sl_dp_apply (dp_lock held). */
+static uint64_t first_limit(const struct sl_rule *r, void *arg)
+{
+	struct sl_cluster_sync *c = arg;
+	struct sl_lease l;
+	struct flow *f;
+	uint64_t v;
+
+	if (!r->cluster.enabled)
+		return r->count;
+	pthread_mutex_lock(&c->lock);
+	f = find_flow(c, r);
+	if (f) {
+		l = f->l;
+		sl_lease_refresh(&l, r, c->node);
+		v = l.limit;
+	} else {
+		v = sl_lease_fallback(r, c->node, 0, NULL);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return v;
+}
+
+int sl_cluster_new(const struct sl_cluster_cfg *cfg, struct sl_dataplane *dp,
+		   pthread_mutex_t *dp_lock, struct sl_cluster_sync **out,
+		   char *err, size_t errlen)
+{
+	struct sl_cluster_sync *c = calloc(1, sizeof(*c));
+	int ret;
+
+	if (!c)
+		return -ENOMEM;
+	c->cfg = *cfg;
+	c->dp = dp;
+	c->dp_lock = dp_lock;
+	c->wake_fd = -1;
+	ret = sl_cluster_parse_servers(cfg->servers, c->servers,
+				       SL_CLUSTER_MAX_SERVERS, &c->n_servers,
+				       err, errlen);
+	if (ret)
+		goto fail;
+	if (cfg->node_id)
+		snprintf(c->node, sizeof(c->node), "%s", cfg->node_id);
+	else if (gethostname(c->node, sizeof(c->node) - 1))
+		c->node[0] = 0;
+	if (!sl_proto_name_valid(c->node, strlen(c->node))) {
+		snprintf(err, errlen,
+			 "node id '%s' is not 1-63 of [A-Za-z0-9_.:-]%s",
+			 c->node,
+			 cfg->node_id ? "" : " (the host name; give --node-id)");
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (!cfg->sync_ms || !cfg->miss_limit || !cfg->good_needed ||
+	    !cfg->backoff_min_ms || cfg->backoff_max_ms < cfg->backoff_min_ms) {
+		snprintf(err, errlen, "sync period, N, K and the backoff "
+				      "must be positive");
+		ret = -EINVAL;
+		goto fail;
+	}
+	c->reports = calloc(SL_PROTO_MAX_REPORTS, sizeof(*c->reports));
+	c->sent = calloc(SL_PROTO_MAX_REPORTS, sizeof(*c->sent));
+	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (!c->reports || !c->sent || c->wake_fd < 0) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->rnd = (uint32_t)mono_ns() ^ (uint32_t)getpid() << 8;
+	if (!c->rnd)
+		c->rnd = 1;
+	dp->first_limit = first_limit;
+	dp->first_limit_arg = c;
+	*out = c;
+	return 0;
+fail:
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+	free(c->reports);
+	free(c->sent);
+	free(c);
+	return ret;
+}
+
+/* ---- the flows ---- */
+
+static void log_state(struct flow *f)
+{
+	if (f->logged == f->l.state)
+		return;
+	pr_info("cluster: %s: %s -> %s, threshold %llu", f->rule,
+		sl_lease_state_str(f->logged), sl_lease_state_str(f->l.state),
+		(unsigned long long)f->l.limit);
+	f->logged = f->l.state;
+}
+
+static void write_limits(struct sl_cluster_sync *c, uint64_t now)
+{
+	for (size_t i = 0; i < c->n_flows; i++) {
+		struct flow *f = &c->flows[i];
+		int err;
+
+		log_state(f);
+		if (!f->l.dirty)
+			continue;
+		err = sl_dp_set_limit(c->dp, f->rule, f->l.limit);
+		if (err) {
+			pr_warn("cluster: %s: cannot write threshold %llu: %s",
+				f->rule, (unsigned long long)f->l.limit,
+				strerror(-err));
+			continue;
+		}
+		sl_lease_written(&f->l, now);
+		log_state(f);
+	}
+}
+
+static int64_t map_limit(struct sl_cluster_sync *c, size_t idx)
+{
+	int fd = sl_dp_map_fd(c->dp, "rule_limit");
+	uint64_t v;
+
+	if (fd < 0 || bpf_map_lookup_elem(fd, &c->dp->slots[idx], &v))
+		return -1;
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static struct session *find_sess(struct session *s, size_t n, const char *ns)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s[i].ns, ns))
+			return &s[i];
+	return NULL;
+}
+
+static void sess_close(struct session *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	s->in_len = s->out_len = 0;
+	s->waiting = 0;
+}
+
+static int sess_init(struct sl_cluster_sync *c, struct session *s, const char *ns)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->ns, sizeof(s->ns), "%s", ns);
+	s->fd = -1;
+	s->sync_ms = c->cfg.sync_ms;
+	s->in = malloc(SL_PROTO_MAX_FRAME);
+	s->out = malloc(SL_PROTO_MAX_FRAME);
+	if (!s->in || !s->out) {
+		free(s->in);
+		free(s->out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void sl_cluster_rules_changed(struct sl_cluster_sync *c)
+{
+	const struct sl_ruleset *rs = &c->dp->rules;
+	struct flow *flows = calloc(rs->n + 1, sizeof(*flows));
+	struct session *sess = calloc(rs->n + 1, sizeof(*sess));
+	uint64_t now = mono_ns();
+	size_t nf = 0, ns = 0;
+
+	if (!flows || !sess) {
+		pr_err("cluster: out of memory: the flows keep their old list");
+		free(flows);
+		free(sess);
+		return;
+	}
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct sl_rule *r = &rs->rules[i];
+		struct flow *f = &flows[nf], *old;
+		struct session *s;
+
+		if (!r->cluster.enabled)
+			continue;
+		old = find_flow(c, r);
+		if (old) {
+			*f = *old;
+		} else {
+			snprintf(f->rule, sizeof(f->rule), "%s", r->name);
+			sl_lease_boot(&f->l, r, c->node, map_limit(c, i), now);
+		}
+		f->r = *r;
+		f->idx = i;
+		sl_lease_refresh(&f->l, r, c->node);
+		f->l.dirty = true;
+		s = find_sess(sess, ns, r->cluster.ns);
+		if (!s) {
+			struct session *o = find_sess(c->sess, c->n_sess,
+						      r->cluster.ns);
+
+			s = &sess[ns++];
+			if (o) {
+				*s = *o;
+				o->alive = true;
+			} else if (sess_init(c, s, r->cluster.ns)) {
+				ns--;
+				continue;
+			}
+		}
+		f->sess = s - sess;
+		nf++;
+	}
+	for (size_t i = 0; i < c->n_sess; i++) {
+		if (c->sess[i].alive)
+			continue;
+		sess_close(&c->sess[i]);
+		free(c->sess[i].in);
+		free(c->sess[i].out);
+	}
+	for (size_t i = 0; i < ns; i++)
+		sess[i].alive = false;
+	free(c->flows);
+	free(c->sess);
+	c->flows = flows;
+	c->n_flows = nf;
+	c->sess = sess;
+	c->n_sess = ns;
+	c->gen++;
+	write_limits(c, now);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Demand and use per second since the last read, in the rule's unit. */
+static void measure(struct sl_cluster_sync *c, struct flow *f, uint64_t now)
+{
+	struct sl_rule_stats st;
+	uint64_t passed, blocked, dt;
+	bool bytes = f->r.grade == SL_GRADE_BPS;
+	uint32_t slot = c->dp->slots[f->idx];
+
+	if (sl_dp_rule_stats(c->dp, f->idx, &st))
+		return;
+	passed = bytes ? st.passed_bytes : st.passed_pkts;
+	blocked = bytes ? st.blocked_bytes : st.blocked_pkts;
+	dt = now - f->read_ns;
+	if (!f->read_ns || slot != f->slot || passed < f->passed ||
+	    blocked < f->blocked || !dt) {
+		/* no earlier totals of this slot: its window's rates */
+		f->used = bytes ? st.passed_Bps : st.passed_pps;
+		f->demand = f->used + (bytes ? st.blocked_Bps : st.blocked_pps);
+	} else {
+		f->used = (passed - f->passed) * 1000000000ULL / dt;
+		f->demand = f->used +
+			    (blocked - f->blocked) * 1000000000ULL / dt;
+	}
+	f->slot = slot;
+	f->passed = passed;
+	f->blocked = blocked;
+	f->read_ns = now;
+}
+
+/* ---- the sessions ---- */
+
+static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now,
+		      bool at_once, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now,
+		      bool at_once, const char *fmt, ...)
+{
+	const struct sl_cluster_server *sv = &c->servers[s->server];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->last_error, sizeof(s->last_error), fmt, ap);
+	va_end(ap);
+	pr_warn("cluster: namespace %s, token server %s:%s: %s", s->ns,
+		sv->host, sv->port, s->last_error);
+	sess_close(s);
+	s->st = SESS_IDLE;
+	for (size_t i = 0; i < c->n_flows; i++)
+		if (&c->sess[c->flows[i].sess] == s)
+			sl_lease_on_miss(&c->flows[i].l);
+	s->server = (s->server + 1) % c->n_servers;
+	if (at_once) {
+		s->retry_ns = now;
+	} else {
+		s->failures++;
+		s->retry_ns = now + sl_cluster_backoff_ms(&c->cfg, s->failures,
+							  next_rand(c)) *
+					    NS_PER_MS;
+	}
+}
+
+static int sess_queue(struct session *s, const void *buf, size_t len)
+{
+	if (s->out_len + len > SL_PROTO_MAX_FRAME)
+		return -ENOBUFS;
+	memcpy(s->out + s->out_len, buf, len);
+	s->out_len += len;
+	return 0;
+}
+
+static int sess_flush(struct session *s)
+{
+	while (s->out_len) {
+		ssize_t w = send(s->fd, s->out, s->out_len, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN)
+			return 0;
+		if (w < 0)
+			return -errno;
+		memmove(s->out, s->out + w, s->out_len - w);
+		s->out_len -= w;
+	}
+	return 0;
+}
+
+static void sess_connect(struct sl_cluster_sync *c, struct session *s,
+			 uint64_t now)
+{
+	const struct sl_cluster_server *sv = &c->servers[s->server];
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *ai;
+	int one = 1, ret;
+
+	ret = getaddrinfo(sv->host, sv->port, &hints, &ai);
+	if (ret) {
+		sess_fail(c, s, now, false, "cannot resolve: %s",
+			  gai_strerror(ret));
+		return;
+	}
+	s->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK |
+					      SOCK_CLOEXEC, 0);
+	if (s->fd < 0) {
+		freeaddrinfo(ai);
+		sess_fail(c, s, now, false, "socket: %s", strerror(errno));
+		return;
+	}
+	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ret = connect(s->fd, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	if (ret && errno != EINPROGRESS) {
+		sess_fail(c, s, now, false, "connect: %s", strerror(errno));
+		return;
+	}
+	s->st = SESS_CONNECTING;
+	s->deadline_ns = now + c->cfg.connect_ms * NS_PER_MS;
+}
+
+static void sess_hello(struct sl_cluster_sync *c, struct session *s, uint64_t now)
+{
+	uint8_t buf[SL_PROTO_HDR_LEN + 2 + 2 * SL_PROTO_NAME_MAX];
+	socklen_t len = sizeof(int);
+	size_t n;
+	int soerr = 0;
+
+	getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+	if (soerr) {
+		sess_fail(c, s, now, false, "connect: %s", strerror(soerr));
+		return;
+	}
+	if (sl_proto_put_hello(buf, sizeof(buf), ++s->req_id, s->ns, c->node,
+			       &n) ||
+	    sess_queue(s, buf, n)) {
+		sess_fail(c, s, now, false, "cannot encode HELLO");
+		return;
+	}
+	s->st = SESS_HELLO;
+	s->deadline_ns = now + c->cfg.handshake_ms * NS_PER_MS;
+}
+
+static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now)
+{
+	size_t n = 0, len;
+	int err;
+
+	if (s->waiting) {
+		/* the last SYNC went unanswered: a missed sync */
+		for (size_t i = 0; i < c->n_flows; i++)
+			if (&c->sess[c->flows[i].sess] == s)
+				sl_lease_on_miss(&c->flows[i].l);
+		if (now - s->sent_ns >=
+		    c->cfg.miss_limit * (uint64_t)s->sync_ms * NS_PER_MS) {
+			sess_fail(c, s, now, false, "%u syncs unanswered",
+				  c->cfg.miss_limit);
+			return;
+		}
+	}
+	for (size_t i = 0; i < c->n_flows && n < SL_PROTO_MAX_REPORTS; i++) {
+		struct flow *f = &c->flows[i];
+
+		if (&c->sess[f->sess] != s)
+			continue;
+		measure(c, f, now);
+		c->reports[n] = (struct sl_flow_report){
+			.flow_id = f->r.cluster.flow_id,
+			.demand = f->demand,
+			.used = f->used,
+			.held = sl_lease_held(&f->l),
+		};
+		c->sent[n++] = i;
+	}
+	err = sl_proto_put_sync(s->out + s->out_len,
+				SL_PROTO_MAX_FRAME - s->out_len, ++s->req_id,
+				c->reports, n, &len);
+	if (err) {
+		/* the previous frames are still unsent: skip this period */
+		s->next_sync_ns = now + s->sync_ms * NS_PER_MS;
+		return;
+	}
+	s->out_len += len;
+	s->waiting = s->req_id;
+	s->sent_ns = now;
+	s->gen = c->gen;
+	s->next_sync_ns += s->sync_ms * NS_PER_MS;
+	if (s->next_sync_ns <= now)
+		s->next_sync_ns = now + s->sync_ms * NS_PER_MS;
+}
+
+static void on_grants(struct sl_cluster_sync *c, struct session *s,
+		      const struct sl_msg *m, uint64_t now)
+{
+	struct sl_lease_cfg lc = { .sync_ms = s->sync_ms,
+				   .miss_limit = c->cfg.miss_limit,
+				   .good_needed = c->cfg.good_needed };
+	bool answer = m->req_id && m->req_id == s->waiting;
+
+	if (m->grants.flags & SL_SRV_DRAIN) {
+		for (size_t i = 0; i < c->n_flows; i++)
+			if (&c->sess[c->flows[i].sess] == s)
+				sl_lease_on_drain(&c->flows[i].l, now);
+		sess_fail(c, s, now, true, "the server drains");
+		return;
+	}
+	if (!answer)
+		return; /* late, or unasked: nothing to apply */
+	s->waiting = 0;
+	s->failures = 0;
+	s->rtt_us = (now - s->sent_ns) / 1000;
+	s->last_error[0] = 0;
+	if (m->grants.flags & SL_SRV_KEEP) {
+		for (size_t i = 0; i < c->n_flows; i++)
+			if (&c->sess[c->flows[i].sess] == s)
+				sl_lease_on_keep(&c->flows[i].l,
+						 m->grants.ttl_ms, now);
+		return;
+	}
+	if (s->gen != c->gen)
+		return; /* the flows changed since: the entries do not map */
+	for (uint32_t i = 0; i < m->grants.n; i++) {
+		struct sl_flow_grant g;
+		struct flow *f;
+
+		sl_proto_grant(m, i, &g);
+		f = &c->flows[c->sent[i]];
+		if (g.flow_id != f->r.cluster.flow_id)
+			continue;
+		if ((g.flags & SL_GRANT_UNKNOWN) &&
+		    !(f->l.state == SL_LEASE_FALLBACK && !f->l.good))
+			pr_warn("cluster: %s: namespace %s has no flow %u on "
+				"the token server", f->rule, s->ns, g.flow_id);
+		sl_lease_on_grant(&f->l, &f->r, c->node, &g, &lc, now);
+	}
+}
+
+static void on_frame(struct sl_cluster_sync *c, struct session *s,
+		     const struct sl_msg *m, uint64_t now)
+{
+	const struct sl_secret *sec;
+	uint8_t mac[SL_PROTO_MAC_LEN], buf[64];
+	size_t n;
+
+	if (m->type == SL_MSG_ERROR) {
+		sess_fail(c, s, now, false, "error from the server: %s",
+			  sl_proto_err_str(m->error.code));
+		return;
+	}
+	switch (s->st) {
+	case SESS_HELLO:
+		if (m->type != SL_MSG_CHALLENGE)
+			break;
+		sec = c->cfg.secrets ? sl_secrets_find(c->cfg.secrets, s->ns)
+				     : NULL;
+		if (c->cfg.secrets && !sec) {
+			sess_fail(c, s, now, false,
+				  "no secret for the namespace in --secrets");
+			return;
+		}
+		if (sl_proto_auth_mac(sec ? sec->key : (const uint8_t *)"",
+				      sec ? sec->len : 0, m->challenge.nonce,
+				      s->ns, strlen(s->ns), c->node,
+				      strlen(c->node), mac) ||
+		    sl_proto_put_auth(buf, sizeof(buf), ++s->req_id, mac, &n) ||
+		    sess_queue(s, buf, n)) {
+			sess_fail(c, s, now, false, "cannot answer CHALLENGE");
+			return;
+		}
+		s->st = SESS_AUTH;
+		return;
+	case SESS_AUTH:
+		if (m->type != SL_MSG_AUTH_OK)
+			break;
+		s->ttl_ms = m->auth_ok.ttl_ms;
+		if (m->auth_ok.sync_ms)
+			s->sync_ms = m->auth_ok.sync_ms;
+		s->st = SESS_READY;
+		s->next_sync_ns = now;
+		pr_info("cluster: namespace %s: token server %s:%s, sync "
+			"every %u ms, lease %u ms", s->ns,
+			c->servers[s->server].host, c->servers[s->server].port,
+			s->sync_ms, s->ttl_ms);
+		return;
+	case SESS_READY:
+		if (m->type != SL_MSG_GRANTS)
+			break;
+		on_grants(c, s, m, now);
+		return;
+	default:
+		break;
+	}
+	sess_fail(c, s, now, false, "unexpected message type %u", m->type);
+}
+
+static void sess_read(struct sl_cluster_sync *c, struct session *s, uint64_t now)
+{
+	for (;;) {
+		ssize_t r = read(s->fd, s->in + s->in_len,
+				 SL_PROTO_MAX_FRAME - s->in_len);
+		size_t off = 0;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			sess_fail(c, s, now, false, "%s",
+				  r ? strerror(errno) : "connection closed");
+			return;
+		}
+		s->in_len += r;
+		while (s->st != SESS_IDLE) {
+			struct sl_msg m;
+			uint32_t len;
+			int err = sl_proto_frame_len(s->in + off,
+						     s->in_len - off, &len);
+
+			if (err == -EAGAIN || (!err && len > s->in_len - off))
+				break;
+			if (!err)
+				err = sl_proto_decode(s->in + off, len, &m);
+			if (err) {
+				sess_fail(c, s, now, false, "bad frame: %s",
+					  strerror(-err));
+				return;
+			}
+			on_frame(c, s, &m, now);
+			off += len;
+		}
+		if (s->st == SESS_IDLE)
+			return;
+		memmove(s->in, s->in + off, s->in_len - off);
+		s->in_len -= off;
+	}
+}
+
+/* Timers of one session; returns when it next needs attention. */
+static uint64_t sess_drive(struct sl_cluster_sync *c, struct session *s,
+			   uint64_t now)
+{
+	switch (s->st) {
+	case SESS_IDLE:
+		if (now < s->retry_ns)
+			return s->retry_ns;
+		sess_connect(c, s, now);
+		return s->st == SESS_IDLE ? s->retry_ns : s->deadline_ns;
+	case SESS_CONNECTING:
+	case SESS_HELLO:
+	case SESS_AUTH:
+		if (now >= s->deadline_ns) {
+			sess_fail(c, s, now, false, "%s timed out",
+				  s->st == SESS_CONNECTING ? "connect"
+							   : "handshake");
+			return s->retry_ns;
+		}
+		return s->deadline_ns;
+	case SESS_READY:
+		if (now >= s->next_sync_ns)
+			send_sync(c, s, now);
+		return s->st == SESS_READY ? s->next_sync_ns : s->retry_ns;
+	}
+	return now;
+}
+
+static void *run(void *arg)
+{
+	struct sl_cluster_sync *c = arg;
+	struct pollfd *pfd = NULL;
+	size_t cap = 0;
+
+	while (!c->stop) {
+		struct sl_lease_cfg lc = { .miss_limit = c->cfg.miss_limit,
+					   .good_needed = c->cfg.good_needed };
+		uint64_t now, next;
+		size_t n = 0;
+		int timeout;
+
+		pthread_mutex_lock(c->dp_lock);
+		pthread_mutex_lock(&c->lock);
+		now = mono_ns();
+		next = now + 50 * NS_PER_MS;
+		if (cap < c->n_sess + 1) {
+			free(pfd);
+			cap = c->n_sess + 1;
+			pfd = calloc(cap, sizeof(*pfd));
+			if (!pfd)
+				cap = 0;
+		}
+		for (size_t i = 0; i < c->n_sess && cap; i++) {
+			struct session *s = &c->sess[i];
+			uint64_t t = sess_drive(c, s, now);
+
+			if (s->fd >= 0 && s->out_len &&
+			    sess_flush(s))
+				sess_fail(c, s, now, false, "send: %s",
+					  strerror(errno));
+			if (t < next)
+				next = t;
+			if (s->fd < 0)
+				continue;
+			pfd[n].fd = s->fd;
+			pfd[n].events = POLLIN;
+			if (s->st == SESS_CONNECTING || s->out_len)
+				pfd[n].events |= POLLOUT;
+			n++;
+		}
+		for (size_t i = 0; i < c->n_flows; i++) {
+			lc.sync_ms = c->sess[c->flows[i].sess].sync_ms;
+			sl_lease_tick(&c->flows[i].l, &c->flows[i].r, c->node,
+				      &lc, now);
+		}
+		write_limits(c, now);
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(c->dp_lock);
+
+		if (!cap) {
+			usleep(10000);
+			continue;
+		}
+		pfd[n].fd = c->wake_fd;
+		pfd[n].events = POLLIN;
+		now = mono_ns();
+		timeout = next > now ? (next - now + NS_PER_MS - 1) / NS_PER_MS
+				     : 0;
+		if (poll(pfd, n + 1, timeout) <= 0)
+			continue;
+
+		pthread_mutex_lock(c->dp_lock);
+		pthread_mutex_lock(&c->lock);
+		now = mono_ns();
+		for (size_t i = 0; i < n; i++) {
+			struct session *s = NULL;
+
+			for (size_t j = 0; j < c->n_sess; j++)
+				if (c->sess[j].fd == pfd[i].fd)
+					s = &c->sess[j];
+			if (!s || !pfd[i].revents)
+				continue;
+			if (s->st == SESS_CONNECTING &&
+			    (pfd[i].revents & (POLLOUT | POLLERR | POLLHUP)))
+				sess_hello(c, s, now);
+			if (s->st != SESS_IDLE &&
+			    (pfd[i].revents & (POLLIN | POLLERR | POLLHUP)))
+				sess_read(c, s, now);
+		}
+		write_limits(c, now);
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(c->dp_lock);
+		if (pfd[n].revents) {
+			uint64_t v;
+
+			if (read(c->wake_fd, &v, sizeof(v)) < 0)
+				continue;
+		}
+	}
+	free(pfd);
+	return NULL;
+}
+
+int sl_cluster_start(struct sl_cluster_sync *c)
+{
+	int err = pthread_create(&c->thread, NULL, run, c);
+
+	if (err)
+		return -err;
+	c->running = true;
+	return 0;
+}
+
+/* ---- what the CLI sees ---- */
+
+static void add_u64(cJSON *o, const char *name, uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	cJSON_AddRawToObject(o, name, buf);
+}
+
+static void add_time(cJSON *o, const char *name, uint64_t mono, uint64_t now)
+{
+	struct timespec ts;
+	struct tm tm;
+	int64_t wall_ms;
+	time_t t;
+	char buf[40];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	wall_ms = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 -
+		  (int64_t)((now - mono) / NS_PER_MS);
+	t = wall_ms / 1000;
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ",
+		 (int)(wall_ms % 1000));
+	cJSON_AddStringToObject(o, name, buf);
+}
+
+static const char *sess_state_str(enum sess_state s)
+{
+	static const char *const names[] = {
+		[SESS_IDLE] = "retrying",     [SESS_CONNECTING] = "connecting",
+		[SESS_HELLO] = "handshake",   [SESS_AUTH] = "handshake",
+		[SESS_READY] = "ready",
+	};
+
+	return names[s];
+}
+
+cJSON *sl_cluster_status(struct sl_cluster_sync *c)
+{
+	cJSON *o = cJSON_CreateObject(), *a, *fl, *ss;
+	uint64_t now = mono_ns();
+	char buf[300];
+
+	if (!o)
+		return NULL;
+	pthread_mutex_lock(&c->lock);
+	cJSON_AddStringToObject(o, "node_id", c->node);
+	a = cJSON_AddArrayToObject(o, "token_servers");
+	for (size_t i = 0; i < c->n_servers; i++) {
+		snprintf(buf, sizeof(buf),
+			 strchr(c->servers[i].host, ':') ? "[%s]:%s" : "%s:%s",
+			 c->servers[i].host, c->servers[i].port);
+		cJSON_AddItemToArray(a, cJSON_CreateString(buf));
+	}
+	ss = cJSON_AddArrayToObject(o, "sessions");
+	fl = cJSON_AddArrayToObject(o, "flows");
+	for (size_t i = 0; i < c->n_sess; i++) {
+		struct session *s = &c->sess[i];
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(e, "namespace", s->ns);
+		cJSON_AddStringToObject(e, "state", sess_state_str(s->st));
+		snprintf(buf, sizeof(buf),
+			 strchr(c->servers[s->server].host, ':') ? "[%s]:%s"
+								 : "%s:%s",
+			 c->servers[s->server].host,
+			 c->servers[s->server].port);
+		if (s->st == SESS_READY)
+			cJSON_AddStringToObject(e, "token_server", buf);
+		else
+			cJSON_AddNullToObject(e, "token_server");
+		add_u64(e, "sync_ms", s->sync_ms);
+		add_u64(e, "failures", s->failures);
+		cJSON_AddStringToObject(e, "last_error", s->last_error);
+		cJSON_AddItemToArray(ss, e);
+	}
+	for (size_t i = 0; i < c->n_flows; i++) {
+		struct flow *f = &c->flows[i];
+		struct session *s = &c->sess[f->sess];
+		bool leased = f->l.state == SL_LEASE_CLUSTER;
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(e, "name", f->rule);
+		cJSON_AddStringToObject(e, "namespace", f->r.cluster.ns);
+		add_u64(e, "flow_id", f->r.cluster.flow_id);
+		cJSON_AddStringToObject(e, "threshold_type",
+					sl_threshold_str(f->r.cluster.threshold));
+		cJSON_AddStringToObject(e, "fallback",
+					sl_fallback_str(f->r.cluster.fallback));
+		cJSON_AddStringToObject(e, "state",
+					sl_lease_state_str(f->l.state));
+		add_time(e, "since", f->l.since_ns, now);
+		add_u64(e, "since_ms_ago", (now - f->l.since_ns) / NS_PER_MS);
+		add_u64(e, "limit", f->l.limit);
+		add_u64(e, "grant", f->l.grant);
+		add_u64(e, "lease_expires_in_ms",
+			leased && f->l.lease_end_ns > now
+				? (f->l.lease_end_ns - now) / NS_PER_MS
+				: 0);
+		snprintf(buf, sizeof(buf),
+			 strchr(c->servers[s->server].host, ':') ? "[%s]:%s"
+								 : "%s:%s",
+			 c->servers[s->server].host,
+			 c->servers[s->server].port);
+		if (s->st == SESS_READY)
+			cJSON_AddStringToObject(e, "token_server", buf);
+		else
+			cJSON_AddNullToObject(e, "token_server");
+		add_u64(e, "last_sync_rtt_us", s->rtt_us);
+		add_u64(e, "holders", f->l.holders);
+		add_u64(e, "demand", f->demand);
+		add_u64(e, "used", f->used);
+		add_u64(e, "good_syncs", f->l.good);
+		cJSON_AddItemToArray(fl, e);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return o;
+}
+
+const char *sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule)
+{
+	const char *st = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < c->n_flows && !st; i++)
+		if (!strcmp(c->flows[i].rule, rule))
+			st = sl_lease_state_str(c->flows[i].l.state);
+	pthread_mutex_unlock(&c->lock);
+	return st;
+}
+
+void sl_cluster_free(struct sl_cluster_sync *c)
+{
+	uint64_t one = 1;
+
+	if (!c)
+		return;
+	if (c->running) {
+		c->stop = true;
+		if (write(c->wake_fd, &one, sizeof(one)) < 0)
+			pr_warn("cluster: cannot wake the sync thread");
+		pthread_join(c->thread, NULL);
+	}
+	c->dp->first_limit = NULL;
+	for (size_t i = 0; i < c->n_sess; i++) {
+		sess_close(&c->sess[i]);
+		free(c->sess[i].in);
+		free(c->sess[i].out);
+	}
+	free(c->sess);
+	free(c->flows);
+	free(c->reports);
+	free(c->sent);
+	close(c->wake_fd);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The agent's side of cluster flow control (docs/cluster.md): a thread
+ * that holds one session per namespace with a token server, reports each
+ * cluster flow's demand every sync period and writes the threshold in
+ * force (the lease, or the fallback) with sl_dp_set_limit(). A library:
+ * no signals, no exit.
+ */
+#ifndef SLUICE_CLUSTER_H
+#define SLUICE_CLUSTER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "lease.h"
+#include "loader.h"
+#include "secrets.h"
+
+/* Defaults; each is a field of struct sl_cluster_cfg. */
+#ifndef SL_CLUSTER_SYNC_MS
+#define SL_CLUSTER_SYNC_MS 100 /* until AUTH_OK advises a period */
+#endif
+#ifndef SL_CLUSTER_CONNECT_MS
+#define SL_CLUSTER_CONNECT_MS 500 /* TCP connect */
+#endif
+#ifndef SL_CLUSTER_HANDSHAKE_MS
+#define SL_CLUSTER_HANDSHAKE_MS 1000 /* HELLO to AUTH_OK */
+#endif
+#ifndef SL_CLUSTER_BACKOFF_MIN_MS
+#define SL_CLUSTER_BACKOFF_MIN_MS 100 /* first retry after a failure */
+#endif
+#ifndef SL_CLUSTER_BACKOFF_MAX_MS
+#define SL_CLUSTER_BACKOFF_MAX_MS 500 /* below the server's learn period */
+#endif
+#define SL_CLUSTER_MAX_SERVERS 16
+
+struct sl_cluster_server {
+	char host[256];
+	char port[8];
+};
+
+struct sl_cluster_cfg {
+	const char *servers;		  /* "HOST:PORT[,HOST:PORT...]" */
+	const char *node_id;		  /* NULL: the host name */
+	const struct sl_secrets *secrets; /* NULL: no authentication */
+	uint32_t sync_ms;
+	uint32_t miss_limit;  /* N: missed syncs before a lease is dropped */
+	uint32_t good_needed; /* K: good syncs before leaving fallback */
+	uint32_t connect_ms;
+	uint32_t handshake_ms;
+	uint32_t backoff_min_ms;
+	uint32_t backoff_max_ms;
+};
+
+void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg);
+
+/*
+ * "HOST:PORT[,HOST:PORT...]", a host being a name, an IPv4 address or
+ * [IPv6]. -EINVAL with the reason in err.
+ */
+int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
+			     size_t max, size_t *n, char *err, size_t errlen);
+
+/*
+ * The retry delay after `failures` failures in a row: min doubled per
+ * failure up to max, then drawn from [d/2, d] by rnd (a uniform 32-bit
+ * value) so that a fleet does not reconnect in step.
+ */
+uint32_t sl_cluster_backoff_ms(const struct sl_cluster_cfg *cfg,
+			       uint32_t failures, uint32_t rnd);
+
+struct sl_cluster_sync;
+
+/*
+ * Check the configuration and hook into dp (a fresh slot of a cluster
+ * rule starts at its fallback, never at count). dp_lock serialises every
+ * use of dp between the agent and the cluster thread; both must outlive
+ * the module. Errors are explained in err.
+ */
+int sl_cluster_new(const struct sl_cluster_cfg *cfg, struct sl_dataplane *dp,
+		   pthread_mutex_t *dp_lock, struct sl_cluster_sync **out,
+		   char *err, size_t errlen);
+
+/*
+ * The rules in force changed (after sl_dp_apply, dp_lock held): take the
+ * cluster rules as flows, keeping the state of those that stay, and write
+ * each one's threshold.
+ */
+void sl_cluster_rules_changed(struct sl_cluster_sync *c);
+
+/* Start the sync thread; -errno if it cannot. */
+int sl_cluster_start(struct sl_cluster_sync *c);
+
+/* The "cluster" object of `sluice status -j` (docs/cli.md). */
+cJSON *sl_cluster_status(struct sl_cluster_sync *c);
+
+/* The state of rule's flow ("cluster", "fallback", ...), NULL if the rule
+ * is not a cluster flow. */
+const char *sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule);
+
+/* Stop the thread, close the sessions; the thresholds stay in force. */
+void sl_cluster_free(struct sl_cluster_sync *c);
+
+#endif
