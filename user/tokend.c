@@ -46,6 +46,7 @@ struct flow {
 	uint32_t id;
 	uint64_t count;
 	const struct sl_cluster *cl;
+	const struct sl_rule *rule;
 	struct holder *h; /* indexed by node number of the namespace */
 	uint32_t h_cap;
 	uint32_t *live; /* node numbers of live holders */
@@ -54,6 +55,8 @@ struct flow {
 	struct sl_quota_level level;
 	uint64_t level_at;
 	bool have_level, dirty;
+	uint64_t warm_start; /* ms; the warm-up ramp runs from here */
+	bool warm;	     /* ramped up, or found busy after a restart */
 };
 
 struct conn;
@@ -190,6 +193,8 @@ static void drop_live(struct flow *f, struct holder *h)
 	h->grant = 0;
 	h->live_pos = NO_POS;
 	f->dirty = true;
+	if (!f->n_live)
+		f->warm = false; /* idle: the next holder ramps it again */
 }
 
 /* Forget holders whose leases ended: their grants are free again. */
@@ -205,6 +210,34 @@ static void expire_flow(struct flow *f, uint64_t now)
 		else
 			i++;
 	}
+}
+
+/*
+ * The flow's count now: a rule with warm_up ramps it from count /
+ * cold_factor to count over warm_period_s, like the data plane's ramp,
+ * from the first grant to a cold flow (one without live holders). A host
+ * joining a warm flow takes its share of the warm count; a flow whose
+ * leases all expired is cold again. After a restart, a holding reported
+ * in the learn period shows the flow was warm.
+ */
+static uint64_t flow_count(struct flow *f, uint64_t now)
+{
+	const struct sl_rule *r = f->rule;
+	uint64_t period = (uint64_t)r->warm_period_s * 1000, cold, elapsed;
+
+	if (f->warm || !r->warm_up || !r->cold_factor || !period)
+		return f->count;
+	if (!f->warm_start)
+		f->warm_start = now;
+	elapsed = now - f->warm_start;
+	if (elapsed >= period) {
+		f->warm = true;
+		f->warm_start = 0;
+		return f->count;
+	}
+	cold = f->count / r->cold_factor;
+	f->dirty = true; /* the level follows the ramp */
+	return cold + (f->count - cold) * elapsed / period;
 }
 
 static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
@@ -225,8 +258,8 @@ static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
 	}
 	for (i = 0; i < f->n_live; i++)
 		td->demands[i] = f->h[f->live[i]].demand;
-	sl_quota_global_level(f->count, td->demands, f->n_live, td->scratch,
-			      &f->level);
+	sl_quota_global_level(flow_count(f, now), td->demands, f->n_live,
+			      td->scratch, &f->level);
 	f->have_level = true;
 	f->dirty = false;
 	f->level_at = now;
@@ -257,7 +290,8 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		      struct sl_flow_grant *g)
 {
 	struct holder *h = get_holder(f, c->node);
-	uint64_t others, want;
+	uint64_t others, want, count;
+	bool learning;
 	int ret;
 
 	if (!h)
@@ -274,10 +308,14 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 	h->demand = r->demand;
 	others = f->outstanding - h->grant;
 	g->flags = 0;
+	learning = now < td->start + td->cfg.learn_ms;
+	if (learning && r->held)
+		f->warm = true;
+	count = learning ? f->count : flow_count(f, now);
 
 	switch (f->cl->threshold) {
 	case SL_THRESH_GLOBAL:
-		if (now < td->start + td->cfg.learn_ms) {
+		if (learning) {
 			/* Unknown holders may still hold the last server's
 			 * leases: renew what the client holds, no more. */
 			want = r->held;
@@ -292,13 +330,14 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 			}
 			want = sl_quota_grant(&f->level, r->demand);
 		}
-		want = sl_quota_cap(f->count, others, want);
+		want = sl_quota_cap(count, others, want);
 		break;
 	case SL_THRESH_AVG_LOCAL:
-		want = f->count;
+		want = count;
 		break;
 	default:
-		want = manual_quota(f->cl, c->node_name);
+		/* a ramp scales every quota alike */
+		want = manual_quota(f->cl, c->node_name) * count / f->count;
 		break;
 	}
 	f->outstanding = others + want;
@@ -1012,6 +1051,7 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 		f->id = r->cluster.flow_id;
 		f->count = r->count;
 		f->cl = &r->cluster;
+		f->rule = r;
 	}
 	for (i = 0; i < td->n_ns; i++) {
 		struct ns *ns = &td->ns[i];

@@ -46,7 +46,11 @@ static const char rules_json[] =
 	"{\"name\": \"a4\", \"match\": {\"proto\": \"udp\", \"dport\": 5},"
 	" \"grade\": \"pps\", \"count\": 900, \"cluster\": {\"namespace\":"
 	" \"a\", \"flow_id\": 4, \"threshold_type\": \"manual\", \"quotas\":"
-	" {\"x\": 600, \"y\": 200}}}"
+	" {\"x\": 600, \"y\": 200}}},"
+	"{\"name\": \"a5\", \"match\": {\"proto\": \"udp\", \"dport\": 6},"
+	" \"grade\": \"pps\", \"count\": 4000, \"behavior\": {\"warm_up\":"
+	" {\"period_s\": 2, \"cold_factor\": 4}}, \"cluster\": {\"namespace\":"
+	" \"a\", \"flow_id\": 5, \"threshold_type\": \"global\"}}"
 	"]}";
 
 #define SECRET_A "secret-of-namespace-a"
@@ -415,6 +419,68 @@ static void test_split_by_demand(void **state)
 	stop(&s, NULL);
 }
 
+static uint64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ull + ts.tv_nsec / 1000000;
+}
+
+/* Flow a5's ramp: 1000 (4000 / 4) to 4000 over 2 s from its first grant. */
+static uint64_t a5_ramp(uint64_t ms)
+{
+	return ms >= 2000 ? 4000 : 1000 + 3000 * ms / 2000;
+}
+
+/*
+ * warm_up on a cluster flow: the cluster total ramps from the first grant
+ * to a cold flow, and a node that joins the warm flow takes its share of
+ * the whole count, with no ramp of its own.
+ */
+static void test_warm_up(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	uint64_t t0, t1, t2, t3, g1, g2, g[2] = {0};
+	const uint64_t d[2] = {10000, 10000};
+	struct server s;
+	struct cli c[2];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c[0], sl_tokend_port(s.td), "a", "n0",
+				  SECRET_A), 0);
+	t0 = ms_now();
+	g1 = sync1(&c[0], 5, 10000, 0).grant;
+	t1 = ms_now();
+	if (g1 < 1000 || g1 > a5_ramp(t1 - t0))
+		fail_msg("first grant %llu, want 1000..%llu",
+			 (unsigned long long)g1,
+			 (unsigned long long)a5_ramp(t1 - t0));
+	usleep(1000 * 1000);
+	t2 = ms_now();
+	g2 = sync1(&c[0], 5, 10000, g1).grant;
+	t3 = ms_now();
+	if (g2 < a5_ramp(t2 - t1) || g2 > a5_ramp(t3 - t0))
+		fail_msg("grant after 1 s %llu, want %llu..%llu",
+			 (unsigned long long)g2,
+			 (unsigned long long)a5_ramp(t2 - t1),
+			 (unsigned long long)a5_ramp(t3 - t0));
+	usleep(1100 * 1000);
+	assert_int_equal(cli_auth(&c[1], sl_tokend_port(s.td), "a", "n1",
+				  SECRET_A), 0);
+	g[0] = g2;
+	rounds(c, 2, 5, d, g, 4000, 3);
+	if (g[0] != 2000 || g[1] != 2000)
+		fail_msg("warm flow with a new node: %llu + %llu, want 2000 "
+			 "each", (unsigned long long)g[0],
+			 (unsigned long long)g[1]);
+	cli_close(&c[0]);
+	cli_close(&c[1]);
+	stop(&s, NULL);
+}
+
 static void test_restart_learns(void **state)
 {
 	struct sl_tokend_cfg cfg;
@@ -709,7 +775,7 @@ static int setup(void **state)
 	memcpy(secret_v[1].key, SECRET_B, secret_v[1].len);
 	secrets.v = secret_v;
 	secrets.n = 2;
-	return rs.n == 5 ? 0 : -1;
+	return rs.n == 6 ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -726,6 +792,7 @@ int main(void)
 		cmocka_unit_test(test_sync_before_auth),
 		cmocka_unit_test(test_namespace_isolation),
 		cmocka_unit_test(test_split_by_demand),
+		cmocka_unit_test(test_warm_up),
 		cmocka_unit_test(test_restart_learns),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_malformed_closes),
