@@ -227,31 +227,29 @@ static void check_keys(struct rule_ctx *rc, const cJSON *obj, const char *where,
 		char key[SL_KEY_SHOW_MAX * 4 + 8];
 		bool found = false;
 
-		show(it->string, key, sizeof(key));
 		for (prev = obj->child; prev != it; prev = prev->next) {
 			if (!strcmp(prev->string, it->string))
 				break;
 		}
+		for (k = 0; prev == it && known[k] && !found; k++)
+			found = !strcmp(it->string, known[k]);
+		if (found)
+			continue;
+		show(it->string, key, sizeof(key));
 		if (prev != it) {
 			rule_err(rc, where, "field '%s' given more than once",
 				 key);
 			continue;
 		}
+		/* a suggestion only for an unknown key: the rare case */
 		for (k = 0; known[k]; k++) {
-			unsigned int d;
+			unsigned int d = edit_distance(it->string, known[k]);
 
-			if (!strcmp(it->string, known[k])) {
-				found = true;
-				break;
-			}
-			d = edit_distance(it->string, known[k]);
 			if (d < bestd) {
 				bestd = d;
 				best = known[k];
 			}
 		}
-		if (found)
-			continue;
 		if (best)
 			rule_err(rc, where,
 				 "unknown field '%s' (did you mean '%s'?)", key,
