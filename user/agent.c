@@ -45,6 +45,7 @@ struct agent {
 	int listen_fd;
 	struct sl_dataplane dp;
 	struct sl_snapshot snap; /* what the rules should be */
+	struct sl_snapshot_mark mark; /* of the snapshot file we wrote last */
 	bool snap_from_prev;
 	uint64_t in_force_version;
 	double started;
@@ -205,7 +206,7 @@ static int rules_from_file(struct agent *a)
 		}
 		sl_snapshot_free(&cur);
 	}
-	if (sl_snapshot_write(a->state_dir, &rs, version, a->err,
+	if (sl_snapshot_write(a->state_dir, &rs, version, &a->mark, a->err,
 			      sizeof(a->err))) {
 		pr_err("cannot write the snapshot: %s", a->err);
 		sl_ruleset_free(&rs);
@@ -575,7 +576,7 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 				    "agent runs without --allow-empty)");
 	}
 	/* durable first: acknowledged means it survives a crash */
-	if (sl_snapshot_write(a->state_dir, &next, version, a->err,
+	if (sl_snapshot_write(a->state_dir, &next, version, &a->mark, a->err,
 			      sizeof(a->err))) {
 		sl_ruleset_free(&next);
 		return error_answer("internal", "cannot write the snapshot: %s",

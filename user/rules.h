@@ -104,7 +104,9 @@ void sl_ruleset_free(struct sl_ruleset *set);
  * per_source (if set), mode, priority (if set), behavior. dport is an
  * integer for one port, "lo-hi" for a range; dport, dst and src are left
  * out when they match anything. Parsing the result gives *r back (but for
- * file_index). NULL when out of memory; free with cJSON_Delete().
+ * file_index). Integers are raw items (cJSON_IsRaw), for printing only:
+ * parse the printed text to read them. NULL when out of memory; free with
+ * cJSON_Delete().
  */
 cJSON *sl_rule_to_json(const struct sl_rule *r);
 

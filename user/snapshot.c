@@ -118,15 +118,28 @@ static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 	return 0;
 }
 
+/* false (md unset) only when OpenSSL fails */
+static bool sha256(const char *data, size_t len,
+		   unsigned char md[SL_SHA256_LEN])
+{
+	unsigned char buf[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (!EVP_Digest(data, len, buf, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen != SL_SHA256_LEN)
+		return false;
+	memcpy(md, buf, SL_SHA256_LEN);
+	return true;
+}
+
 static void sha256_hex(const char *data, size_t len,
 		       char hex[2 * SL_SHA256_LEN + 1])
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0, i;
+	unsigned char md[SL_SHA256_LEN];
+	unsigned int i;
 
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
-	    mdlen != SL_SHA256_LEN) {
+	if (!sha256(data, len, md)) {
 		/* Never equal to a stored checksum (those are hex). */
 		memset(hex, '?', 2 * SL_SHA256_LEN);
 		hex[2 * SL_SHA256_LEN] = '\0';
@@ -157,17 +170,23 @@ static cJSON *rules_array(const struct sl_ruleset *rs)
 	return arr;
 }
 
-/* "sha256:HEX" of the one-line canonical rules array. */
+/* "sha256:HEX" of canon, the one-line canonical rules array. */
+static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
+{
+	char hex[2 * SL_SHA256_LEN + 1];
+
+	sha256_hex(canon, strlen(canon), hex);
+	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
+}
+
 static int rules_checksum(const cJSON *arr, char out[SL_CHECKSUM_LEN + 1])
 {
 	char *text = cJSON_PrintUnformatted(arr);
-	char hex[2 * SL_SHA256_LEN + 1];
 
 	if (!text)
 		return -ENOMEM;
-	sha256_hex(text, strlen(text), hex);
+	canon_checksum(text, out);
 	cJSON_free(text);
-	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
 	return 0;
 }
 
@@ -665,14 +684,15 @@ static int open_dir(const char *dir, bool create, char *err, size_t errlen)
 }
 
 /* The snapshot document as text, or NULL when out of memory. */
-static char *snapshot_text(cJSON *arr, uint64_t version, int64_t now)
+static char *snapshot_text(cJSON *arr, const char *sum, uint64_t version,
+			   int64_t now)
 {
-	char sum[SL_CHECKSUM_LEN + 1], when[SL_TIME_LEN + 1];
+	char when[SL_TIME_LEN + 1];
 	cJSON *doc = cJSON_CreateObject();
 	char *text = NULL, *out = NULL;
 
 	format_time(now, when);
-	if (!doc || rules_checksum(arr, sum) ||
+	if (!doc ||
 	    !cJSON_AddNumberToObject(doc, "sluice_snapshot",
 				     SL_SNAPSHOT_FORMAT) ||
 	    !cJSON_AddNumberToObject(doc, "version", (double) version) ||
@@ -731,12 +751,28 @@ fail:
 	return ret;
 }
 
+/* path holds exactly the bytes that mark describes */
+static bool marked(const char *path, const struct sl_snapshot_mark *mark)
+{
+	unsigned char md[SL_SHA256_LEN];
+	size_t len;
+	char *buf;
+	bool same;
+
+	if (!mark->valid || read_all(path, &buf, &len, NULL, 0))
+		return false;
+	same = sha256(buf, len, md) && !memcmp(md, mark->sha256, sizeof(md));
+	free(buf);
+	return same;
+}
+
 /*
  * Keep the current snapshot as .prev, but only a good one: after a boot
  * from .prev (current corrupt), .prev is what is in force and must stay.
  */
 static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
-		     char *err, size_t errlen)
+		     const struct sl_snapshot_mark *mark, char *err,
+		     size_t errlen)
 {
 	struct sl_snapshot cur = {0};
 	char *rerr = malloc(SL_SUB_ERR_LEN), eb[128];
@@ -746,7 +782,11 @@ static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
 		set_err(err, errlen, "%s: out of memory", cur_path);
 		return -ENOMEM;
 	}
-	ret = sl_snapshot_read(cur_path, &cur, rerr, SL_SUB_ERR_LEN);
+	/* the bytes a writer verified need no second verification */
+	if (!mark || !marked(cur_path, mark))
+		ret = sl_snapshot_read(cur_path, &cur, rerr, SL_SUB_ERR_LEN);
+	else
+		ret = 0;
 	sl_snapshot_free(&cur);
 	if (ret == -ENOENT || ret == -EINVAL || ret == -EPROTONOSUPPORT) {
 		free(rerr);
@@ -807,11 +847,36 @@ static int make_current(int dfd, const char *name, const char *dir,
 	return 0;
 }
 
-int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
-		      uint64_t version, char *err, size_t errlen)
+/* Never write what a boot would reject: read canon back as a boot does. */
+static int check_canon(const char *canon, const char *cur, char *err,
+		       size_t errlen)
 {
-	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL, *rerr;
 	struct sl_ruleset check = {0};
+	char *doc = NULL, *rerr = malloc(SL_SUB_ERR_LEN);
+	int len = rerr ? asprintf(&doc, "{\"rules\":%s}", canon) : -1;
+	int ret;
+
+	if (len < 0) {
+		free(rerr);
+		set_err(err, errlen, "%s: out of memory", cur);
+		return -ENOMEM;
+	}
+	ret = sl_rules_parse(doc, len, &check, rerr, SL_SUB_ERR_LEN);
+	sl_ruleset_free(&check);
+	if (ret)
+		set_err(err, errlen, "%s: refusing to write invalid rules: %s",
+			cur, rerr);
+	free(doc);
+	free(rerr);
+	return ret;
+}
+
+int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
+		      uint64_t version, struct sl_snapshot_mark *mark,
+		      char *err, size_t errlen)
+{
+	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL;
+	char sum[SL_CHECKSUM_LEN + 1], *canon = NULL;
 	cJSON *arr = NULL;
 	int dfd = -1, ret;
 
@@ -829,24 +894,17 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	prev = join(dir, SL_SNAPSHOT_PREV);
 	tmp = join(dir, SL_SNAPSHOT_TMP);
 	arr = rules_array(rs);
-	rerr = malloc(SL_SUB_ERR_LEN);
-	if (!cur || !prev || !tmp || !arr || !rerr) {
-		free(rerr);
+	canon = arr ? cJSON_PrintUnformatted(arr) : NULL;
+	if (!cur || !prev || !tmp || !canon) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
-	/* Never write what a boot would reject. */
-	ret = parse_rules_array(arr, &check, rerr, SL_SUB_ERR_LEN);
-	sl_ruleset_free(&check);
-	if (ret) {
-		set_err(err, errlen, "%s: refusing to write invalid rules: %s",
-			cur, rerr);
-		free(rerr);
+	ret = check_canon(canon, cur, err, errlen);
+	if (ret)
 		goto out;
-	}
-	free(rerr);
-	text = snapshot_text(arr, version, (int64_t) time(NULL));
+	canon_checksum(canon, sum);
+	text = snapshot_text(arr, sum, version, (int64_t) time(NULL));
 	if (!text) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);
@@ -861,7 +919,7 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	ret = write_tmp(dfd, text, tmp, err, errlen);
 	if (ret)
 		goto out;
-	ret = keep_prev(dfd, cur, prev, err, errlen);
+	ret = keep_prev(dfd, cur, prev, mark, err, errlen);
 	if (ret) {
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 		goto out;
@@ -871,9 +929,12 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	if (ret && !faccessat(dfd, SL_SNAPSHOT_TMP, F_OK, AT_SYMLINK_NOFOLLOW))
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 out:
+	if (mark)
+		mark->valid = !ret && sha256(text, strlen(text), mark->sha256);
 	if (dfd >= 0)
 		close(dfd);
 	cJSON_Delete(arr);
+	cJSON_free(canon);
 	free(text);
 	free(cur);
 	free(prev);

@@ -40,6 +40,15 @@ int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
 		     size_t errlen);
 
 /*
+ * What a writer knows of DIR/rules.json: the SHA-256 of the bytes it wrote
+ * there last, a snapshot it verified before writing.
+ */
+struct sl_snapshot_mark {
+	bool valid;
+	unsigned char sha256[32];
+};
+
+/*
  * Durably replace DIR/rules.json with rs as version (1..2^53-1), stamped
  * with the current time: write and fsync DIR/rules.json.tmp (0600), keep
  * the current rules.json as rules.json.prev if it is a good snapshot
@@ -47,9 +56,13 @@ int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
  * over rules.json and fsync DIR. rules.json exists at every instant.
  * Creates DIR (0700) if missing. Writers are serialised by flock on DIR.
  * Refuses (-EINVAL) a rule set the parser would not read back.
+ * mark (may be NULL) is set to what was written, or made invalid; a
+ * current file that still has the bytes of a valid mark is kept as .prev
+ * without being parsed and verified again.
  */
 int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
-		      uint64_t version, char *err, size_t errlen);
+		      uint64_t version, struct sl_snapshot_mark *mark,
+		      char *err, size_t errlen);
 
 /*
  * Make DIR/rules.json.prev current again (when applying a just-written
