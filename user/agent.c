@@ -454,9 +454,13 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 		if (!cJSON_IsArray(rules))
 			return error_answer("invalid",
 					    "request: 'rules' must be an array");
+		/* a reference: doc borrows the request's rules */
 		doc = cJSON_CreateObject();
-		cJSON_AddItemToObject(doc, "rules",
-				      cJSON_Duplicate(rules, true));
+		if (!doc || !cJSON_AddItemReferenceToObject(doc, "rules",
+							    (cJSON *)rules)) {
+			cJSON_Delete(doc);
+			return error_answer("internal", "out of memory");
+		}
 		if (sl_rules_from_cjson(doc, &in, a->err, sizeof(a->err))) {
 			cJSON_Delete(doc);
 			return error_answer("invalid", "%s", a->err);
@@ -655,9 +659,10 @@ static void serve_one(struct agent *a)
 	else
 		resp = dispatch(a, req);
 	sl_ctl_send(fd, resp);
+	/* the client waits for EOF: free the large trees after it */
+	close(fd);
 	cJSON_Delete(req);
 	cJSON_Delete(resp);
-	close(fd);
 }
 
 static void print_stats(struct agent *a)
