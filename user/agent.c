@@ -300,6 +300,15 @@ static cJSON *error_answer(const char *code, const char *fmt, ...)
 	return r;
 }
 
+/* r printed on one line, then freed; NULL when out of memory. */
+static char *print_answer(cJSON *r)
+{
+	char *text = r ? cJSON_PrintUnformatted(r) : NULL;
+
+	cJSON_Delete(r);
+	return text;
+}
+
 static cJSON *ok_answer(void)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -370,55 +379,110 @@ static cJSON *do_status(struct agent *a)
 	return r;
 }
 
-/* Integers as raw JSON: exact beyond 2^53, and much cheaper to print than
- * cJSON's doubles for the thousands of counters of a large rule set. */
-static void add_u64(cJSON *obj, const char *name, uint64_t v)
-{
-	char buf[24];
+/* An answer printed as it is built: no tree for thousands of rules. */
+struct text {
+	char *buf;
+	size_t len, cap;
+	bool nomem;
+};
 
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-	cJSON_AddRawToObject(obj, name, buf);
+static void __attribute__((format(printf, 2, 3)))
+text_add(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (t->nomem)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < t->cap - t->len) {
+		t->len += n;
+		return;
+	}
+	if (n >= 0) {
+		size_t cap = 2 * (t->cap + n);
+		char *buf = realloc(t->buf, cap);
+
+		if (buf) {
+			t->buf = buf;
+			t->cap = cap;
+			va_start(ap, fmt);
+			t->len += vsnprintf(buf + t->len, cap - t->len, fmt, ap);
+			va_end(ap);
+			return;
+		}
+	}
+	t->nomem = true;
 }
 
-static cJSON *do_stats(struct agent *a)
+/* Rule names are [a-z0-9_.-] (docs/rules.md): nothing to escape. */
+static void add_rule_stats(struct text *t, const struct sl_rule *ru,
+			   const struct sl_rule_stats *st)
 {
-	cJSON *r = ok_answer(), *rules, *host;
+	text_add(t,
+		 "{\"name\":\"%s\",\"mode\":\"%s\",\"grade\":\"%s\","
+		 "\"count\":%llu,\"interval_ms\":%u,"
+		 "\"passed_pps\":%llu,\"blocked_pps\":%llu,"
+		 "\"passed_Bps\":%llu,\"blocked_Bps\":%llu,"
+		 "\"passed_pkts\":%llu,\"passed_bytes\":%llu,"
+		 "\"blocked_pkts\":%llu,\"blocked_bytes\":%llu,"
+		 "\"per_source\":%s,\"sources\":%llu,\"max_sources\":%llu,"
+		 "\"source_overflow\":%llu}",
+		 ru->name, sl_mode_str(ru->mode), sl_grade_str(ru->grade),
+		 (unsigned long long)ru->count, (unsigned int)ru->interval_ms,
+		 (unsigned long long)llround(st->passed_pps),
+		 (unsigned long long)llround(st->blocked_pps),
+		 (unsigned long long)llround(st->passed_Bps),
+		 (unsigned long long)llround(st->blocked_Bps),
+		 (unsigned long long)st->passed_pkts,
+		 (unsigned long long)st->passed_bytes,
+		 (unsigned long long)st->blocked_pkts,
+		 (unsigned long long)st->blocked_bytes,
+		 ru->per_source ? "true" : "false",
+		 (unsigned long long)st->sources,
+		 (unsigned long long)ru->max_sources,
+		 (unsigned long long)st->source_overflow);
+}
+
+/* The stats answer as text (docs/cli.md), or NULL when out of memory. */
+static char *do_stats(struct agent *a)
+{
+	struct sl_rule_stats *st = calloc(a->dp.rules.n + 1, sizeof(*st));
+	struct text t = { 0 };
 	uint64_t hs[SLUICE_ST_MAX];
+	int err;
 
-	add_u64(r, "time_ns", sl_dp_now(&a->dp));
-	rules = cJSON_AddArrayToObject(r, "rules");
-	for (size_t i = 0; i < a->dp.rules.n; i++) {
-		const struct sl_rule *ru = &a->dp.rules.rules[i];
-		struct sl_rule_stats st;
-		cJSON *o;
-
-		if (sl_dp_rule_stats(&a->dp, i, &st))
-			continue;
-		o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "name", ru->name);
-		cJSON_AddStringToObject(o, "mode", sl_mode_str(ru->mode));
-		cJSON_AddStringToObject(o, "grade", sl_grade_str(ru->grade));
-		add_u64(o, "count", ru->count);
-		add_u64(o, "interval_ms", ru->interval_ms);
-		add_u64(o, "passed_pps", llround(st.passed_pps));
-		add_u64(o, "blocked_pps", llround(st.blocked_pps));
-		add_u64(o, "passed_Bps", llround(st.passed_Bps));
-		add_u64(o, "blocked_Bps", llround(st.blocked_Bps));
-		add_u64(o, "passed_pkts", st.passed_pkts);
-		add_u64(o, "passed_bytes", st.passed_bytes);
-		add_u64(o, "blocked_pkts", st.blocked_pkts);
-		add_u64(o, "blocked_bytes", st.blocked_bytes);
-		cJSON_AddBoolToObject(o, "per_source", ru->per_source);
-		add_u64(o, "sources", st.sources);
-		add_u64(o, "max_sources", ru->max_sources);
-		add_u64(o, "source_overflow", st.source_overflow);
-		cJSON_AddItemToArray(rules, o);
+	if (!st)
+		return NULL;
+	err = sl_dp_rules_stats(&a->dp, st);
+	if (err) {
+		free(st);
+		return print_answer(error_answer("internal",
+						 "reading the counters: %s",
+						 strerror(-err)));
 	}
-	host = cJSON_AddObjectToObject(r, "host");
+	text_add(&t, "{\"ok\":true,\"time_ns\":%llu,\"rules\":[",
+		 (unsigned long long)sl_dp_now(&a->dp));
+	for (size_t i = 0; i < a->dp.rules.n; i++) {
+		if (i)
+			text_add(&t, ",");
+		add_rule_stats(&t, &a->dp.rules.rules[i], &st[i]);
+	}
+	text_add(&t, "],\"host\":{");
 	if (!sl_dp_host_stats(&a->dp, hs))
 		for (int k = 0; k < SLUICE_ST_MAX; k++)
-			add_u64(host, sl_host_stat_name(k), hs[k]);
-	return r;
+			text_add(&t, "%s\"%s\":%llu", k ? "," : "",
+				 sl_host_stat_name(k),
+				 (unsigned long long)hs[k]);
+	text_add(&t, "}}");
+	free(st);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
 }
 
 static cJSON *do_list(struct agent *a)
@@ -619,6 +683,13 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 	return r;
 }
 
+static bool is_cmd(const cJSON *req, const char *name)
+{
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+
+	return cJSON_IsString(cmd) && !strcmp(cmd->valuestring, name);
+}
+
 static cJSON *dispatch(struct agent *a, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
@@ -627,8 +698,6 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 		return error_answer("invalid", "request: 'cmd' is missing");
 	if (!strcmp(cmd->valuestring, "status"))
 		return do_status(a);
-	if (!strcmp(cmd->valuestring, "stats"))
-		return do_stats(a);
 	if (!strcmp(cmd->valuestring, "rule.list"))
 		return do_list(a);
 	if (!strcmp(cmd->valuestring, "rule.add"))
@@ -645,24 +714,29 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
  * which serialises concurrent changes. */
 static void serve_one(struct agent *a)
 {
-	cJSON *req = NULL, *resp;
 	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	cJSON *req = NULL;
+	char *text;
 	int err;
 
 	if (fd < 0)
 		return;
 	err = sl_ctl_recv(fd, &req);
 	if (err)
-		resp = error_answer("invalid", "request: %s",
-				    err == -EBADMSG ? "not a JSON object"
-						    : strerror(-err));
+		text = print_answer(error_answer("invalid", "request: %s",
+						 err == -EBADMSG
+							 ? "not a JSON object"
+							 : strerror(-err)));
+	else if (is_cmd(req, "stats"))
+		text = do_stats(a);
 	else
-		resp = dispatch(a, req);
-	sl_ctl_send(fd, resp);
-	/* the client waits for EOF: free the large trees after it */
+		text = print_answer(dispatch(a, req));
+	if (text)
+		sl_ctl_send_text(fd, text, strlen(text));
+	/* the client waits for EOF: free the large request after it */
 	close(fd);
 	cJSON_Delete(req);
-	cJSON_Delete(resp);
+	free(text);
 }
 
 static void print_stats(struct agent *a)

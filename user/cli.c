@@ -344,6 +344,61 @@ static bool get_bool(const cJSON *o, const char *key)
 	return cJSON_IsTrue(get(o, key));
 }
 
+/* Print why the agent could not be asked; returns err. */
+static int call_failed(const struct cli *c, const char *cmd, int err)
+{
+	switch (err) {
+	case -EBADMSG:
+		pr_err("%s: the agent at %s sent an answer that is not a "
+		       "JSON object", cmd, c->sock);
+		break;
+	case -EMSGSIZE:
+		pr_err("%s: the answer of the agent at %s is larger than "
+		       "%u MiB", cmd, c->sock, SL_CTL_MAX_MSG >> 20);
+		break;
+	case -ENOMEM:
+		pr_err("%s: out of memory", cmd);
+		break;
+	case -EACCES:
+	case -EPERM:
+		pr_err("cannot reach the agent at %s: %s (the control socket "
+		       "is for root only)", c->sock, strerror(-err));
+		break;
+	case -ETIMEDOUT:
+		pr_err("the agent at %s did not answer within %d s — is it "
+		       "stuck? (--state-dir DIR to reach another)",
+		       c->sock, SL_CTL_TIMEOUT_MS / 1000);
+		break;
+	default:
+		pr_err("cannot reach the agent at %s: %s — is `sluice agent` "
+		       "running? (--state-dir DIR to reach another)",
+		       c->sock, strerror(-err));
+	}
+	return err;
+}
+
+/* 0 when the answer says "ok": true; else prints the agent's reason. */
+static int check_answer(const struct cli *c, const char *cmd,
+			const cJSON *resp)
+{
+	const cJSON *ok = get(resp, "ok");
+	const char *code;
+	bool failed;
+
+	if (!cJSON_IsBool(ok)) {
+		pr_err("%s: the agent at %s sent an answer without \"ok\"",
+		       cmd, c->sock);
+		return -EBADMSG;
+	}
+	if (cJSON_IsTrue(ok))
+		return 0;
+	code = get_str(resp, "code", "?");
+	failed = !strcmp(code, "apply") || !strcmp(code, "internal");
+	pr_err("%s %s [%s]: %s", cmd, failed ? "failed" : "refused", code,
+	       get_str(resp, "error", "(the agent gave no reason)"));
+	return -EREMOTEIO;
+}
+
 /*
  * Send req and wait for the answer; *resp is set whenever one came back.
  * Returns 0 (ok: true), -EREMOTEIO (the agent said no), -EBADMSG (not a
@@ -352,56 +407,11 @@ static bool get_bool(const cJSON *o, const char *key)
 static int agent_call(const struct cli *c, const cJSON *req, cJSON **resp)
 {
 	const char *cmd = get_str(req, "cmd", "?");
-	const char *code;
-	const cJSON *ok;
-	bool failed;
 	int err;
 
 	*resp = NULL;
 	err = sl_ctl_call(c->sock, req, resp, SL_CTL_TIMEOUT_MS);
-	switch (err) {
-	case 0:
-		break;
-	case -EBADMSG:
-		pr_err("%s: the agent at %s sent an answer that is not a "
-		       "JSON object", cmd, c->sock);
-		return err;
-	case -EMSGSIZE:
-		pr_err("%s: the answer of the agent at %s is larger than "
-		       "%u MiB", cmd, c->sock, SL_CTL_MAX_MSG >> 20);
-		return err;
-	case -ENOMEM:
-		pr_err("%s: out of memory", cmd);
-		return err;
-	case -EACCES:
-	case -EPERM:
-		pr_err("cannot reach the agent at %s: %s (the control socket "
-		       "is for root only)", c->sock, strerror(-err));
-		return err;
-	case -ETIMEDOUT:
-		pr_err("the agent at %s did not answer within %d s — is it "
-		       "stuck? (--state-dir DIR to reach another)",
-		       c->sock, SL_CTL_TIMEOUT_MS / 1000);
-		return err;
-	default:
-		pr_err("cannot reach the agent at %s: %s — is `sluice agent` "
-		       "running? (--state-dir DIR to reach another)",
-		       c->sock, strerror(-err));
-		return err;
-	}
-	ok = get(*resp, "ok");
-	if (!cJSON_IsBool(ok)) {
-		pr_err("%s: the agent at %s sent an answer without \"ok\"",
-		       cmd, c->sock);
-		return -EBADMSG;
-	}
-	if (cJSON_IsTrue(ok))
-		return 0;
-	code = get_str(*resp, "code", "?");
-	failed = !strcmp(code, "apply") || !strcmp(code, "internal");
-	pr_err("%s %s [%s]: %s", cmd, failed ? "failed" : "refused", code,
-	       get_str(*resp, "error", "(the agent gave no reason)"));
-	return -EREMOTEIO;
+	return err ? call_failed(c, cmd, err) : check_answer(c, cmd, *resp);
 }
 
 static int exit_code(int err)
@@ -433,6 +443,234 @@ static int print_json(cJSON *resp)
 	return 0;
 }
 
+/*
+ * -j without a tree: a JSON text laid out as cJSON_Print() lays out its
+ * parse, with strings and numbers copied as they came (so counters beyond
+ * 2^53 stay exact). A stats answer has some 70000 values; parsing and
+ * printing them again cost more than the rest of the call.
+ */
+struct relay {
+	const char *p, *end;
+	char *buf;
+	size_t len, cap;
+	bool nomem;
+};
+
+#define RELAY_MAX_DEPTH 1000 /* cJSON's nesting limit */
+
+static void relay_put(struct relay *r, const char *s, size_t n)
+{
+	if (r->nomem)
+		return;
+	if (r->len + n > r->cap) {
+		size_t cap = 2 * (r->len + n);
+		char *buf = realloc(r->buf, cap);
+
+		if (!buf) {
+			r->nomem = true;
+			return;
+		}
+		r->buf = buf;
+		r->cap = cap;
+	}
+	memcpy(r->buf + r->len, s, n);
+	r->len += n;
+}
+
+static void relay_tabs(struct relay *r, int n)
+{
+	while (n-- > 0)
+		relay_put(r, "\t", 1);
+}
+
+static void relay_ws(struct relay *r)
+{
+	while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' ||
+				 *r->p == '\n' || *r->p == '\r'))
+		r->p++;
+}
+
+static bool relay_value(struct relay *r, int depth, bool emit);
+
+static bool relay_string(struct relay *r, bool emit)
+{
+	const char *s = r->p++;
+
+	while (r->p < r->end && *r->p != '"') {
+		if ((unsigned char)*r->p < 0x20)
+			return false;
+		r->p += *r->p == '\\' ? 2 : 1;
+	}
+	if (r->p >= r->end)
+		return false;
+	r->p++;
+	if (emit)
+		relay_put(r, s, r->p - s);
+	return true;
+}
+
+/* An object whose members are at depth + 1; a top-level member named
+ * "ok" is left out and whether it is true goes to *ok. */
+static bool relay_object(struct relay *r, int depth, bool emit, bool *ok)
+{
+	int n = 0;
+
+	r->p++;
+	if (emit)
+		relay_put(r, "{\n", 2);
+	relay_ws(r);
+	if (r->p < r->end && *r->p == '}')
+		goto close;
+	for (;;) {
+		const char *key = r->p;
+		size_t key_len;
+		bool on;
+
+		if (r->p >= r->end || *r->p != '"' || !relay_string(r, false))
+			return false;
+		key_len = r->p - key;
+		on = emit && !(ok && key_len == 4 && !memcmp(key, "\"ok\"", 4));
+		relay_ws(r);
+		if (r->p >= r->end || *r->p != ':')
+			return false;
+		r->p++;
+		relay_ws(r);
+		if (on) {
+			if (n++)
+				relay_put(r, ",\n", 2);
+			relay_tabs(r, depth + 1);
+			relay_put(r, key, key_len);
+			relay_put(r, ":\t", 2);
+		} else if (ok) {
+			*ok = r->end - r->p >= 4 && !memcmp(r->p, "true", 4);
+		}
+		if (!relay_value(r, depth + 1, on))
+			return false;
+		relay_ws(r);
+		if (r->p < r->end && *r->p == ',') {
+			r->p++;
+			relay_ws(r);
+			continue;
+		}
+		if (r->p < r->end && *r->p == '}')
+			break;
+		return false;
+	}
+close:
+	r->p++;
+	if (emit) {
+		if (n)
+			relay_put(r, "\n", 1);
+		relay_tabs(r, depth);
+		relay_put(r, "}", 1);
+	}
+	return true;
+}
+
+static bool relay_array(struct relay *r, int depth, bool emit)
+{
+	r->p++;
+	if (emit)
+		relay_put(r, "[", 1);
+	relay_ws(r);
+	if (r->p < r->end && *r->p == ']')
+		goto close;
+	for (;;) {
+		if (!relay_value(r, depth + 1, emit))
+			return false;
+		relay_ws(r);
+		if (r->p < r->end && *r->p == ',') {
+			r->p++;
+			relay_ws(r);
+			if (emit)
+				relay_put(r, ", ", 2);
+			continue;
+		}
+		if (r->p < r->end && *r->p == ']')
+			break;
+		return false;
+	}
+close:
+	r->p++;
+	if (emit)
+		relay_put(r, "]", 1);
+	return true;
+}
+
+static bool relay_value(struct relay *r, int depth, bool emit)
+{
+	static const char *const words[] = { "true", "false", "null" };
+	const char *s = r->p;
+
+	if (r->p >= r->end || depth > RELAY_MAX_DEPTH)
+		return false;
+	if (*r->p == '{')
+		return relay_object(r, depth, emit, NULL);
+	if (*r->p == '[')
+		return relay_array(r, depth, emit);
+	if (*r->p == '"')
+		return relay_string(r, emit);
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		size_t n = strlen(words[i]);
+
+		if ((size_t)(r->end - r->p) >= n && !memcmp(r->p, words[i], n)) {
+			r->p += n;
+			goto done;
+		}
+	}
+	while (r->p < r->end && strchr("-+.eE0123456789", *r->p))
+		r->p++;
+	if (r->p == s)
+		return false;
+done:
+	if (emit)
+		relay_put(r, s, r->p - s);
+	return true;
+}
+
+/*
+ * -j: send req, print the answer without its "ok". An answer that says
+ * "ok": true is relayed; anything else takes the general path, which says
+ * what is wrong. Returns as agent_call() does.
+ */
+static int json_call(const struct cli *c, const cJSON *req)
+{
+	const char *cmd = get_str(req, "cmd", "?");
+	struct relay r = { 0 };
+	cJSON *resp = NULL;
+	bool ok = false;
+	size_t len;
+	char *text;
+	int err;
+
+	err = sl_ctl_call_text(c->sock, req, &text, &len, SL_CTL_TIMEOUT_MS);
+	if (err)
+		return call_failed(c, cmd, err);
+	r.p = text;
+	r.end = text + len;
+	relay_ws(&r);
+	if (r.p < r.end && *r.p == '{' && relay_object(&r, 0, true, &ok)) {
+		relay_ws(&r);
+		relay_put(&r, "\n", 1);
+		if (ok && r.p == r.end && !r.nomem) {
+			fwrite(r.buf, 1, r.len, stdout);
+			fflush(stdout);
+			free(r.buf);
+			free(text);
+			return 0;
+		}
+	}
+	free(r.buf);
+	err = sl_ctl_parse(text, len, &resp);
+	if (err)
+		return call_failed(c, cmd, err);
+	err = check_answer(c, cmd, resp);
+	if (!err || err == -EREMOTEIO)
+		print_json(resp);
+	cJSON_Delete(resp);
+	return err;
+}
+
 static cJSON *new_request(const char *cmd)
 {
 	cJSON *req = cJSON_CreateObject();
@@ -456,11 +694,14 @@ static int run_request(const struct cli *c, cJSON *req,
 		pr_err("%s: out of memory", c->verb->name);
 		return SL_CLI_FAILED;
 	}
+	if (c->json) {
+		err = json_call(c, req);
+		cJSON_Delete(req);
+		return exit_code(err);
+	}
 	err = agent_call(c, req, &resp);
 	cJSON_Delete(req);
-	if (resp && c->json && (!err || err == -EREMOTEIO))
-		print_json(resp);
-	else if (!err)
+	if (!err)
 		human(resp);
 	cJSON_Delete(resp);
 	return exit_code(err);
@@ -1058,7 +1299,12 @@ static int watch_stats(const struct cli *c)
 		char when[16];
 		time_t now;
 
-		err = req ? agent_call(c, req, &resp) : -ENOMEM;
+		if (!req)
+			err = -ENOMEM;
+		else if (c->json)
+			err = json_call(c, req);
+		else
+			err = agent_call(c, req, &resp);
 		cJSON_Delete(req);
 		/* once it has answered, an agent restart is worth riding out */
 		if (err && !answered) {
@@ -1066,9 +1312,7 @@ static int watch_stats(const struct cli *c)
 			break;
 		}
 		answered |= !err;
-		if (!err && c->json) {
-			print_json(resp);
-		} else if (!err) {
+		if (!err && !c->json) {
 			now = time(NULL);
 			strftime(when, sizeof(when), "%H:%M:%S",
 				 localtime(&now));
