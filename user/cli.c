@@ -494,16 +494,23 @@ static bool relay_value(struct relay *r, int depth, bool emit);
 
 static bool relay_string(struct relay *r, bool emit)
 {
-	const char *s = r->p++;
+	const char *s = r->p, *p = r->p + 1;
 
-	while (r->p < r->end && *r->p != '"') {
-		if ((unsigned char)*r->p < 0x20)
+	/* the first quote with no escape between it and p closes */
+	for (;;) {
+		const char *q = memchr(p, '"', r->end - p), *esc;
+
+		if (!q)
 			return false;
-		r->p += *r->p == '\\' ? 2 : 1;
+		esc = memchr(p, '\\', q - p);
+		if (!esc) {
+			r->p = q + 1;
+			break;
+		}
+		p = esc + 2;
+		if (p > r->end)
+			return false;
 	}
-	if (r->p >= r->end)
-		return false;
-	r->p++;
 	if (emit)
 		relay_put(r, s, r->p - s);
 	return true;
@@ -523,13 +530,14 @@ static bool relay_object(struct relay *r, int depth, bool emit, bool *ok)
 		goto close;
 	for (;;) {
 		const char *key = r->p;
+		bool is_ok, on;
 		size_t key_len;
-		bool on;
 
 		if (r->p >= r->end || *r->p != '"' || !relay_string(r, false))
 			return false;
 		key_len = r->p - key;
-		on = emit && !(ok && key_len == 4 && !memcmp(key, "\"ok\"", 4));
+		is_ok = ok && key_len == 4 && !memcmp(key, "\"ok\"", 4);
+		on = emit && !is_ok;
 		relay_ws(r);
 		if (r->p >= r->end || *r->p != ':')
 			return false;
@@ -541,7 +549,7 @@ static bool relay_object(struct relay *r, int depth, bool emit, bool *ok)
 			relay_tabs(r, depth + 1);
 			relay_put(r, key, key_len);
 			relay_put(r, ":\t", 2);
-		} else if (ok) {
+		} else if (is_ok) {
 			*ok = r->end - r->p >= 4 && !memcmp(r->p, "true", 4);
 		}
 		if (!relay_value(r, depth + 1, on))
@@ -611,9 +619,9 @@ static bool relay_value(struct relay *r, int depth, bool emit)
 	if (*r->p == '"')
 		return relay_string(r, emit);
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		size_t n = strlen(words[i]);
+		size_t n = strlen(words[i]), left = r->end - r->p;
 
-		if ((size_t)(r->end - r->p) >= n && !memcmp(r->p, words[i], n)) {
+		if (left >= n && !memcmp(r->p, words[i], n)) {
 			r->p += n;
 			goto done;
 		}
@@ -746,7 +754,9 @@ static const char *rate_cell(double v, char *buf, size_t len)
 {
 	if (v != v || v < 0)
 		return "-";
-	if (v < 1e4)
+	if (v < 1e4 && integral(v)) /* the common case: no float printf */
+		snprintf(buf, len, "%lld", (long long)v);
+	else if (v < 1e4)
 		snprintf(buf, len, "%.0f", v);
 	else if (v < 1e6)
 		snprintf(buf, len, "%.1fk", v / 1e3);
@@ -783,34 +793,46 @@ struct table {
 	size_t ncols;
 	const char *const *heads;
 	unsigned int right; /* bit i: column i is right-aligned */
-	char **cells;
+	char *text;	    /* the cells, one after the other, NUL-ended */
+	size_t len, size;
+	size_t *cell;	    /* where each cell starts in text */
 	size_t n, cap;
 	int err;
 };
 
 static void table_add(struct table *t, const char *s)
 {
-	char *copy;
+	size_t l;
 
 	if (t->err)
 		return;
+	s = s ? s : "-";
+	l = strlen(s) + 1;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
-		char **nc = realloc(t->cells, cap * sizeof(*nc));
+		size_t *nc = realloc(t->cell, cap * sizeof(*nc));
 
 		if (!nc) {
 			t->err = -ENOMEM;
 			return;
 		}
-		t->cells = nc;
+		t->cell = nc;
 		t->cap = cap;
 	}
-	copy = strdup(s ? s : "-");
-	if (!copy) {
-		t->err = -ENOMEM;
-		return;
+	if (t->len + l > t->size) {
+		size_t size = 2 * (t->len + l) + 1024;
+		char *nt = realloc(t->text, size);
+
+		if (!nt) {
+			t->err = -ENOMEM;
+			return;
+		}
+		t->text = nt;
+		t->size = size;
 	}
-	t->cells[t->n++] = copy;
+	memcpy(t->text + t->len, s, l);
+	t->cell[t->n++] = t->len;
+	t->len += l;
 }
 
 __attribute__((format(printf, 2, 3))) static void
@@ -825,15 +847,29 @@ table_addf(struct table *t, const char *fmt, ...)
 	table_add(t, buf);
 }
 
+static void pad(size_t n)
+{
+	static const char spaces[] = "                                ";
+
+	while (n) {
+		size_t k = n < sizeof(spaces) - 1 ? n : sizeof(spaces) - 1;
+
+		fwrite(spaces, 1, k, stdout);
+		n -= k;
+	}
+}
+
 static void print_cell(const struct table *t, size_t col, const char *s,
 		       const size_t *width)
 {
 	bool last = col + 1 == t->ncols;
+	size_t l = strlen(s);
 
 	if (t->right & (1u << col))
-		printf("%*s", (int)width[col], s);
-	else
-		printf("%-*s", last ? 0 : (int)width[col], s);
+		pad(width[col] - l);
+	fputs(s, stdout);
+	if (!(t->right & (1u << col)) && !last)
+		pad(width[col] - l);
 	fputs(last ? "\n" : "  ", stdout);
 }
 
@@ -846,7 +882,7 @@ static int table_print(struct table *t)
 	for (i = 0; i < t->ncols; i++)
 		width[i] = strlen(t->heads[i]);
 	for (i = 0; i < t->n; i++) {
-		size_t l = strlen(t->cells[i]);
+		size_t l = strlen(t->text + t->cell[i]);
 
 		if (l > width[i % t->ncols])
 			width[i % t->ncols] = l;
@@ -854,15 +890,14 @@ static int table_print(struct table *t)
 	for (i = 0; i < t->ncols; i++)
 		print_cell(t, i, t->heads[i], width);
 	for (i = 0; i < t->n; i++)
-		print_cell(t, i % t->ncols, t->cells[i], width);
+		print_cell(t, i % t->ncols, t->text + t->cell[i], width);
 	return 0;
 }
 
 static void table_free(struct table *t)
 {
-	for (size_t i = 0; i < t->n; i++)
-		free(t->cells[i]);
-	free(t->cells);
+	free(t->text);
+	free(t->cell);
 }
 
 static void table_done(struct table *t)
@@ -1190,39 +1225,128 @@ static const char *grade_unit(const char *grade)
 	return "pkt/s";
 }
 
-/* Returns true for a shadow rule. */
-static bool stats_row(struct table *t, const cJSON *r)
+/*
+ * The stats answer is read from its text, without a tree: some 70000
+ * values for 4096 rules. A row is a flat object's members as they came.
+ */
+#define ROW_MAX 32
+
+struct row {
+	struct member {
+		const char *key, *val; /* the key without quotes */
+		size_t key_len, val_len;
+	} m[ROW_MAX];
+	int n;
+};
+
+/* The object at r->p (valid JSON: the answer was checked) into row;
+ * members past ROW_MAX are skipped. */
+static void read_row(struct relay *r, struct row *row)
 {
-	const char *grade = get_str(r, "grade", "pps");
-	bool shadow = !strcmp(get_str(r, "mode", ""), "shadow");
-	bool bytes = !strcmp(grade, "bps");
-	char n1[32], n2[32];
+	row->n = 0;
+	r->p++;
+	relay_ws(r);
+	while (r->p < r->end && *r->p == '"') {
+		struct member m = { .key = r->p + 1 };
+
+		relay_string(r, false);
+		m.key_len = r->p - m.key - 1;
+		relay_ws(r);
+		r->p++; /* ':' */
+		relay_ws(r);
+		m.val = r->p;
+		relay_value(r, 1, false);
+		m.val_len = r->p - m.val;
+		if (row->n < ROW_MAX)
+			row->m[row->n++] = m;
+		relay_ws(r);
+		if (*r->p == ',')
+			r->p++;
+		relay_ws(r);
+	}
+	r->p++; /* '}' */
+}
+
+static const struct member *row_get(const struct row *row, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (int i = 0; i < row->n; i++)
+		if (row->m[i].key_len == n && !memcmp(row->m[i].key, key, n))
+			return &row->m[i];
+	return NULL;
+}
+
+/* A string member's text (its JSON escapes as they are), or def. */
+static const char *row_str(const struct row *row, const char *key,
+			   const char *def, char *buf, size_t len)
+{
+	const struct member *m = row_get(row, key);
+
+	if (!m || m->val[0] != '"')
+		return def;
+	snprintf(buf, len, "%.*s", (int)(m->val_len - 2), m->val + 1);
+	return buf;
+}
+
+static double row_num(const struct row *row, const char *key, double def)
+{
+	const struct member *m = row_get(row, key);
+	unsigned long long v = 0;
+	size_t i;
+
+	if (!m || !(m->val[0] == '-' || (m->val[0] >= '0' && m->val[0] <= '9')))
+		return def;
+	/* counters are integers: strtod only for the rest */
+	for (i = 0; i < m->val_len && i < 15 && m->val[i] >= '0' &&
+		    m->val[i] <= '9'; i++)
+		v = v * 10 + (m->val[i] - '0');
+	return i == m->val_len ? (double)v : strtod(m->val, NULL);
+}
+
+static bool row_true(const struct row *row, const char *key)
+{
+	const struct member *m = row_get(row, key);
+
+	return m && m->val_len == 4 && !memcmp(m->val, "true", 4);
+}
+
+/* Returns true for a shadow rule. */
+static bool stats_row(struct table *t, const struct row *r)
+{
+	char name[SL_NAME_MAX + 8], mode[16], grade[16], n1[32], n2[32];
+	bool shadow, bytes;
 	double over;
 
-	table_add(t, get_str(r, "name", "?"));
-	table_add(t, get_str(r, "mode", "?"));
-	table_addf(t, "%s %s", cell(get(r, "count"), n1, sizeof(n1)),
+	row_str(r, "grade", "pps", grade, sizeof(grade));
+	row_str(r, "mode", "?", mode, sizeof(mode));
+	shadow = !strcmp(mode, "shadow");
+	bytes = !strcmp(grade, "bps");
+	table_add(t, row_str(r, "name", "?", name, sizeof(name)));
+	table_add(t, mode);
+	table_addf(t, "%s %s", num_cell(row_num(r, "count", -1), n1,
+					sizeof(n1)),
 		   grade_unit(grade));
 	/* rates in the unit of the limit */
-	table_add(t, rate_cell(get_num(r, bytes ? "passed_Bps" : "passed_pps",
+	table_add(t, rate_cell(row_num(r, bytes ? "passed_Bps" : "passed_pps",
 				       -1),
 			       n1, sizeof(n1)));
-	over = get_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
+	over = row_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
 	table_add(t, shadow ? "-" : rate_cell(over, n1, sizeof(n1)));
 	table_add(t, shadow ? rate_cell(over, n1, sizeof(n1)) : "-");
-	table_add(t, num_cell(get_num(r, "passed_pkts", -1), n1, sizeof(n1)));
+	table_add(t, num_cell(row_num(r, "passed_pkts", -1), n1, sizeof(n1)));
 	if (shadow)
-		table_addf(t, "(%s)", num_cell(get_num(r, "blocked_pkts", -1),
+		table_addf(t, "(%s)", num_cell(row_num(r, "blocked_pkts", -1),
 					       n1, sizeof(n1)));
 	else
-		table_add(t, num_cell(get_num(r, "blocked_pkts", -1), n1,
+		table_add(t, num_cell(row_num(r, "blocked_pkts", -1), n1,
 				      sizeof(n1)));
-	if (get_bool(r, "per_source")) {
+	if (row_true(r, "per_source")) {
 		table_addf(t, "%s/%s",
-			   num_cell(get_num(r, "sources", -1), n1, sizeof(n1)),
-			   num_cell(get_num(r, "max_sources", -1), n2,
+			   num_cell(row_num(r, "sources", -1), n1, sizeof(n1)),
+			   num_cell(row_num(r, "max_sources", -1), n2,
 				    sizeof(n2)));
-		table_add(t, num_cell(get_num(r, "source_overflow", -1), n1,
+		table_add(t, num_cell(row_num(r, "source_overflow", -1), n1,
 				      sizeof(n1)));
 	} else {
 		table_add(t, "-");
@@ -1231,22 +1355,81 @@ static bool stats_row(struct table *t, const cJSON *r)
 	return shadow;
 }
 
-static void print_stats(const cJSON *resp)
+static void print_host(const struct row *host)
+{
+	const char *sep = "";
+	char n[32];
+
+	printf("host:");
+	for (int i = 0; i < host->n; i++) {
+		const struct member *m = &host->m[i];
+		const char *v = m->val;
+		int len = m->val_len;
+
+		if (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+			v = num_cell(strtod(v, NULL), n, sizeof(n));
+			len = strlen(v);
+		}
+		printf("%s %.*s %.*s", sep, (int)m->key_len, m->key, len, v);
+		sep = ",";
+	}
+	putchar('\n');
+}
+
+/* The stats table of an answer that says "ok": true (valid JSON). */
+static void print_stats(const char *text, size_t len)
 {
 	static const char *const heads[] = {
 		"rule", "mode", "limit", "passed/s", "dropped/s",
 		"would-drop/s", "passed", "dropped", "sources", "overflow",
 	};
 	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
-	const cJSON *rules = get(resp, "rules"), *r, *h;
-	const char *sep = "";
-	bool shadow = false;
-	char n[32];
+	struct relay r = { .p = text, .end = text + len };
+	struct row row, host = { .n = 0 };
+	bool shadow = false, any = false;
 
-	if (cJSON_GetArraySize(rules)) {
-		cJSON_ArrayForEach(r, rules)
-			if (cJSON_IsObject(r))
-				shadow |= stats_row(&t, r);
+	relay_ws(&r);
+	r.p++; /* '{' */
+	relay_ws(&r);
+	while (r.p < r.end && *r.p == '"') {
+		const char *key = r.p;
+		size_t key_len;
+
+		relay_string(&r, false);
+		key_len = r.p - key;
+		relay_ws(&r);
+		r.p++; /* ':' */
+		relay_ws(&r);
+		if (key_len == 7 && !memcmp(key, "\"rules\"", 7) &&
+		    *r.p == '[') {
+			r.p++;
+			relay_ws(&r);
+			while (*r.p != ']') {
+				if (*r.p == '{') {
+					read_row(&r, &row);
+					shadow |= stats_row(&t, &row);
+					any = true;
+				} else {
+					relay_value(&r, 1, false);
+				}
+				relay_ws(&r);
+				if (*r.p == ',')
+					r.p++;
+				relay_ws(&r);
+			}
+			r.p++;
+		} else if (key_len == 6 && !memcmp(key, "\"host\"", 6) &&
+			   *r.p == '{') {
+			read_row(&r, &host);
+		} else {
+			relay_value(&r, 1, false);
+		}
+		relay_ws(&r);
+		if (*r.p == ',')
+			r.p++;
+		relay_ws(&r);
+	}
+	if (any) {
 		table_done(&t);
 		if (shadow)
 			printf("shadow rules drop nothing: would-drop/s and "
@@ -1254,13 +1437,48 @@ static void print_stats(const cJSON *resp)
 	} else {
 		printf("no rules in force\n");
 	}
-	printf("host:");
-	cJSON_ArrayForEach(h, get(resp, "host")) {
-		printf("%s %s %s", sep, h->string, cell(h, n, sizeof(n)));
-		sep = ",";
-	}
-	putchar('\n');
+	print_host(&host);
 	fflush(stdout);
+}
+
+/*
+ * stats without -j: the table when the answer says "ok": true; anything
+ * else takes the general path, which says what is wrong. header (may be
+ * NULL) is printed before a table. Returns as agent_call() does.
+ */
+static int stats_call(const struct cli *c, const cJSON *req,
+		      const char *header)
+{
+	struct relay r = { 0 };
+	cJSON *resp = NULL;
+	bool ok = false;
+	size_t len;
+	char *text;
+	int err;
+
+	err = sl_ctl_call_text(c->sock, req, &text, &len, SL_CTL_TIMEOUT_MS);
+	if (err)
+		return call_failed(c, "stats", err);
+	r.p = text;
+	r.end = text + len;
+	relay_ws(&r);
+	if (r.p < r.end && *r.p == '{' && relay_object(&r, 0, false, &ok)) {
+		relay_ws(&r);
+		if (ok && r.p == r.end) {
+			if (header)
+				fputs(header, stdout);
+			print_stats(text, len);
+			free(text);
+			return 0;
+		}
+	}
+	err = sl_ctl_parse(text, len, &resp);
+	if (err)
+		return call_failed(c, "stats", err);
+	err = check_answer(c, "stats", resp);
+	cJSON_Delete(resp);
+	/* "ok": true, yet not read above: not an answer of ours */
+	return err ? err : call_failed(c, "stats", -EBADMSG);
 }
 
 static volatile sig_atomic_t watch_stop;
@@ -1295,34 +1513,27 @@ static int watch_stats(const struct cli *c)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old);
 	while (!watch_stop) {
-		cJSON *req = new_request("stats"), *resp = NULL;
-		char when[16];
-		time_t now;
+		cJSON *req = new_request("stats");
+		char when[16], header[64];
+		time_t now = time(NULL);
 
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+		snprintf(header, sizeof(header),
+			 "%s%s  every %gs, Ctrl-C to stop\n",
+			 tty ? CLEAR_SCREEN : "", when, every);
 		if (!req)
 			err = -ENOMEM;
 		else if (c->json)
 			err = json_call(c, req);
 		else
-			err = agent_call(c, req, &resp);
+			err = stats_call(c, req, header);
 		cJSON_Delete(req);
 		/* once it has answered, an agent restart is worth riding out */
-		if (err && !answered) {
-			cJSON_Delete(resp);
+		if (err && !answered)
 			break;
-		}
 		answered |= !err;
-		if (!err && !c->json) {
-			now = time(NULL);
-			strftime(when, sizeof(when), "%H:%M:%S",
-				 localtime(&now));
-			printf("%s%s  every %gs, Ctrl-C to stop\n",
-			       tty ? CLEAR_SCREEN : "", when, every);
-			print_stats(resp);
-			if (!tty)
-				putchar('\n');
-		}
-		cJSON_Delete(resp);
+		if (!err && !c->json && !tty)
+			putchar('\n');
 		fflush(stdout);
 		watch_sleep(every);
 	}
@@ -1334,9 +1545,21 @@ static int watch_stats(const struct cli *c)
 
 static int cmd_stats(const struct cli *c)
 {
+	cJSON *req;
+	int err;
+
 	if (c->watch)
 		return watch_stats(c);
-	return run_request(c, new_request("stats"), print_stats);
+	if (c->json)
+		return run_request(c, new_request("stats"), NULL);
+	req = new_request("stats");
+	if (!req) {
+		pr_err("stats: out of memory");
+		return SL_CLI_FAILED;
+	}
+	err = stats_call(c, req, NULL);
+	cJSON_Delete(req);
+	return exit_code(err);
 }
 
 /* ---- down ---- */
