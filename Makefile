@@ -21,6 +21,7 @@ BPF_OBJ   := $(BUILD)/sluice.bpf.o
 SKEL      := $(BUILD)/sluice.skel.h
 
 LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
+	     user/json_text.c \
 	     user/snapshot.c user/ctl.c user/agent.c user/cli.c
 LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))
 LIB       := $(BUILD)/libsluice.a

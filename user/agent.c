@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "ctl.h"
+#include "json_text.h"
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
@@ -379,78 +380,41 @@ static cJSON *do_status(struct agent *a)
 	return r;
 }
 
-/* An answer printed as it is built: no tree for thousands of rules. */
-struct text {
-	char *buf;
-	size_t len, cap;
-	bool nomem;
-};
-
-static void __attribute__((format(printf, 2, 3)))
-text_add(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (t->nomem)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-	va_end(ap);
-	if (n >= 0 && (size_t)n < t->cap - t->len) {
-		t->len += n;
-		return;
-	}
-	if (n >= 0) {
-		size_t cap = 2 * (t->cap + n);
-		char *buf = realloc(t->buf, cap);
-
-		if (buf) {
-			t->buf = buf;
-			t->cap = cap;
-			va_start(ap, fmt);
-			t->len += vsnprintf(buf + t->len, cap - t->len, fmt, ap);
-			va_end(ap);
-			return;
-		}
-	}
-	t->nomem = true;
-}
-
 /* Rule names are [a-z0-9_.-] (docs/rules.md): nothing to escape. */
-static void add_rule_stats(struct text *t, const struct sl_rule *ru,
+static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 			   const struct sl_rule_stats *st)
 {
-	text_add(t,
-		 "{\"name\":\"%s\",\"mode\":\"%s\",\"grade\":\"%s\","
-		 "\"count\":%llu,\"interval_ms\":%u,"
-		 "\"passed_pps\":%llu,\"blocked_pps\":%llu,"
-		 "\"passed_Bps\":%llu,\"blocked_Bps\":%llu,"
-		 "\"passed_pkts\":%llu,\"passed_bytes\":%llu,"
-		 "\"blocked_pkts\":%llu,\"blocked_bytes\":%llu,"
-		 "\"per_source\":%s,\"sources\":%llu,\"max_sources\":%llu,"
-		 "\"source_overflow\":%llu}",
-		 ru->name, sl_mode_str(ru->mode), sl_grade_str(ru->grade),
-		 (unsigned long long)ru->count, (unsigned int)ru->interval_ms,
-		 (unsigned long long)llround(st->passed_pps),
-		 (unsigned long long)llround(st->blocked_pps),
-		 (unsigned long long)llround(st->passed_Bps),
-		 (unsigned long long)llround(st->blocked_Bps),
-		 (unsigned long long)st->passed_pkts,
-		 (unsigned long long)st->passed_bytes,
-		 (unsigned long long)st->blocked_pkts,
-		 (unsigned long long)st->blocked_bytes,
-		 ru->per_source ? "true" : "false",
-		 (unsigned long long)st->sources,
-		 (unsigned long long)ru->max_sources,
-		 (unsigned long long)st->source_overflow);
+	sl_text_printf(t,
+		       "{\"name\":\"%s\",\"mode\":\"%s\",\"grade\":\"%s\","
+		       "\"count\":%llu,\"interval_ms\":%u,"
+		       "\"passed_pps\":%llu,\"blocked_pps\":%llu,"
+		       "\"passed_Bps\":%llu,\"blocked_Bps\":%llu,"
+		       "\"passed_pkts\":%llu,\"passed_bytes\":%llu,"
+		       "\"blocked_pkts\":%llu,\"blocked_bytes\":%llu,"
+		       "\"per_source\":%s,\"sources\":%llu,"
+		       "\"max_sources\":%llu,\"source_overflow\":%llu}",
+		       ru->name, sl_mode_str(ru->mode), sl_grade_str(ru->grade),
+		       (unsigned long long)ru->count,
+		       (unsigned int)ru->interval_ms,
+		       (unsigned long long)llround(st->passed_pps),
+		       (unsigned long long)llround(st->blocked_pps),
+		       (unsigned long long)llround(st->passed_Bps),
+		       (unsigned long long)llround(st->blocked_Bps),
+		       (unsigned long long)st->passed_pkts,
+		       (unsigned long long)st->passed_bytes,
+		       (unsigned long long)st->blocked_pkts,
+		       (unsigned long long)st->blocked_bytes,
+		       ru->per_source ? "true" : "false",
+		       (unsigned long long)st->sources,
+		       (unsigned long long)ru->max_sources,
+		       (unsigned long long)st->source_overflow);
 }
 
 /* The stats answer as text (docs/cli.md), or NULL when out of memory. */
 static char *do_stats(struct agent *a)
 {
 	struct sl_rule_stats *st = calloc(a->dp.rules.n + 1, sizeof(*st));
-	struct text t = { 0 };
+	struct sl_text t = { 0 };
 	uint64_t hs[SLUICE_ST_MAX];
 	int err;
 
@@ -463,20 +427,20 @@ static char *do_stats(struct agent *a)
 						 "reading the counters: %s",
 						 strerror(-err)));
 	}
-	text_add(&t, "{\"ok\":true,\"time_ns\":%llu,\"rules\":[",
-		 (unsigned long long)sl_dp_now(&a->dp));
+	sl_text_printf(&t, "{\"ok\":true,\"time_ns\":%llu,\"rules\":[",
+		       (unsigned long long)sl_dp_now(&a->dp));
 	for (size_t i = 0; i < a->dp.rules.n; i++) {
 		if (i)
-			text_add(&t, ",");
+			sl_text_printf(&t, ",");
 		add_rule_stats(&t, &a->dp.rules.rules[i], &st[i]);
 	}
-	text_add(&t, "],\"host\":{");
+	sl_text_printf(&t, "],\"host\":{");
 	if (!sl_dp_host_stats(&a->dp, hs))
 		for (int k = 0; k < SLUICE_ST_MAX; k++)
-			text_add(&t, "%s\"%s\":%llu", k ? "," : "",
-				 sl_host_stat_name(k),
-				 (unsigned long long)hs[k]);
-	text_add(&t, "}}");
+			sl_text_printf(&t, "%s\"%s\":%llu", k ? "," : "",
+				       sl_host_stat_name(k),
+				       (unsigned long long)hs[k]);
+	sl_text_printf(&t, "}}");
 	free(st);
 	if (t.nomem) {
 		free(t.buf);

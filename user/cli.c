@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "ctl.h"
+#include "json_text.h"
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
@@ -444,199 +445,6 @@ static int print_json(cJSON *resp)
 }
 
 /*
- * -j without a tree: a JSON text laid out as cJSON_Print() lays out its
- * parse, with strings and numbers copied as they came (so counters beyond
- * 2^53 stay exact). A stats answer has some 70000 values; parsing and
- * printing them again cost more than the rest of the call.
- */
-struct relay {
-	const char *p, *end;
-	char *buf;
-	size_t len, cap;
-	bool nomem;
-};
-
-#define RELAY_MAX_DEPTH 1000 /* cJSON's nesting limit */
-
-static void relay_put(struct relay *r, const char *s, size_t n)
-{
-	if (r->nomem)
-		return;
-	if (r->len + n > r->cap) {
-		size_t cap = 2 * (r->len + n);
-		char *buf = realloc(r->buf, cap);
-
-		if (!buf) {
-			r->nomem = true;
-			return;
-		}
-		r->buf = buf;
-		r->cap = cap;
-	}
-	memcpy(r->buf + r->len, s, n);
-	r->len += n;
-}
-
-static void relay_tabs(struct relay *r, int n)
-{
-	while (n-- > 0)
-		relay_put(r, "\t", 1);
-}
-
-static void relay_ws(struct relay *r)
-{
-	while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' ||
-				 *r->p == '\n' || *r->p == '\r'))
-		r->p++;
-}
-
-static bool relay_value(struct relay *r, int depth, bool emit);
-
-static bool relay_string(struct relay *r, bool emit)
-{
-	const char *s = r->p, *p = r->p + 1;
-
-	/* the first quote with no escape between it and p closes */
-	for (;;) {
-		const char *q = memchr(p, '"', r->end - p), *esc;
-
-		if (!q)
-			return false;
-		esc = memchr(p, '\\', q - p);
-		if (!esc) {
-			r->p = q + 1;
-			break;
-		}
-		p = esc + 2;
-		if (p > r->end)
-			return false;
-	}
-	if (emit)
-		relay_put(r, s, r->p - s);
-	return true;
-}
-
-/* An object whose members are at depth + 1; a top-level member named
- * "ok" is left out and whether it is true goes to *ok. */
-static bool relay_object(struct relay *r, int depth, bool emit, bool *ok)
-{
-	int n = 0;
-
-	r->p++;
-	if (emit)
-		relay_put(r, "{\n", 2);
-	relay_ws(r);
-	if (r->p < r->end && *r->p == '}')
-		goto close;
-	for (;;) {
-		const char *key = r->p;
-		bool is_ok, on;
-		size_t key_len;
-
-		if (r->p >= r->end || *r->p != '"' || !relay_string(r, false))
-			return false;
-		key_len = r->p - key;
-		is_ok = ok && key_len == 4 && !memcmp(key, "\"ok\"", 4);
-		on = emit && !is_ok;
-		relay_ws(r);
-		if (r->p >= r->end || *r->p != ':')
-			return false;
-		r->p++;
-		relay_ws(r);
-		if (on) {
-			if (n++)
-				relay_put(r, ",\n", 2);
-			relay_tabs(r, depth + 1);
-			relay_put(r, key, key_len);
-			relay_put(r, ":\t", 2);
-		} else if (is_ok) {
-			*ok = r->end - r->p >= 4 && !memcmp(r->p, "true", 4);
-		}
-		if (!relay_value(r, depth + 1, on))
-			return false;
-		relay_ws(r);
-		if (r->p < r->end && *r->p == ',') {
-			r->p++;
-			relay_ws(r);
-			continue;
-		}
-		if (r->p < r->end && *r->p == '}')
-			break;
-		return false;
-	}
-close:
-	r->p++;
-	if (emit) {
-		if (n)
-			relay_put(r, "\n", 1);
-		relay_tabs(r, depth);
-		relay_put(r, "}", 1);
-	}
-	return true;
-}
-
-static bool relay_array(struct relay *r, int depth, bool emit)
-{
-	r->p++;
-	if (emit)
-		relay_put(r, "[", 1);
-	relay_ws(r);
-	if (r->p < r->end && *r->p == ']')
-		goto close;
-	for (;;) {
-		if (!relay_value(r, depth + 1, emit))
-			return false;
-		relay_ws(r);
-		if (r->p < r->end && *r->p == ',') {
-			r->p++;
-			relay_ws(r);
-			if (emit)
-				relay_put(r, ", ", 2);
-			continue;
-		}
-		if (r->p < r->end && *r->p == ']')
-			break;
-		return false;
-	}
-close:
-	r->p++;
-	if (emit)
-		relay_put(r, "]", 1);
-	return true;
-}
-
-static bool relay_value(struct relay *r, int depth, bool emit)
-{
-	static const char *const words[] = { "true", "false", "null" };
-	const char *s = r->p;
-
-	if (r->p >= r->end || depth > RELAY_MAX_DEPTH)
-		return false;
-	if (*r->p == '{')
-		return relay_object(r, depth, emit, NULL);
-	if (*r->p == '[')
-		return relay_array(r, depth, emit);
-	if (*r->p == '"')
-		return relay_string(r, emit);
-	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		size_t n = strlen(words[i]), left = r->end - r->p;
-
-		if (left >= n && !memcmp(r->p, words[i], n)) {
-			r->p += n;
-			goto done;
-		}
-	}
-	while (r->p < r->end && strchr("-+.eE0123456789", *r->p))
-		r->p++;
-	if (r->p == s)
-		return false;
-done:
-	if (emit)
-		relay_put(r, s, r->p - s);
-	return true;
-}
-
-/*
  * -j: send req, print the answer without its "ok". An answer that says
  * "ok": true is relayed; anything else takes the general path, which says
  * what is wrong. Returns as agent_call() does.
@@ -644,7 +452,8 @@ done:
 static int json_call(const struct cli *c, const cJSON *req)
 {
 	const char *cmd = get_str(req, "cmd", "?");
-	struct relay r = { 0 };
+	struct sl_text out = { 0 };
+	struct sl_json r = { .out = &out };
 	cJSON *resp = NULL;
 	bool ok = false;
 	size_t len;
@@ -656,19 +465,19 @@ static int json_call(const struct cli *c, const cJSON *req)
 		return call_failed(c, cmd, err);
 	r.p = text;
 	r.end = text + len;
-	relay_ws(&r);
-	if (r.p < r.end && *r.p == '{' && relay_object(&r, 0, true, &ok)) {
-		relay_ws(&r);
-		relay_put(&r, "\n", 1);
-		if (ok && r.p == r.end && !r.nomem) {
-			fwrite(r.buf, 1, r.len, stdout);
+	sl_json_ws(&r);
+	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, true, &ok)) {
+		sl_json_ws(&r);
+		sl_text_put(&out, "\n", 1);
+		if (ok && r.p == r.end && !out.nomem) {
+			fwrite(out.buf, 1, out.len, stdout);
 			fflush(stdout);
-			free(r.buf);
+			free(out.buf);
 			free(text);
 			return 0;
 		}
 	}
-	free(r.buf);
+	free(out.buf);
 	err = sl_ctl_parse(text, len, &resp);
 	if (err)
 		return call_failed(c, cmd, err);
@@ -1241,28 +1050,28 @@ struct row {
 
 /* The object at r->p (valid JSON: the answer was checked) into row;
  * members past ROW_MAX are skipped. */
-static void read_row(struct relay *r, struct row *row)
+static void read_row(struct sl_json *r, struct row *row)
 {
 	row->n = 0;
 	r->p++;
-	relay_ws(r);
+	sl_json_ws(r);
 	while (r->p < r->end && *r->p == '"') {
 		struct member m = { .key = r->p + 1 };
 
-		relay_string(r, false);
+		sl_json_string(r, false);
 		m.key_len = r->p - m.key - 1;
-		relay_ws(r);
+		sl_json_ws(r);
 		r->p++; /* ':' */
-		relay_ws(r);
+		sl_json_ws(r);
 		m.val = r->p;
-		relay_value(r, 1, false);
+		sl_json_value(r, 1, false);
 		m.val_len = r->p - m.val;
 		if (row->n < ROW_MAX)
 			row->m[row->n++] = m;
-		relay_ws(r);
+		sl_json_ws(r);
 		if (*r->p == ',')
 			r->p++;
-		relay_ws(r);
+		sl_json_ws(r);
 	}
 	r->p++; /* '}' */
 }
@@ -1384,50 +1193,50 @@ static void print_stats(const char *text, size_t len)
 		"would-drop/s", "passed", "dropped", "sources", "overflow",
 	};
 	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
-	struct relay r = { .p = text, .end = text + len };
+	struct sl_json r = { .p = text, .end = text + len };
 	struct row row, host = { .n = 0 };
 	bool shadow = false, any = false;
 
-	relay_ws(&r);
+	sl_json_ws(&r);
 	r.p++; /* '{' */
-	relay_ws(&r);
+	sl_json_ws(&r);
 	while (r.p < r.end && *r.p == '"') {
 		const char *key = r.p;
 		size_t key_len;
 
-		relay_string(&r, false);
+		sl_json_string(&r, false);
 		key_len = r.p - key;
-		relay_ws(&r);
+		sl_json_ws(&r);
 		r.p++; /* ':' */
-		relay_ws(&r);
+		sl_json_ws(&r);
 		if (key_len == 7 && !memcmp(key, "\"rules\"", 7) &&
 		    *r.p == '[') {
 			r.p++;
-			relay_ws(&r);
+			sl_json_ws(&r);
 			while (*r.p != ']') {
 				if (*r.p == '{') {
 					read_row(&r, &row);
 					shadow |= stats_row(&t, &row);
 					any = true;
 				} else {
-					relay_value(&r, 1, false);
+					sl_json_value(&r, 1, false);
 				}
-				relay_ws(&r);
+				sl_json_ws(&r);
 				if (*r.p == ',')
 					r.p++;
-				relay_ws(&r);
+				sl_json_ws(&r);
 			}
 			r.p++;
 		} else if (key_len == 6 && !memcmp(key, "\"host\"", 6) &&
 			   *r.p == '{') {
 			read_row(&r, &host);
 		} else {
-			relay_value(&r, 1, false);
+			sl_json_value(&r, 1, false);
 		}
-		relay_ws(&r);
+		sl_json_ws(&r);
 		if (*r.p == ',')
 			r.p++;
-		relay_ws(&r);
+		sl_json_ws(&r);
 	}
 	if (any) {
 		table_done(&t);
@@ -1449,7 +1258,8 @@ static void print_stats(const char *text, size_t len)
 static int stats_call(const struct cli *c, const cJSON *req,
 		      const char *header)
 {
-	struct relay r = { 0 };
+	struct sl_text out = { 0 };
+	struct sl_json r = { .out = &out };
 	cJSON *resp = NULL;
 	bool ok = false;
 	size_t len;
@@ -1461,9 +1271,9 @@ static int stats_call(const struct cli *c, const cJSON *req,
 		return call_failed(c, "stats", err);
 	r.p = text;
 	r.end = text + len;
-	relay_ws(&r);
-	if (r.p < r.end && *r.p == '{' && relay_object(&r, 0, false, &ok)) {
-		relay_ws(&r);
+	sl_json_ws(&r);
+	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, false, &ok)) {
+		sl_json_ws(&r);
 		if (ok && r.p == r.end) {
 			if (header)
 				fputs(header, stdout);
