@@ -771,11 +771,11 @@ static int read_stdin(char **out, size_t *outlen)
 
 /* The canonical rules of file ("-": stdin), validated like the agent
  * will; the errors are in err. */
-static int load_rules(const char *file, cJSON **rules, char *err,
+static int load_rules(const char *file, char **rules, char *err,
 		      size_t errlen)
 {
 	struct sl_ruleset rs = { 0 };
-	cJSON *arr;
+	char *arr;
 	int ret;
 
 	if (!strcmp(file, "-")) {
@@ -795,16 +795,7 @@ static int load_rules(const char *file, cJSON **rules, char *err,
 	}
 	if (ret)
 		return ret;
-	arr = cJSON_CreateArray();
-	for (size_t i = 0; arr && i < rs.n; i++) {
-		cJSON *r = sl_rule_to_json(&rs.rules[i]);
-
-		if (!r || !cJSON_AddItemToArray(arr, r)) {
-			cJSON_Delete(r);
-			cJSON_Delete(arr);
-			arr = NULL;
-		}
-	}
+	arr = sl_rules_text(&rs);
 	sl_ruleset_free(&rs);
 	if (!arr) {
 		snprintf(err, errlen, "out of memory");
@@ -822,6 +813,7 @@ static int cmd_change(const struct cli *c)
 		[V_REPLACE] = "rule.replace",
 	};
 	cJSON *req = new_request(cmds[c->verb->id]), *list = NULL;
+	char *rules = NULL;
 	int ret;
 
 	if (!req)
@@ -840,7 +832,7 @@ static int cmd_change(const struct cli *c)
 
 		if (!err)
 			goto nomem;
-		ret = load_rules(file, &list, err, ERRBUF);
+		ret = load_rules(file, &rules, err, ERRBUF);
 		if (ret == -EINVAL)
 			pr_err("%s: invalid rule file, nothing sent to the "
 			       "agent:\n%s",
@@ -852,7 +844,11 @@ static int cmd_change(const struct cli *c)
 			cJSON_Delete(req);
 			return SL_CLI_FAILED;
 		}
-		cJSON_AddItemToObject(req, "rules", list);
+		/* the canonical text as it is: no tree to build and print */
+		list = cJSON_AddRawToObject(req, "rules", rules);
+		free(rules);
+		if (!list)
+			goto nomem;
 	}
 	if (c->has_if_version &&
 	    !cJSON_AddNumberToObject(req, "if_version", (double)c->if_version))

@@ -1329,49 +1329,171 @@ cJSON *sl_rule_to_json(const struct sl_rule *r)
 	return rule_to_json(r, true);
 }
 
+/* A JSON string as cJSON prints it. */
+static void text_str(struct sl_text *t, const char *s)
+{
+	sl_text_put(t, "\"", 1);
+	for (;;) {
+		const char *q = s;
+		char esc[8];
+
+		while (*q && *q != '"' && *q != '\\' &&
+		       (unsigned char)*q >= 0x20)
+			q++;
+		sl_text_put(t, s, q - s);
+		if (!*q)
+			break;
+		switch (*q) {
+		case '\b':
+			strcpy(esc, "\\b");
+			break;
+		case '\f':
+			strcpy(esc, "\\f");
+			break;
+		case '\n':
+			strcpy(esc, "\\n");
+			break;
+		case '\r':
+			strcpy(esc, "\\r");
+			break;
+		case '\t':
+			strcpy(esc, "\\t");
+			break;
+		case '"':
+		case '\\':
+			snprintf(esc, sizeof(esc), "\\%c", *q);
+			break;
+		default:
+			snprintf(esc, sizeof(esc), "\\u%04x", (unsigned char)*q);
+		}
+		sl_text_put(t, esc, strlen(esc));
+		s = q + 1;
+	}
+	sl_text_put(t, "\"", 1);
+}
+
+static void text_key_str(struct sl_text *t, const char *key, const char *v)
+{
+	sl_text_put(t, key, strlen(key));
+	text_str(t, v);
+}
+
+/* What cJSON_PrintUnformatted() prints for rule_to_json(r, with_priority),
+ * without building the tree (test_rules compares the two). */
+static void rule_text(struct sl_text *t, const struct sl_rule *r,
+		      bool with_priority)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+
+	text_key_str(t, "{\"name\":", r->name);
+	text_key_str(t, ",\"match\":{\"proto\":", sl_proto_str(r->proto));
+	if (r->dport_lo && r->dport_lo == r->dport_hi)
+		sl_text_printf(t, ",\"dport\":%u", (unsigned int)r->dport_lo);
+	else if (r->dport_lo)
+		sl_text_printf(t, ",\"dport\":\"%u-%u\"",
+			       (unsigned int)r->dport_lo,
+			       (unsigned int)r->dport_hi);
+	if (r->dst.family) {
+		sl_prefix_str(&r->dst, buf, sizeof(buf));
+		text_key_str(t, ",\"dst\":", buf);
+	}
+	if (r->src.family) {
+		sl_prefix_str(&r->src, buf, sizeof(buf));
+		text_key_str(t, ",\"src\":", buf);
+	}
+	text_key_str(t, "},\"grade\":", sl_grade_str(r->grade));
+	sl_text_printf(t,
+		       ",\"count\":%llu,\"window\":{\"interval_ms\":%llu,"
+		       "\"sample_count\":%llu}",
+		       (unsigned long long) r->count,
+		       (unsigned long long) r->interval_ms,
+		       (unsigned long long) r->sample_count);
+	if (r->per_source)
+		sl_text_printf(t,
+			       ",\"per_source\":{\"prefix_v4\":%llu,"
+			       "\"prefix_v6\":%llu,\"max_sources\":%llu}",
+			       (unsigned long long) r->src_prefix_v4,
+			       (unsigned long long) r->src_prefix_v6,
+			       (unsigned long long) r->max_sources);
+	text_key_str(t, ",\"mode\":", sl_mode_str(r->mode));
+	if (with_priority && r->has_priority)
+		sl_text_printf(t, ",\"priority\":%llu",
+			       (unsigned long long) r->priority);
+	if (r->warm_up)
+		sl_text_printf(t,
+			       ",\"behavior\":{\"warm_up\":{\"period_s\":%llu,"
+			       "\"cold_factor\":%llu}}",
+			       (unsigned long long) r->warm_period_s,
+			       (unsigned long long) r->cold_factor);
+	else
+		text_key_str(t, ",\"behavior\":", "reject");
+	sl_text_put(t, "}", 1);
+}
+
+void sl_rule_text(struct sl_text *t, const struct sl_rule *r)
+{
+	rule_text(t, r, true);
+}
+
+char *sl_rules_text(const struct sl_ruleset *rs)
+{
+	struct sl_text t = { 0 };
+
+	sl_text_put(&t, "[", 1);
+	for (size_t i = 0; i < rs->n; i++) {
+		if (i)
+			sl_text_put(&t, ",", 1);
+		rule_text(&t, &rs->rules[i], true);
+	}
+	sl_text_put(&t, "]", 1);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
+}
+
 char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty)
 {
-	cJSON *doc = cJSON_CreateObject(), *arr;
-	char *text = NULL, *out = NULL;
-	size_t i;
+	struct sl_text t = { 0 }, out = { 0 };
+	char *arr = sl_rules_text(rs);
+	struct sl_json j;
 
-	arr = doc ? cJSON_AddArrayToObject(doc, "rules") : NULL;
-	if (!arr)
-		goto out;
-	for (i = 0; i < rs->n; i++) {
-		cJSON *r = sl_rule_to_json(&rs->rules[i]);
-
-		if (!r || !cJSON_AddItemToArray(arr, r)) {
-			cJSON_Delete(r);
-			goto out;
-		}
+	if (arr) {
+		sl_text_put(&t, "{\"rules\":", strlen("{\"rules\":"));
+		sl_text_put(&t, arr, strlen(arr));
+		sl_text_put(&t, "}", 1);
 	}
-	text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
-	/* Our own copy: the caller frees with free() whatever cJSON's hooks. */
-	if (text)
-		out = strdup(text);
+	free(arr);
+	if (!arr || t.nomem || !pretty)
+		goto out;
+	j = (struct sl_json){ .p = t.buf, .end = t.buf + t.len, .out = &out };
+	sl_json_object(&j, 0, true, NULL);
+	free(t.buf);
+	t = out;
 out:
-	cJSON_free(text);
-	cJSON_Delete(doc);
-	if (!out)
+	if (!arr || t.nomem) {
+		free(t.buf);
 		errno = ENOMEM;
-	return out;
+		return NULL;
+	}
+	return t.buf;
 }
 
 uint64_t sl_rule_def_hash(const struct sl_rule *r)
 {
 	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
-	cJSON *o = rule_to_json(r, false);
-	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
-	const unsigned char *p;
+	struct sl_text t = { 0 };
 
-	cJSON_Delete(o);
-	if (!text)
+	rule_text(&t, r, false);
+	if (t.nomem) {
+		free(t.buf);
 		return 0;
-	for (p = (const unsigned char *) text; *p; p++) {
-		h ^= *p;
+	}
+	for (size_t i = 0; i < t.len; i++) {
+		h ^= (unsigned char) t.buf[i];
 		h *= 0x100000001b3ULL; /* FNV 64 prime */
 	}
-	cJSON_free(text);
+	free(t.buf);
 	return h ? h : 1; /* 0 means "out of memory" */
 }

@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_text.h"
+
 #define SL_NAME_MAX	     63
 #define SL_MAX_RULES	     4096
 #define SL_MAX_SAMPLE_COUNT  8
@@ -111,8 +113,19 @@ void sl_ruleset_free(struct sl_ruleset *set);
 cJSON *sl_rule_to_json(const struct sl_rule *r);
 
 /*
- * {"rules": [...]} of sl_rule_to_json() for each rule, pretty-printed or
- * on one line. malloc'd, free with free(); NULL with errno ENOMEM.
+ * sl_rule_to_json(r) as cJSON_PrintUnformatted() prints it, appended to t
+ * without building the tree: the canonical text.
+ */
+void sl_rule_text(struct sl_text *t, const struct sl_rule *r);
+
+/* [sl_rule_text() of each rule] on one line; malloc'd, NULL when out of
+ * memory. */
+char *sl_rules_text(const struct sl_ruleset *rs);
+
+/*
+ * {"rules": [...]} of sl_rule_to_json() for each rule, pretty-printed (as
+ * cJSON_Print() would) or on one line. malloc'd, free with free(); NULL
+ * with errno ENOMEM.
  */
 char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
 

@@ -152,24 +152,6 @@ static void sha256_hex(const char *data, size_t len,
 	hex[2 * SL_SHA256_LEN] = '\0';
 }
 
-/* The canonical rules array: sl_rule_to_json() of each rule, in order. */
-static cJSON *rules_array(const struct sl_ruleset *rs)
-{
-	cJSON *arr = cJSON_CreateArray();
-	size_t i;
-
-	for (i = 0; arr && i < rs->n; i++) {
-		cJSON *r = sl_rule_to_json(&rs->rules[i]);
-
-		if (!r || !cJSON_AddItemToArray(arr, r)) {
-			cJSON_Delete(r);
-			cJSON_Delete(arr);
-			return NULL;
-		}
-	}
-	return arr;
-}
-
 /* "sha256:HEX" of canon, the one-line canonical rules array. */
 static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
 {
@@ -177,17 +159,6 @@ static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
 
 	sha256_hex(canon, strlen(canon), hex);
 	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
-}
-
-static int rules_checksum(const cJSON *arr, char out[SL_CHECKSUM_LEN + 1])
-{
-	char *text = cJSON_PrintUnformatted(arr);
-
-	if (!text)
-		return -ENOMEM;
-	canon_checksum(text, out);
-	cJSON_free(text);
-	return 0;
 }
 
 /* Run a bare rules array through the rule parser as {"rules": arr}. */
@@ -419,10 +390,9 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 			  struct sl_snapshot *out, char *err, size_t errlen)
 {
 	const cJSON *fmt, *ver, *at, *sum, *arr;
-	char want[SL_CHECKSUM_LEN + 1], *rerr;
+	char want[SL_CHECKSUM_LEN + 1], *rerr, *canon;
 	struct sl_ruleset rs = {0};
 	int64_t updated_at;
-	cJSON *canon;
 	uint64_t v;
 	int ret;
 
@@ -536,14 +506,14 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	free(rerr);
 
 	/* Hash what the rules mean, re-serialized, not the file's bytes. */
-	canon = rules_array(&rs);
-	ret = canon ? rules_checksum(canon, want) : -ENOMEM;
-	cJSON_Delete(canon);
-	if (ret) {
+	canon = sl_rules_text(&rs);
+	if (!canon) {
 		sl_ruleset_free(&rs);
 		set_err(err, errlen, "%s: out of memory", path);
-		return ret;
+		return -ENOMEM;
 	}
+	canon_checksum(canon, want);
+	free(canon);
 	if (strcmp(want, sum->valuestring)) {
 		set_err(err, errlen,
 			"%s: checksum mismatch: file says %s, rules hash to "
@@ -683,30 +653,32 @@ static int open_dir(const char *dir, bool create, char *err, size_t errlen)
 	return fd;
 }
 
-/* The snapshot document as text, or NULL when out of memory. */
-static char *snapshot_text(cJSON *arr, const char *sum, uint64_t version,
-			   int64_t now)
+/* The snapshot document as text, or NULL when out of memory: laid out as
+ * cJSON_Print() lays it out, the rules re-indented from canon. */
+static char *snapshot_text(const char *canon, const char *sum,
+			   uint64_t version, int64_t now)
 {
 	char when[SL_TIME_LEN + 1];
-	cJSON *doc = cJSON_CreateObject();
-	char *text = NULL, *out = NULL;
+	struct sl_text t = {0};
+	struct sl_json j = {
+		.p = canon, .end = canon + strlen(canon), .out = &t,
+	};
 
 	format_time(now, when);
-	if (!doc ||
-	    !cJSON_AddNumberToObject(doc, "sluice_snapshot",
-				     SL_SNAPSHOT_FORMAT) ||
-	    !cJSON_AddNumberToObject(doc, "version", (double) version) ||
-	    !cJSON_AddStringToObject(doc, "updated_at", when) ||
-	    !cJSON_AddStringToObject(doc, "checksum", sum) ||
-	    !cJSON_AddItemReferenceToObject(doc, "rules", arr))
-		goto out;
-	text = cJSON_Print(doc);
-	if (text && asprintf(&out, "%s\n", text) < 0)
-		out = NULL;
-out:
-	cJSON_free(text);
-	cJSON_Delete(doc);
-	return out;
+	sl_text_printf(&t,
+		       "{\n\t\"sluice_snapshot\":\t%d,\n\t\"version\":\t%llu,\n"
+		       "\t\"updated_at\":\t\"%s\",\n\t\"checksum\":\t\"%s\",\n"
+		       "\t\"rules\":\t",
+		       SL_SNAPSHOT_FORMAT, (unsigned long long) version, when,
+		       sum);
+	if (!sl_json_value(&j, 1, true))
+		t.nomem = true; /* never: canon is ours */
+	sl_text_put(&t, "\n}\n", 3);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
 }
 
 static int write_tmp(int dfd, const char *text, const char *tmp_path, char *err,
@@ -877,7 +849,6 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 {
 	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL;
 	char sum[SL_CHECKSUM_LEN + 1], *canon = NULL;
-	cJSON *arr = NULL;
 	int dfd = -1, ret;
 
 	if (err && errlen)
@@ -893,8 +864,7 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	cur = join(dir, SL_SNAPSHOT_FILE);
 	prev = join(dir, SL_SNAPSHOT_PREV);
 	tmp = join(dir, SL_SNAPSHOT_TMP);
-	arr = rules_array(rs);
-	canon = arr ? cJSON_PrintUnformatted(arr) : NULL;
+	canon = sl_rules_text(rs);
 	if (!cur || !prev || !tmp || !canon) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);
@@ -904,7 +874,7 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	if (ret)
 		goto out;
 	canon_checksum(canon, sum);
-	text = snapshot_text(arr, sum, version, (int64_t) time(NULL));
+	text = snapshot_text(canon, sum, version, (int64_t) time(NULL));
 	if (!text) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);
@@ -933,8 +903,7 @@ out:
 		mark->valid = !ret && sha256(text, strlen(text), mark->sha256);
 	if (dfd >= 0)
 		close(dfd);
-	cJSON_Delete(arr);
-	cJSON_free(canon);
+	free(canon);
 	free(text);
 	free(cur);
 	free(prev);

@@ -222,6 +222,7 @@ static void sha256_hex(const char *s, char hex[65])
 static void test_write_read_round_trip(void **state)
 {
 	char dir[256], path[300], want_sum[80], hex[65], *text, *canon;
+	char *pretty;
 	struct sl_snapshot snap = {0};
 	struct sl_ruleset rs;
 	time_t now = time(NULL);
@@ -279,6 +280,12 @@ static void test_write_read_round_trip(void **state)
 	    cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "name")
 		->valuestring,
 	    "icmp6");
+	/* laid out as cJSON_Print() lays it out, one newline after */
+	pretty = cJSON_Print(doc);
+	assert_non_null(pretty);
+	assert_int_equal(strncmp(text, pretty, strlen(pretty)), 0);
+	assert_string_equal(text + strlen(pretty), "\n");
+	cJSON_free(pretty);
 	/* no .prev for the first snapshot, no tmp left behind */
 	path_in(path, sizeof(path), dir, "rules.json.prev");
 	assert_int_equal(access(path, F_OK), -1);
