@@ -207,8 +207,8 @@ static int rules_from_file(struct agent *a)
 		}
 		sl_snapshot_free(&cur);
 	}
-	if (sl_snapshot_write(a->state_dir, &rs, version, &a->mark, a->err,
-			      sizeof(a->err))) {
+	if (sl_snapshot_write(a->state_dir, &rs, version, true, &a->mark,
+			      a->err, sizeof(a->err))) {
 		pr_err("cannot write the snapshot: %s", a->err);
 		sl_ruleset_free(&rs);
 		return -EIO;
@@ -608,8 +608,9 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 				    "agent runs without --allow-empty)");
 	}
 	/* durable first: acknowledged means it survives a crash */
-	if (sl_snapshot_write(a->state_dir, &next, version, &a->mark, a->err,
-			      sizeof(a->err))) {
+	/* next holds rules as the parser returned them (build_change()) */
+	if (sl_snapshot_write(a->state_dir, &next, version, true, &a->mark,
+			      a->err, sizeof(a->err))) {
 		sl_ruleset_free(&next);
 		return error_answer("internal", "cannot write the snapshot: %s",
 				    a->err);

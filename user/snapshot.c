@@ -844,8 +844,8 @@ static int check_canon(const char *canon, const char *cur, char *err,
 }
 
 int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
-		      uint64_t version, struct sl_snapshot_mark *mark,
-		      char *err, size_t errlen)
+		      uint64_t version, bool parsed,
+		      struct sl_snapshot_mark *mark, char *err, size_t errlen)
 {
 	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL;
 	char sum[SL_CHECKSUM_LEN + 1], *canon = NULL;
@@ -870,7 +870,7 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 		set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
-	ret = check_canon(canon, cur, err, errlen);
+	ret = parsed ? 0 : check_canon(canon, cur, err, errlen);
 	if (ret)
 		goto out;
 	canon_checksum(canon, sum);

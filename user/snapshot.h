@@ -55,14 +55,17 @@ struct sl_snapshot_mark {
  * (a corrupt one is dropped and the older .prev kept), rename the tmp file
  * over rules.json and fsync DIR. rules.json exists at every instant.
  * Creates DIR (0700) if missing. Writers are serialised by flock on DIR.
- * Refuses (-EINVAL) a rule set the parser would not read back.
+ * Refuses (-EINVAL) a rule set the parser would not read back, unless
+ * parsed: every rule of rs is as the rule parser returned it (its output
+ * always reads back; test_rules checks the round trip), so the check
+ * would only repeat the parse.
  * mark (may be NULL) is set to what was written, or made invalid; a
  * current file that still has the bytes of a valid mark is kept as .prev
  * without being parsed and verified again.
  */
 int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
-		      uint64_t version, struct sl_snapshot_mark *mark,
-		      char *err, size_t errlen);
+		      uint64_t version, bool parsed,
+		      struct sl_snapshot_mark *mark, char *err, size_t errlen);
 
 /*
  * Make DIR/rules.json.prev current again (when applying a just-written

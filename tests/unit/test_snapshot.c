@@ -183,7 +183,8 @@ static void write_ok(const char *dir, const char *json, uint64_t version)
 	struct sl_ruleset rs;
 
 	ruleset(json, &rs);
-	if (sl_snapshot_write(dir, &rs, version, NULL, err, sizeof(err)))
+	if (sl_snapshot_write(dir, &rs, version, false, NULL, err,
+			      sizeof(err)))
 		fail_msg("write %s v%llu: %s", dir,
 			 (unsigned long long) version, err);
 	assert_string_equal(err, "");
@@ -233,7 +234,7 @@ static void test_write_read_round_trip(void **state)
 	fresh_dir(dir, sizeof(dir));
 	ruleset(rules_b, &rs);
 	assert_int_equal(
-	    sl_snapshot_write(dir, &rs, 1, NULL, err, sizeof(err)), 0);
+	    sl_snapshot_write(dir, &rs, 1, false, NULL, err, sizeof(err)), 0);
 	assert_string_equal(err, "");
 	path_in(path, sizeof(path), dir, "rules.json");
 	assert_int_equal(sl_snapshot_read(path, &snap, err, sizeof(err)), 0);
@@ -307,7 +308,7 @@ static void test_empty_rule_set(void **state)
 	/* Valid to store; the agent refuses to go ready on it (brief 4). */
 	fresh_dir(dir, sizeof(dir));
 	assert_int_equal(
-	    sl_snapshot_write(dir, &rs, 3, NULL, err, sizeof(err)), 0);
+	    sl_snapshot_write(dir, &rs, 3, false, NULL, err, sizeof(err)), 0);
 	path_in(path, sizeof(path), dir, "rules.json");
 	assert_int_equal(sl_snapshot_read(path, &snap, err, sizeof(err)), 0);
 	assert_int_equal(snap.version, 3);
@@ -743,20 +744,23 @@ static void test_write_refuses(void **state)
 	write_ok(dir, rules_a, 1);
 	ruleset(rules_c, &rs);
 
-	assert_int_equal(sl_snapshot_write(dir, &rs, 0, NULL, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 0, false, NULL, err, sizeof(err)),
+	    -EINVAL);
 	assert_non_null(strstr(err, ": snapshot version 0 is out of range 1 "
 				    "to 2^53-1"));
 	assert_int_equal(
-	    sl_snapshot_write(dir, &rs, 1ULL << 53, NULL, err, sizeof(err)),
+	    sl_snapshot_write(dir, &rs, 1ULL << 53, false, NULL, err,
+			      sizeof(err)),
 	    -EINVAL);
 	assert_non_null(
 	    strstr(err, "version 9007199254740992 is out of range"));
 
 	/* A rule set the parser would reject never reaches the disk. */
 	rs.rules[0].count = 0;
-	assert_int_equal(sl_snapshot_write(dir, &rs, 2, NULL, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 2, false, NULL, err, sizeof(err)),
+	    -EINVAL);
 	assert_non_null(strstr(err, "rules.json: refusing to write invalid "
 				    "rules: rule 'all': field 'count': must "
 				    "be between 1 and 100000000000, got 0"));
@@ -768,8 +772,9 @@ static void test_write_refuses(void **state)
 	/* The directory's parent must exist. */
 	snprintf(dir, sizeof(dir), "%s/no/such", base);
 	ruleset(rules_c, &rs);
-	assert_int_equal(sl_snapshot_write(dir, &rs, 1, NULL, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 1, false, NULL, err, sizeof(err)),
+	    -ENOENT);
 	assert_non_null(strstr(err, "/no/such: cannot create directory: No "
 				    "such file or directory"));
 	sl_ruleset_free(&rs);
@@ -1039,7 +1044,7 @@ static void write_marked(const char *dir, const char *json, uint64_t version,
 	struct sl_ruleset rs;
 
 	ruleset(json, &rs);
-	if (sl_snapshot_write(dir, &rs, version, mark, err, sizeof(err)))
+	if (sl_snapshot_write(dir, &rs, version, false, mark, err, sizeof(err)))
 		fail_msg("write %s v%llu: %s", dir,
 			 (unsigned long long) version, err);
 	assert_true(mark->valid);
@@ -1076,7 +1081,7 @@ static void test_write_mark(void **state)
 	/* A refused write leaves no mark: the file is not its bytes. */
 	ruleset(rules_c, &rs);
 	rs.rules[0].count = 0;
-	assert_int_equal(sl_snapshot_write(dir, &rs, 6, &mark, err,
+	assert_int_equal(sl_snapshot_write(dir, &rs, 6, false, &mark, err,
 					   sizeof(err)),
 			 -EINVAL);
 	assert_false(mark.valid);
