@@ -63,8 +63,15 @@ void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 
 static void tabs(struct sl_text *t, int n)
 {
-	while (n-- > 0)
-		sl_text_put(t, "\t", 1);
+	static const char tab[] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+	size_t left = n > 0 ? n : 0;
+
+	while (left) {
+		size_t k = left < sizeof(tab) - 1 ? left : sizeof(tab) - 1;
+
+		sl_text_put(t, tab, k);
+		left -= k;
+	}
 }
 
 void sl_json_ws(struct sl_json *r)
