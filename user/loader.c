@@ -671,8 +671,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < rs->n; i++)
-		hashes[i] = sl_rule_def_hash(&rs->rules[i]);
+	sl_rule_def_hashes(rs, hashes);
 	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
 	if (ret)
 		goto out;

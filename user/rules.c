@@ -1480,20 +1480,36 @@ out:
 	return t.buf;
 }
 
-uint64_t sl_rule_def_hash(const struct sl_rule *r)
+/* FNV-1a 64 of rule_text() without priority, printed into t (reused). */
+static uint64_t def_hash(struct sl_text *t, const struct sl_rule *r)
 {
 	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
-	struct sl_text t = { 0 };
 
-	rule_text(&t, r, false);
-	if (t.nomem) {
-		free(t.buf);
+	t->len = 0;
+	rule_text(t, r, false);
+	if (t->nomem)
 		return 0;
-	}
-	for (size_t i = 0; i < t.len; i++) {
-		h ^= (unsigned char) t.buf[i];
+	for (size_t i = 0; i < t->len; i++) {
+		h ^= (unsigned char) t->buf[i];
 		h *= 0x100000001b3ULL; /* FNV 64 prime */
 	}
-	free(t.buf);
 	return h ? h : 1; /* 0 means "out of memory" */
+}
+
+uint64_t sl_rule_def_hash(const struct sl_rule *r)
+{
+	struct sl_text t = { 0 };
+	uint64_t h = def_hash(&t, r);
+
+	free(t.buf);
+	return h;
+}
+
+void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out)
+{
+	struct sl_text t = { 0 };
+
+	for (size_t i = 0; i < rs->n; i++)
+		out[i] = def_hash(&t, &rs->rules[i]);
+	free(t.buf);
 }

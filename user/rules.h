@@ -137,6 +137,9 @@ char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
  */
 uint64_t sl_rule_def_hash(const struct sl_rule *r);
 
+/* sl_rule_def_hash() of each rule of rs into out[i], one buffer for all. */
+void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out);
+
 /* Strings for the enums, as they appear in rule files. */
 const char *sl_proto_str(enum sl_proto p);
 const char *sl_grade_str(enum sl_grade g);

@@ -1257,7 +1257,11 @@ static void assert_text_as_cjson(const struct sl_ruleset *a)
 {
 	cJSON *doc = cJSON_CreateObject();
 	cJSON *arr = cJSON_AddArrayToObject(doc, "rules");
+	uint64_t *hashes = calloc(a->n + 1, sizeof(*hashes));
 	char *want, *got;
+
+	assert_non_null(hashes);
+	sl_rule_def_hashes(a, hashes);
 
 	for (size_t i = 0; i < a->n; i++) {
 		struct sl_rule r = a->rules[i];
@@ -1275,6 +1279,7 @@ static void assert_text_as_cjson(const struct sl_ruleset *a)
 			h *= 0x100000001b3ULL;
 		}
 		assert_int_equal(sl_rule_def_hash(&a->rules[i]), h ? h : 1);
+		assert_int_equal(hashes[i], h ? h : 1);
 		cJSON_free(want);
 		cJSON_Delete(o);
 	}
@@ -1289,6 +1294,7 @@ static void assert_text_as_cjson(const struct sl_ruleset *a)
 	cJSON_free(want);
 	free(got);
 	cJSON_Delete(doc);
+	free(hashes);
 }
 
 /* parse -> to_json -> parse must give the same structs, pretty or not. */
