@@ -835,5 +835,6 @@ int sl_agent_main(int argc, char **argv)
 	}
 	sl_dp_destroy(&a.dp);
 	sl_snapshot_free(&a.snap);
+	sl_snapshot_mark_free(&a.mark);
 	return ret;
 }

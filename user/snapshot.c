@@ -118,28 +118,15 @@ static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 	return 0;
 }
 
-/* false (md unset) only when OpenSSL fails */
-static bool sha256(const char *data, size_t len,
-		   unsigned char md[SL_SHA256_LEN])
-{
-	unsigned char buf[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	if (!EVP_Digest(data, len, buf, &mdlen, EVP_sha256(), NULL) ||
-	    mdlen != SL_SHA256_LEN)
-		return false;
-	memcpy(md, buf, SL_SHA256_LEN);
-	return true;
-}
-
 static void sha256_hex(const char *data, size_t len,
 		       char hex[2 * SL_SHA256_LEN + 1])
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char md[SL_SHA256_LEN];
-	unsigned int i;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
 
-	if (!sha256(data, len, md)) {
+	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen != SL_SHA256_LEN) {
 		/* Never equal to a stored checksum (those are hex). */
 		memset(hex, '?', 2 * SL_SHA256_LEN);
 		hex[2 * SL_SHA256_LEN] = '\0';
@@ -723,19 +710,25 @@ fail:
 	return ret;
 }
 
-/* path holds exactly the bytes that mark describes */
+/* path holds exactly the bytes of mark */
 static bool marked(const char *path, const struct sl_snapshot_mark *mark)
 {
-	unsigned char md[SL_SHA256_LEN];
 	size_t len;
 	char *buf;
 	bool same;
 
-	if (!mark->valid || read_all(path, &buf, &len, NULL, 0))
+	if (!mark->text || read_all(path, &buf, &len, NULL, 0))
 		return false;
-	same = sha256(buf, len, md) && !memcmp(md, mark->sha256, sizeof(md));
+	same = len == mark->len && !memcmp(buf, mark->text, len);
 	free(buf);
 	return same;
+}
+
+void sl_snapshot_mark_free(struct sl_snapshot_mark *mark)
+{
+	free(mark->text);
+	mark->text = NULL;
+	mark->len = 0;
 }
 
 /*
@@ -899,8 +892,14 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	if (ret && !faccessat(dfd, SL_SNAPSHOT_TMP, F_OK, AT_SYMLINK_NOFOLLOW))
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 out:
-	if (mark)
-		mark->valid = !ret && sha256(text, strlen(text), mark->sha256);
+	if (mark) {
+		sl_snapshot_mark_free(mark);
+		if (!ret) {
+			mark->text = text;
+			mark->len = strlen(text);
+			text = NULL;
+		}
+	}
 	if (dfd >= 0)
 		close(dfd);
 	free(canon);

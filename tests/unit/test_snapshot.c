@@ -1047,7 +1047,7 @@ static void write_marked(const char *dir, const char *json, uint64_t version,
 	if (sl_snapshot_write(dir, &rs, version, false, mark, err, sizeof(err)))
 		fail_msg("write %s v%llu: %s", dir,
 			 (unsigned long long) version, err);
-	assert_true(mark->valid);
+	assert_non_null(mark->text);
 	sl_ruleset_free(&rs);
 }
 
@@ -1078,15 +1078,16 @@ static void test_write_mark(void **state)
 	assert_snapshot(cur, 5, rules_b);
 	assert_snapshot(prev, 4, rules_a);
 
-	/* A refused write leaves no mark: the file is not its bytes. */
+	/* A refused write leaves no mark. */
 	ruleset(rules_c, &rs);
 	rs.rules[0].count = 0;
 	assert_int_equal(sl_snapshot_write(dir, &rs, 6, false, &mark, err,
 					   sizeof(err)),
 			 -EINVAL);
-	assert_false(mark.valid);
+	assert_null(mark.text);
 	sl_ruleset_free(&rs);
 	assert_snapshot(cur, 5, rules_b);
+	sl_snapshot_mark_free(&mark);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag,
