@@ -61,6 +61,18 @@ void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 	t->len += n;
 }
 
+void sl_text_u64(struct sl_text *t, const char *before, uint64_t v)
+{
+	char digits[20], *p = digits + sizeof(digits);
+
+	do {
+		*--p = '0' + v % 10;
+		v /= 10;
+	} while (v);
+	sl_text_put(t, before, strlen(before));
+	sl_text_put(t, p, digits + sizeof(digits) - p);
+}
+
 static void tabs(struct sl_text *t, int n)
 {
 	static const char tab[] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";

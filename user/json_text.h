@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A text that grows; nomem stays set after a failed allocation. */
 struct sl_text {
@@ -22,6 +23,9 @@ void sl_text_put(struct sl_text *t, const char *s, size_t n);
 
 void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* before, then v in decimal: "%s%llu" without printf's cost. */
+void sl_text_u64(struct sl_text *t, const char *before, uint64_t v);
 
 /*
  * A JSON text read from p to end. Values read with emit go to out in

@@ -1387,12 +1387,13 @@ static void rule_text(struct sl_text *t, const struct sl_rule *r,
 
 	text_key_str(t, "{\"name\":", r->name);
 	text_key_str(t, ",\"match\":{\"proto\":", sl_proto_str(r->proto));
-	if (r->dport_lo && r->dport_lo == r->dport_hi)
-		sl_text_printf(t, ",\"dport\":%u", (unsigned int)r->dport_lo);
-	else if (r->dport_lo)
-		sl_text_printf(t, ",\"dport\":\"%u-%u\"",
-			       (unsigned int)r->dport_lo,
-			       (unsigned int)r->dport_hi);
+	if (r->dport_lo && r->dport_lo == r->dport_hi) {
+		sl_text_u64(t, ",\"dport\":", r->dport_lo);
+	} else if (r->dport_lo) {
+		sl_text_u64(t, ",\"dport\":\"", r->dport_lo);
+		sl_text_u64(t, "-", r->dport_hi);
+		sl_text_put(t, "\"", 1);
+	}
 	if (r->dst.family) {
 		sl_prefix_str(&r->dst, buf, sizeof(buf));
 		text_key_str(t, ",\"dst\":", buf);
@@ -1402,31 +1403,28 @@ static void rule_text(struct sl_text *t, const struct sl_rule *r,
 		text_key_str(t, ",\"src\":", buf);
 	}
 	text_key_str(t, "},\"grade\":", sl_grade_str(r->grade));
-	sl_text_printf(t,
-		       ",\"count\":%llu,\"window\":{\"interval_ms\":%llu,"
-		       "\"sample_count\":%llu}",
-		       (unsigned long long) r->count,
-		       (unsigned long long) r->interval_ms,
-		       (unsigned long long) r->sample_count);
-	if (r->per_source)
-		sl_text_printf(t,
-			       ",\"per_source\":{\"prefix_v4\":%llu,"
-			       "\"prefix_v6\":%llu,\"max_sources\":%llu}",
-			       (unsigned long long) r->src_prefix_v4,
-			       (unsigned long long) r->src_prefix_v6,
-			       (unsigned long long) r->max_sources);
+	sl_text_u64(t, ",\"count\":", r->count);
+	sl_text_u64(t, ",\"window\":{\"interval_ms\":", r->interval_ms);
+	sl_text_u64(t, ",\"sample_count\":", r->sample_count);
+	sl_text_put(t, "}", 1);
+	if (r->per_source) {
+		sl_text_u64(t, ",\"per_source\":{\"prefix_v4\":",
+			    r->src_prefix_v4);
+		sl_text_u64(t, ",\"prefix_v6\":", r->src_prefix_v6);
+		sl_text_u64(t, ",\"max_sources\":", r->max_sources);
+		sl_text_put(t, "}", 1);
+	}
 	text_key_str(t, ",\"mode\":", sl_mode_str(r->mode));
 	if (with_priority && r->has_priority)
-		sl_text_printf(t, ",\"priority\":%llu",
-			       (unsigned long long) r->priority);
-	if (r->warm_up)
-		sl_text_printf(t,
-			       ",\"behavior\":{\"warm_up\":{\"period_s\":%llu,"
-			       "\"cold_factor\":%llu}}",
-			       (unsigned long long) r->warm_period_s,
-			       (unsigned long long) r->cold_factor);
-	else
+		sl_text_u64(t, ",\"priority\":", r->priority);
+	if (r->warm_up) {
+		sl_text_u64(t, ",\"behavior\":{\"warm_up\":{\"period_s\":",
+			    r->warm_period_s);
+		sl_text_u64(t, ",\"cold_factor\":", r->cold_factor);
+		sl_text_put(t, "}}", 2);
+	} else {
 		text_key_str(t, ",\"behavior\":", "reject");
+	}
 	sl_text_put(t, "}", 1);
 }
 
