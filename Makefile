@@ -21,7 +21,7 @@ BPF_OBJ   := $(BUILD)/sluice.bpf.o
 SKEL      := $(BUILD)/sluice.skel.h
 
 LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
-	     user/snapshot.c user/ctl.c user/agent.c user/cli.c \
+	     user/json_text.c user/snapshot.c user/ctl.c user/agent.c user/cli.c \
 	     user/proto.c user/quota.c user/secrets.c user/tokend.c \
 	     user/tokend_cmd.c user/lease.c user/cluster.c
 LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))

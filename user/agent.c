@@ -26,6 +26,7 @@
 #include "agent.h"
 #include "cluster.h"
 #include "ctl.h"
+#include "json_text.h"
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
@@ -48,6 +49,7 @@ struct agent {
 	int listen_fd;
 	struct sl_dataplane dp;
 	struct sl_snapshot snap; /* what the rules should be */
+	struct sl_snapshot_mark mark; /* of the snapshot file we wrote last */
 	bool snap_from_prev;
 	uint64_t in_force_version;
 	double started;
@@ -256,8 +258,8 @@ static int rules_from_file(struct agent *a)
 		}
 		sl_snapshot_free(&cur);
 	}
-	if (sl_snapshot_write(a->state_dir, &rs, version, a->err,
-			      sizeof(a->err))) {
+	if (sl_snapshot_write(a->state_dir, &rs, version, true, &a->mark,
+			      a->err, sizeof(a->err))) {
 		pr_err("cannot write the snapshot: %s", a->err);
 		sl_ruleset_free(&rs);
 		return -EIO;
@@ -350,6 +352,15 @@ static cJSON *error_answer(const char *code, const char *fmt, ...)
 	return r;
 }
 
+/* r printed on one line, then freed; NULL when out of memory. */
+static char *print_answer(cJSON *r)
+{
+	char *text = r ? cJSON_PrintUnformatted(r) : NULL;
+
+	cJSON_Delete(r);
+	return text;
+}
+
 static cJSON *ok_answer(void)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -423,61 +434,87 @@ static cJSON *do_status(struct agent *a)
 	return r;
 }
 
-/* Integers as raw JSON: exact beyond 2^53, and much cheaper to print than
- * cJSON's doubles for the thousands of counters of a large rule set. */
-static void add_u64(cJSON *obj, const char *name, uint64_t v)
+/* Rule names are [a-z0-9_.-] (docs/rules.md): nothing to escape. */
+/* One rule's stats object; cluster_state is NULL for a local rule. */
+static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
+			   const struct sl_rule_stats *st,
+			   const char *cluster_state)
 {
-	char buf[24];
-
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-	cJSON_AddRawToObject(obj, name, buf);
+	sl_text_printf(t,
+		       "{\"name\":\"%s\",\"mode\":\"%s\",\"grade\":\"%s\","
+		       "\"count\":%llu,\"interval_ms\":%u,"
+		       "\"passed_pps\":%llu,\"blocked_pps\":%llu,"
+		       "\"passed_Bps\":%llu,\"blocked_Bps\":%llu,"
+		       "\"passed_pkts\":%llu,\"passed_bytes\":%llu,"
+		       "\"blocked_pkts\":%llu,\"blocked_bytes\":%llu,"
+		       "\"per_source\":%s,\"sources\":%llu,"
+		       "\"max_sources\":%llu,\"source_overflow\":%llu",
+		       ru->name, sl_mode_str(ru->mode), sl_grade_str(ru->grade),
+		       (unsigned long long)ru->count,
+		       (unsigned int)ru->interval_ms,
+		       (unsigned long long)llround(st->passed_pps),
+		       (unsigned long long)llround(st->blocked_pps),
+		       (unsigned long long)llround(st->passed_Bps),
+		       (unsigned long long)llround(st->blocked_Bps),
+		       (unsigned long long)st->passed_pkts,
+		       (unsigned long long)st->passed_bytes,
+		       (unsigned long long)st->blocked_pkts,
+		       (unsigned long long)st->blocked_bytes,
+		       ru->per_source ? "true" : "false",
+		       (unsigned long long)st->sources,
+		       (unsigned long long)ru->max_sources,
+		       (unsigned long long)st->source_overflow);
+	if (cluster_state)
+		sl_text_printf(t, ",\"cluster_state\":\"%s\"", cluster_state);
+	sl_text_printf(t, "}");
 }
 
-static cJSON *do_stats(struct agent *a)
+/* The stats answer as text (docs/cli.md), or NULL when out of memory. */
+static char *do_stats(struct agent *a)
 {
-	cJSON *r = ok_answer(), *rules, *host;
+	struct sl_rule_stats *st = calloc(a->dp.rules.n + 1, sizeof(*st));
+	struct sl_text t = { 0 };
 	uint64_t hs[SLUICE_ST_MAX];
+	int err;
 
-	add_u64(r, "time_ns", sl_dp_now(&a->dp));
-	rules = cJSON_AddArrayToObject(r, "rules");
+	if (!st)
+		return NULL;
 	pthread_mutex_lock(&a->dp_lock);
+	err = sl_dp_rules_stats(&a->dp, st);
+	if (err) {
+		pthread_mutex_unlock(&a->dp_lock);
+		free(st);
+		return print_answer(error_answer("internal",
+						 "reading the counters: %s",
+						 strerror(-err)));
+	}
+	sl_text_printf(&t, "{\"ok\":true,\"time_ns\":%llu,\"rules\":[",
+		       (unsigned long long)sl_dp_now(&a->dp));
 	for (size_t i = 0; i < a->dp.rules.n; i++) {
 		const struct sl_rule *ru = &a->dp.rules.rules[i];
-		struct sl_rule_stats st;
-		cJSON *o;
 
-		if (sl_dp_rule_stats(&a->dp, i, &st))
-			continue;
-		o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "name", ru->name);
-		cJSON_AddStringToObject(o, "mode", sl_mode_str(ru->mode));
-		cJSON_AddStringToObject(o, "grade", sl_grade_str(ru->grade));
-		add_u64(o, "count", ru->count);
-		add_u64(o, "interval_ms", ru->interval_ms);
-		add_u64(o, "passed_pps", llround(st.passed_pps));
-		add_u64(o, "blocked_pps", llround(st.blocked_pps));
-		add_u64(o, "passed_Bps", llround(st.passed_Bps));
-		add_u64(o, "blocked_Bps", llround(st.blocked_Bps));
-		add_u64(o, "passed_pkts", st.passed_pkts);
-		add_u64(o, "passed_bytes", st.passed_bytes);
-		add_u64(o, "blocked_pkts", st.blocked_pkts);
-		add_u64(o, "blocked_bytes", st.blocked_bytes);
-		cJSON_AddBoolToObject(o, "per_source", ru->per_source);
-		add_u64(o, "sources", st.sources);
-		add_u64(o, "max_sources", ru->max_sources);
-		add_u64(o, "source_overflow", st.source_overflow);
-		if (ru->cluster.enabled && a->cluster)
-			cJSON_AddStringToObject(
-				o, "cluster_state",
-				sl_cluster_rule_state(a->cluster, ru->name));
-		cJSON_AddItemToArray(rules, o);
+		if (i)
+			sl_text_printf(&t, ",");
+		add_rule_stats(&t, ru, &st[i],
+			       ru->cluster.enabled && a->cluster
+				       ? sl_cluster_rule_state(a->cluster,
+							       ru->name)
+				       : NULL);
 	}
 	pthread_mutex_unlock(&a->dp_lock);
-	host = cJSON_AddObjectToObject(r, "host");
+	sl_text_printf(&t, "],\"host\":{");
 	if (!sl_dp_host_stats(&a->dp, hs))
 		for (int k = 0; k < SLUICE_ST_MAX; k++)
-			add_u64(host, sl_host_stat_name(k), hs[k]);
-	return r;
+			sl_text_printf(&t, "%s\"%s\":%llu", k ? "," : "",
+				       sl_host_stat_name(k),
+				       (unsigned long long)hs[k]);
+	sl_text_printf(&t, "}}");
+	free(st);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
 }
 
 static cJSON *do_list(struct agent *a)
@@ -513,9 +550,13 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 		if (!cJSON_IsArray(rules))
 			return error_answer("invalid",
 					    "request: 'rules' must be an array");
+		/* a reference: doc borrows the request's rules */
 		doc = cJSON_CreateObject();
-		cJSON_AddItemToObject(doc, "rules",
-				      cJSON_Duplicate(rules, true));
+		if (!doc || !cJSON_AddItemReferenceToObject(doc, "rules",
+							    (cJSON *)rules)) {
+			cJSON_Delete(doc);
+			return error_answer("internal", "out of memory");
+		}
 		if (sl_rules_from_cjson(doc, &in, a->err, sizeof(a->err))) {
 			cJSON_Delete(doc);
 			return error_answer("invalid", "%s", a->err);
@@ -635,8 +676,9 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 				    "agent runs without --allow-empty)");
 	}
 	/* durable first: acknowledged means it survives a crash */
-	if (sl_snapshot_write(a->state_dir, &next, version, a->err,
-			      sizeof(a->err))) {
+	/* next holds rules as the parser returned them (build_change()) */
+	if (sl_snapshot_write(a->state_dir, &next, version, true, &a->mark,
+			      a->err, sizeof(a->err))) {
 		sl_ruleset_free(&next);
 		return error_answer("internal", "cannot write the snapshot: %s",
 				    a->err);
@@ -679,6 +721,13 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 	return r;
 }
 
+static bool is_cmd(const cJSON *req, const char *name)
+{
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+
+	return cJSON_IsString(cmd) && !strcmp(cmd->valuestring, name);
+}
+
 static cJSON *dispatch(struct agent *a, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
@@ -687,8 +736,6 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 		return error_answer("invalid", "request: 'cmd' is missing");
 	if (!strcmp(cmd->valuestring, "status"))
 		return do_status(a);
-	if (!strcmp(cmd->valuestring, "stats"))
-		return do_stats(a);
 	if (!strcmp(cmd->valuestring, "rule.list"))
 		return do_list(a);
 	if (!strcmp(cmd->valuestring, "rule.add"))
@@ -705,23 +752,29 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
  * which serialises concurrent changes. */
 static void serve_one(struct agent *a)
 {
-	cJSON *req = NULL, *resp;
 	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	cJSON *req = NULL;
+	char *text;
 	int err;
 
 	if (fd < 0)
 		return;
 	err = sl_ctl_recv(fd, &req);
 	if (err)
-		resp = error_answer("invalid", "request: %s",
-				    err == -EBADMSG ? "not a JSON object"
-						    : strerror(-err));
+		text = print_answer(error_answer("invalid", "request: %s",
+						 err == -EBADMSG
+							 ? "not a JSON object"
+							 : strerror(-err)));
+	else if (is_cmd(req, "stats"))
+		text = do_stats(a);
 	else
-		resp = dispatch(a, req);
-	sl_ctl_send(fd, resp);
-	cJSON_Delete(req);
-	cJSON_Delete(resp);
+		text = print_answer(dispatch(a, req));
+	if (text)
+		sl_ctl_send_text(fd, text, strlen(text));
+	/* the client waits for EOF: free the large request after it */
 	close(fd);
+	cJSON_Delete(req);
+	free(text);
 }
 
 static void print_stats(struct agent *a)
@@ -953,5 +1006,6 @@ int sl_agent_main(int argc, char **argv)
 	sl_secrets_free(&a.secrets);
 	sl_dp_destroy(&a.dp);
 	sl_snapshot_free(&a.snap);
+	sl_snapshot_mark_free(&a.mark);
 	return ret;
 }

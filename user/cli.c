@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "ctl.h"
+#include "json_text.h"
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
@@ -344,6 +345,61 @@ static bool get_bool(const cJSON *o, const char *key)
 	return cJSON_IsTrue(get(o, key));
 }
 
+/* Print why the agent could not be asked; returns err. */
+static int call_failed(const struct cli *c, const char *cmd, int err)
+{
+	switch (err) {
+	case -EBADMSG:
+		pr_err("%s: the agent at %s sent an answer that is not a "
+		       "JSON object", cmd, c->sock);
+		break;
+	case -EMSGSIZE:
+		pr_err("%s: the answer of the agent at %s is larger than "
+		       "%u MiB", cmd, c->sock, SL_CTL_MAX_MSG >> 20);
+		break;
+	case -ENOMEM:
+		pr_err("%s: out of memory", cmd);
+		break;
+	case -EACCES:
+	case -EPERM:
+		pr_err("cannot reach the agent at %s: %s (the control socket "
+		       "is for root only)", c->sock, strerror(-err));
+		break;
+	case -ETIMEDOUT:
+		pr_err("the agent at %s did not answer within %d s — is it "
+		       "stuck? (--state-dir DIR to reach another)",
+		       c->sock, SL_CTL_TIMEOUT_MS / 1000);
+		break;
+	default:
+		pr_err("cannot reach the agent at %s: %s — is `sluice agent` "
+		       "running? (--state-dir DIR to reach another)",
+		       c->sock, strerror(-err));
+	}
+	return err;
+}
+
+/* 0 when the answer says "ok": true; else prints the agent's reason. */
+static int check_answer(const struct cli *c, const char *cmd,
+			const cJSON *resp)
+{
+	const cJSON *ok = get(resp, "ok");
+	const char *code;
+	bool failed;
+
+	if (!cJSON_IsBool(ok)) {
+		pr_err("%s: the agent at %s sent an answer without \"ok\"",
+		       cmd, c->sock);
+		return -EBADMSG;
+	}
+	if (cJSON_IsTrue(ok))
+		return 0;
+	code = get_str(resp, "code", "?");
+	failed = !strcmp(code, "apply") || !strcmp(code, "internal");
+	pr_err("%s %s [%s]: %s", cmd, failed ? "failed" : "refused", code,
+	       get_str(resp, "error", "(the agent gave no reason)"));
+	return -EREMOTEIO;
+}
+
 /*
  * Send req and wait for the answer; *resp is set whenever one came back.
  * Returns 0 (ok: true), -EREMOTEIO (the agent said no), -EBADMSG (not a
@@ -352,56 +408,11 @@ static bool get_bool(const cJSON *o, const char *key)
 static int agent_call(const struct cli *c, const cJSON *req, cJSON **resp)
 {
 	const char *cmd = get_str(req, "cmd", "?");
-	const char *code;
-	const cJSON *ok;
-	bool failed;
 	int err;
 
 	*resp = NULL;
 	err = sl_ctl_call(c->sock, req, resp, SL_CTL_TIMEOUT_MS);
-	switch (err) {
-	case 0:
-		break;
-	case -EBADMSG:
-		pr_err("%s: the agent at %s sent an answer that is not a "
-		       "JSON object", cmd, c->sock);
-		return err;
-	case -EMSGSIZE:
-		pr_err("%s: the answer of the agent at %s is larger than "
-		       "%u MiB", cmd, c->sock, SL_CTL_MAX_MSG >> 20);
-		return err;
-	case -ENOMEM:
-		pr_err("%s: out of memory", cmd);
-		return err;
-	case -EACCES:
-	case -EPERM:
-		pr_err("cannot reach the agent at %s: %s (the control socket "
-		       "is for root only)", c->sock, strerror(-err));
-		return err;
-	case -ETIMEDOUT:
-		pr_err("the agent at %s did not answer within %d s — is it "
-		       "stuck? (--state-dir DIR to reach another)",
-		       c->sock, SL_CTL_TIMEOUT_MS / 1000);
-		return err;
-	default:
-		pr_err("cannot reach the agent at %s: %s — is `sluice agent` "
-		       "running? (--state-dir DIR to reach another)",
-		       c->sock, strerror(-err));
-		return err;
-	}
-	ok = get(*resp, "ok");
-	if (!cJSON_IsBool(ok)) {
-		pr_err("%s: the agent at %s sent an answer without \"ok\"",
-		       cmd, c->sock);
-		return -EBADMSG;
-	}
-	if (cJSON_IsTrue(ok))
-		return 0;
-	code = get_str(*resp, "code", "?");
-	failed = !strcmp(code, "apply") || !strcmp(code, "internal");
-	pr_err("%s %s [%s]: %s", cmd, failed ? "failed" : "refused", code,
-	       get_str(*resp, "error", "(the agent gave no reason)"));
-	return -EREMOTEIO;
+	return err ? call_failed(c, cmd, err) : check_answer(c, cmd, *resp);
 }
 
 static int exit_code(int err)
@@ -433,6 +444,50 @@ static int print_json(cJSON *resp)
 	return 0;
 }
 
+/*
+ * -j: send req, print the answer without its "ok". An answer that says
+ * "ok": true is relayed; anything else takes the general path, which says
+ * what is wrong. Returns as agent_call() does.
+ */
+static int json_call(const struct cli *c, const cJSON *req)
+{
+	const char *cmd = get_str(req, "cmd", "?");
+	struct sl_text out = { 0 };
+	struct sl_json r = { .out = &out };
+	cJSON *resp = NULL;
+	bool ok = false;
+	size_t len;
+	char *text;
+	int err;
+
+	err = sl_ctl_call_text(c->sock, req, &text, &len, SL_CTL_TIMEOUT_MS);
+	if (err)
+		return call_failed(c, cmd, err);
+	r.p = text;
+	r.end = text + len;
+	sl_json_ws(&r);
+	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, true, &ok)) {
+		sl_json_ws(&r);
+		sl_text_put(&out, "\n", 1);
+		if (ok && r.p == r.end && !out.nomem) {
+			fwrite(out.buf, 1, out.len, stdout);
+			fflush(stdout);
+			free(out.buf);
+			free(text);
+			return 0;
+		}
+	}
+	free(out.buf);
+	err = sl_ctl_parse(text, len, &resp);
+	if (err)
+		return call_failed(c, cmd, err);
+	err = check_answer(c, cmd, resp);
+	if (!err || err == -EREMOTEIO)
+		print_json(resp);
+	cJSON_Delete(resp);
+	return err;
+}
+
 static cJSON *new_request(const char *cmd)
 {
 	cJSON *req = cJSON_CreateObject();
@@ -456,11 +511,14 @@ static int run_request(const struct cli *c, cJSON *req,
 		pr_err("%s: out of memory", c->verb->name);
 		return SL_CLI_FAILED;
 	}
+	if (c->json) {
+		err = json_call(c, req);
+		cJSON_Delete(req);
+		return exit_code(err);
+	}
 	err = agent_call(c, req, &resp);
 	cJSON_Delete(req);
-	if (resp && c->json && (!err || err == -EREMOTEIO))
-		print_json(resp);
-	else if (!err)
+	if (!err)
 		human(resp);
 	cJSON_Delete(resp);
 	return exit_code(err);
@@ -505,7 +563,9 @@ static const char *rate_cell(double v, char *buf, size_t len)
 {
 	if (v != v || v < 0)
 		return "-";
-	if (v < 1e4)
+	if (v < 1e4 && integral(v)) /* the common case: no float printf */
+		snprintf(buf, len, "%lld", (long long)v);
+	else if (v < 1e4)
 		snprintf(buf, len, "%.0f", v);
 	else if (v < 1e6)
 		snprintf(buf, len, "%.1fk", v / 1e3);
@@ -542,34 +602,46 @@ struct table {
 	size_t ncols;
 	const char *const *heads;
 	unsigned int right; /* bit i: column i is right-aligned */
-	char **cells;
+	char *text;	    /* the cells, one after the other, NUL-ended */
+	size_t len, size;
+	size_t *cell;	    /* where each cell starts in text */
 	size_t n, cap;
 	int err;
 };
 
 static void table_add(struct table *t, const char *s)
 {
-	char *copy;
+	size_t l;
 
 	if (t->err)
 		return;
+	s = s ? s : "-";
+	l = strlen(s) + 1;
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
-		char **nc = realloc(t->cells, cap * sizeof(*nc));
+		size_t *nc = realloc(t->cell, cap * sizeof(*nc));
 
 		if (!nc) {
 			t->err = -ENOMEM;
 			return;
 		}
-		t->cells = nc;
+		t->cell = nc;
 		t->cap = cap;
 	}
-	copy = strdup(s ? s : "-");
-	if (!copy) {
-		t->err = -ENOMEM;
-		return;
+	if (t->len + l > t->size) {
+		size_t size = 2 * (t->len + l) + 1024;
+		char *nt = realloc(t->text, size);
+
+		if (!nt) {
+			t->err = -ENOMEM;
+			return;
+		}
+		t->text = nt;
+		t->size = size;
 	}
-	t->cells[t->n++] = copy;
+	memcpy(t->text + t->len, s, l);
+	t->cell[t->n++] = t->len;
+	t->len += l;
 }
 
 __attribute__((format(printf, 2, 3))) static void
@@ -584,15 +656,29 @@ table_addf(struct table *t, const char *fmt, ...)
 	table_add(t, buf);
 }
 
+static void pad(size_t n)
+{
+	static const char spaces[] = "                                ";
+
+	while (n) {
+		size_t k = n < sizeof(spaces) - 1 ? n : sizeof(spaces) - 1;
+
+		fwrite(spaces, 1, k, stdout);
+		n -= k;
+	}
+}
+
 static void print_cell(const struct table *t, size_t col, const char *s,
 		       const size_t *width)
 {
 	bool last = col + 1 == t->ncols;
+	size_t l = strlen(s);
 
 	if (t->right & (1u << col))
-		printf("%*s", (int)width[col], s);
-	else
-		printf("%-*s", last ? 0 : (int)width[col], s);
+		pad(width[col] - l);
+	fputs(s, stdout);
+	if (!(t->right & (1u << col)) && !last)
+		pad(width[col] - l);
 	fputs(last ? "\n" : "  ", stdout);
 }
 
@@ -605,7 +691,7 @@ static int table_print(struct table *t)
 	for (i = 0; i < t->ncols; i++)
 		width[i] = strlen(t->heads[i]);
 	for (i = 0; i < t->n; i++) {
-		size_t l = strlen(t->cells[i]);
+		size_t l = strlen(t->text + t->cell[i]);
 
 		if (l > width[i % t->ncols])
 			width[i % t->ncols] = l;
@@ -613,15 +699,14 @@ static int table_print(struct table *t)
 	for (i = 0; i < t->ncols; i++)
 		print_cell(t, i, t->heads[i], width);
 	for (i = 0; i < t->n; i++)
-		print_cell(t, i % t->ncols, t->cells[i], width);
+		print_cell(t, i % t->ncols, t->text + t->cell[i], width);
 	return 0;
 }
 
 static void table_free(struct table *t)
 {
-	for (size_t i = 0; i < t->n; i++)
-		free(t->cells[i]);
-	free(t->cells);
+	free(t->text);
+	free(t->cell);
 }
 
 static void table_done(struct table *t)
@@ -686,11 +771,11 @@ static int read_stdin(char **out, size_t *outlen)
 
 /* The canonical rules of file ("-": stdin), validated like the agent
  * will; the errors are in err. */
-static int load_rules(const char *file, cJSON **rules, char *err,
+static int load_rules(const char *file, char **rules, char *err,
 		      size_t errlen)
 {
 	struct sl_ruleset rs = { 0 };
-	cJSON *arr;
+	char *arr;
 	int ret;
 
 	if (!strcmp(file, "-")) {
@@ -710,16 +795,7 @@ static int load_rules(const char *file, cJSON **rules, char *err,
 	}
 	if (ret)
 		return ret;
-	arr = cJSON_CreateArray();
-	for (size_t i = 0; arr && i < rs.n; i++) {
-		cJSON *r = sl_rule_to_json(&rs.rules[i]);
-
-		if (!r || !cJSON_AddItemToArray(arr, r)) {
-			cJSON_Delete(r);
-			cJSON_Delete(arr);
-			arr = NULL;
-		}
-	}
+	arr = sl_rules_text(&rs);
 	sl_ruleset_free(&rs);
 	if (!arr) {
 		snprintf(err, errlen, "out of memory");
@@ -737,6 +813,7 @@ static int cmd_change(const struct cli *c)
 		[V_REPLACE] = "rule.replace",
 	};
 	cJSON *req = new_request(cmds[c->verb->id]), *list = NULL;
+	char *rules = NULL;
 	int ret;
 
 	if (!req)
@@ -755,7 +832,7 @@ static int cmd_change(const struct cli *c)
 
 		if (!err)
 			goto nomem;
-		ret = load_rules(file, &list, err, ERRBUF);
+		ret = load_rules(file, &rules, err, ERRBUF);
 		if (ret == -EINVAL)
 			pr_err("%s: invalid rule file, nothing sent to the "
 			       "agent:\n%s",
@@ -767,7 +844,11 @@ static int cmd_change(const struct cli *c)
 			cJSON_Delete(req);
 			return SL_CLI_FAILED;
 		}
-		cJSON_AddItemToObject(req, "rules", list);
+		/* the canonical text as it is: no tree to build and print */
+		list = cJSON_AddRawToObject(req, "rules", rules);
+		free(rules);
+		if (!list)
+			goto nomem;
 	}
 	if (c->has_if_version &&
 	    !cJSON_AddNumberToObject(req, "if_version", (double)c->if_version))
@@ -986,43 +1067,132 @@ static const char *grade_unit(const char *grade)
 	return "pkt/s";
 }
 
-/* Returns true for a shadow rule. */
-static bool stats_row(struct table *t, const cJSON *r)
+/*
+ * The stats answer is read from its text, without a tree: some 70000
+ * values for 4096 rules. A row is a flat object's members as they came.
+ */
+#define ROW_MAX 32
+
+struct row {
+	struct member {
+		const char *key, *val; /* the key without quotes */
+		size_t key_len, val_len;
+	} m[ROW_MAX];
+	int n;
+};
+
+/* The object at r->p (valid JSON: the answer was checked) into row;
+ * members past ROW_MAX are skipped. */
+static void read_row(struct sl_json *r, struct row *row)
 {
-	const char *grade = get_str(r, "grade", "pps");
-	bool shadow = !strcmp(get_str(r, "mode", ""), "shadow");
-	bool bytes = !strcmp(grade, "bps");
-	char n1[32], n2[32];
+	row->n = 0;
+	r->p++;
+	sl_json_ws(r);
+	while (r->p < r->end && *r->p == '"') {
+		struct member m = { .key = r->p + 1 };
+
+		sl_json_string(r, false);
+		m.key_len = r->p - m.key - 1;
+		sl_json_ws(r);
+		r->p++; /* ':' */
+		sl_json_ws(r);
+		m.val = r->p;
+		sl_json_value(r, 1, false);
+		m.val_len = r->p - m.val;
+		if (row->n < ROW_MAX)
+			row->m[row->n++] = m;
+		sl_json_ws(r);
+		if (*r->p == ',')
+			r->p++;
+		sl_json_ws(r);
+	}
+	r->p++; /* '}' */
+}
+
+static const struct member *row_get(const struct row *row, const char *key)
+{
+	size_t n = strlen(key);
+
+	for (int i = 0; i < row->n; i++)
+		if (row->m[i].key_len == n && !memcmp(row->m[i].key, key, n))
+			return &row->m[i];
+	return NULL;
+}
+
+/* A string member's text (its JSON escapes as they are), or def. */
+static const char *row_str(const struct row *row, const char *key,
+			   const char *def, char *buf, size_t len)
+{
+	const struct member *m = row_get(row, key);
+
+	if (!m || m->val[0] != '"')
+		return def;
+	snprintf(buf, len, "%.*s", (int)(m->val_len - 2), m->val + 1);
+	return buf;
+}
+
+static double row_num(const struct row *row, const char *key, double def)
+{
+	const struct member *m = row_get(row, key);
+	unsigned long long v = 0;
+	size_t i;
+
+	if (!m || !(m->val[0] == '-' || (m->val[0] >= '0' && m->val[0] <= '9')))
+		return def;
+	/* counters are integers: strtod only for the rest */
+	for (i = 0; i < m->val_len && i < 15 && m->val[i] >= '0' &&
+		    m->val[i] <= '9'; i++)
+		v = v * 10 + (m->val[i] - '0');
+	return i == m->val_len ? (double)v : strtod(m->val, NULL);
+}
+
+static bool row_true(const struct row *row, const char *key)
+{
+	const struct member *m = row_get(row, key);
+
+	return m && m->val_len == 4 && !memcmp(m->val, "true", 4);
+}
+
+/* Returns true for a shadow rule. */
+static bool stats_row(struct table *t, const struct row *r)
+{
+	char name[SL_NAME_MAX + 8], mode[16], grade[16], state[24], n1[32];
+	char n2[32];
+	bool shadow, bytes;
 	double over;
 
-	table_add(t, get_str(r, "name", "?"));
-	if (cJSON_IsString(get(r, "cluster_state")))
-		table_addf(t, "%s, %s", get_str(r, "mode", "?"),
-			   get_str(r, "cluster_state", "?"));
+	row_str(r, "grade", "pps", grade, sizeof(grade));
+	row_str(r, "mode", "?", mode, sizeof(mode));
+	shadow = !strcmp(mode, "shadow");
+	bytes = !strcmp(grade, "bps");
+	table_add(t, row_str(r, "name", "?", name, sizeof(name)));
+	if (row_str(r, "cluster_state", NULL, state, sizeof(state)))
+		table_addf(t, "%s, %s", mode, state);
 	else
-		table_add(t, get_str(r, "mode", "?"));
-	table_addf(t, "%s %s", cell(get(r, "count"), n1, sizeof(n1)),
+		table_add(t, mode);
+	table_addf(t, "%s %s", num_cell(row_num(r, "count", -1), n1,
+					sizeof(n1)),
 		   grade_unit(grade));
 	/* rates in the unit of the limit */
-	table_add(t, rate_cell(get_num(r, bytes ? "passed_Bps" : "passed_pps",
+	table_add(t, rate_cell(row_num(r, bytes ? "passed_Bps" : "passed_pps",
 				       -1),
 			       n1, sizeof(n1)));
-	over = get_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
+	over = row_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
 	table_add(t, shadow ? "-" : rate_cell(over, n1, sizeof(n1)));
 	table_add(t, shadow ? rate_cell(over, n1, sizeof(n1)) : "-");
-	table_add(t, num_cell(get_num(r, "passed_pkts", -1), n1, sizeof(n1)));
+	table_add(t, num_cell(row_num(r, "passed_pkts", -1), n1, sizeof(n1)));
 	if (shadow)
-		table_addf(t, "(%s)", num_cell(get_num(r, "blocked_pkts", -1),
+		table_addf(t, "(%s)", num_cell(row_num(r, "blocked_pkts", -1),
 					       n1, sizeof(n1)));
 	else
-		table_add(t, num_cell(get_num(r, "blocked_pkts", -1), n1,
+		table_add(t, num_cell(row_num(r, "blocked_pkts", -1), n1,
 				      sizeof(n1)));
-	if (get_bool(r, "per_source")) {
+	if (row_true(r, "per_source")) {
 		table_addf(t, "%s/%s",
-			   num_cell(get_num(r, "sources", -1), n1, sizeof(n1)),
-			   num_cell(get_num(r, "max_sources", -1), n2,
+			   num_cell(row_num(r, "sources", -1), n1, sizeof(n1)),
+			   num_cell(row_num(r, "max_sources", -1), n2,
 				    sizeof(n2)));
-		table_add(t, num_cell(get_num(r, "source_overflow", -1), n1,
+		table_add(t, num_cell(row_num(r, "source_overflow", -1), n1,
 				      sizeof(n1)));
 	} else {
 		table_add(t, "-");
@@ -1031,22 +1201,81 @@ static bool stats_row(struct table *t, const cJSON *r)
 	return shadow;
 }
 
-static void print_stats(const cJSON *resp)
+static void print_host(const struct row *host)
+{
+	const char *sep = "";
+	char n[32];
+
+	printf("host:");
+	for (int i = 0; i < host->n; i++) {
+		const struct member *m = &host->m[i];
+		const char *v = m->val;
+		int len = m->val_len;
+
+		if (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
+			v = num_cell(strtod(v, NULL), n, sizeof(n));
+			len = strlen(v);
+		}
+		printf("%s %.*s %.*s", sep, (int)m->key_len, m->key, len, v);
+		sep = ",";
+	}
+	putchar('\n');
+}
+
+/* The stats table of an answer that says "ok": true (valid JSON). */
+static void print_stats(const char *text, size_t len)
 {
 	static const char *const heads[] = {
 		"rule", "mode", "limit", "passed/s", "dropped/s",
 		"would-drop/s", "passed", "dropped", "sources", "overflow",
 	};
 	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
-	const cJSON *rules = get(resp, "rules"), *r, *h;
-	const char *sep = "";
-	bool shadow = false;
-	char n[32];
+	struct sl_json r = { .p = text, .end = text + len };
+	struct row row, host = { .n = 0 };
+	bool shadow = false, any = false;
 
-	if (cJSON_GetArraySize(rules)) {
-		cJSON_ArrayForEach(r, rules)
-			if (cJSON_IsObject(r))
-				shadow |= stats_row(&t, r);
+	sl_json_ws(&r);
+	r.p++; /* '{' */
+	sl_json_ws(&r);
+	while (r.p < r.end && *r.p == '"') {
+		const char *key = r.p;
+		size_t key_len;
+
+		sl_json_string(&r, false);
+		key_len = r.p - key;
+		sl_json_ws(&r);
+		r.p++; /* ':' */
+		sl_json_ws(&r);
+		if (key_len == 7 && !memcmp(key, "\"rules\"", 7) &&
+		    *r.p == '[') {
+			r.p++;
+			sl_json_ws(&r);
+			while (*r.p != ']') {
+				if (*r.p == '{') {
+					read_row(&r, &row);
+					shadow |= stats_row(&t, &row);
+					any = true;
+				} else {
+					sl_json_value(&r, 1, false);
+				}
+				sl_json_ws(&r);
+				if (*r.p == ',')
+					r.p++;
+				sl_json_ws(&r);
+			}
+			r.p++;
+		} else if (key_len == 6 && !memcmp(key, "\"host\"", 6) &&
+			   *r.p == '{') {
+			read_row(&r, &host);
+		} else {
+			sl_json_value(&r, 1, false);
+		}
+		sl_json_ws(&r);
+		if (*r.p == ',')
+			r.p++;
+		sl_json_ws(&r);
+	}
+	if (any) {
 		table_done(&t);
 		if (shadow)
 			printf("shadow rules drop nothing: would-drop/s and "
@@ -1054,13 +1283,49 @@ static void print_stats(const cJSON *resp)
 	} else {
 		printf("no rules in force\n");
 	}
-	printf("host:");
-	cJSON_ArrayForEach(h, get(resp, "host")) {
-		printf("%s %s %s", sep, h->string, cell(h, n, sizeof(n)));
-		sep = ",";
-	}
-	putchar('\n');
+	print_host(&host);
 	fflush(stdout);
+}
+
+/*
+ * stats without -j: the table when the answer says "ok": true; anything
+ * else takes the general path, which says what is wrong. header (may be
+ * NULL) is printed before a table. Returns as agent_call() does.
+ */
+static int stats_call(const struct cli *c, const cJSON *req,
+		      const char *header)
+{
+	struct sl_text out = { 0 };
+	struct sl_json r = { .out = &out };
+	cJSON *resp = NULL;
+	bool ok = false;
+	size_t len;
+	char *text;
+	int err;
+
+	err = sl_ctl_call_text(c->sock, req, &text, &len, SL_CTL_TIMEOUT_MS);
+	if (err)
+		return call_failed(c, "stats", err);
+	r.p = text;
+	r.end = text + len;
+	sl_json_ws(&r);
+	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, false, &ok)) {
+		sl_json_ws(&r);
+		if (ok && r.p == r.end) {
+			if (header)
+				fputs(header, stdout);
+			print_stats(text, len);
+			free(text);
+			return 0;
+		}
+	}
+	err = sl_ctl_parse(text, len, &resp);
+	if (err)
+		return call_failed(c, "stats", err);
+	err = check_answer(c, "stats", resp);
+	cJSON_Delete(resp);
+	/* "ok": true, yet not read above: not an answer of ours */
+	return err ? err : call_failed(c, "stats", -EBADMSG);
 }
 
 static volatile sig_atomic_t watch_stop;
@@ -1095,31 +1360,27 @@ static int watch_stats(const struct cli *c)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old);
 	while (!watch_stop) {
-		cJSON *req = new_request("stats"), *resp = NULL;
-		char when[16];
-		time_t now;
+		cJSON *req = new_request("stats");
+		char when[16], header[64];
+		time_t now = time(NULL);
 
-		err = req ? agent_call(c, req, &resp) : -ENOMEM;
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+		snprintf(header, sizeof(header),
+			 "%s%s  every %gs, Ctrl-C to stop\n",
+			 tty ? CLEAR_SCREEN : "", when, every);
+		if (!req)
+			err = -ENOMEM;
+		else if (c->json)
+			err = json_call(c, req);
+		else
+			err = stats_call(c, req, header);
 		cJSON_Delete(req);
 		/* once it has answered, an agent restart is worth riding out */
-		if (err && !answered) {
-			cJSON_Delete(resp);
+		if (err && !answered)
 			break;
-		}
 		answered |= !err;
-		if (!err && c->json) {
-			print_json(resp);
-		} else if (!err) {
-			now = time(NULL);
-			strftime(when, sizeof(when), "%H:%M:%S",
-				 localtime(&now));
-			printf("%s%s  every %gs, Ctrl-C to stop\n",
-			       tty ? CLEAR_SCREEN : "", when, every);
-			print_stats(resp);
-			if (!tty)
-				putchar('\n');
-		}
-		cJSON_Delete(resp);
+		if (!err && !c->json && !tty)
+			putchar('\n');
 		fflush(stdout);
 		watch_sleep(every);
 	}
@@ -1131,9 +1392,21 @@ static int watch_stats(const struct cli *c)
 
 static int cmd_stats(const struct cli *c)
 {
+	cJSON *req;
+	int err;
+
 	if (c->watch)
 		return watch_stats(c);
-	return run_request(c, new_request("stats"), print_stats);
+	if (c->json)
+		return run_request(c, new_request("stats"), NULL);
+	req = new_request("stats");
+	if (!req) {
+		pr_err("stats: out of memory");
+		return SL_CLI_FAILED;
+	}
+	err = stats_call(c, req, NULL);
+	cJSON_Delete(req);
+	return exit_code(err);
 }
 
 /* ---- down ---- */

@@ -60,11 +60,6 @@ static bool rule_in_slot(const struct sl_rule *r, enum sluice_slot slot)
 	}
 }
 
-static bool rule_in_port(const struct sl_rule *r, uint32_t port)
-{
-	return !r->dport_lo || (port >= r->dport_lo && port <= r->dport_hi);
-}
-
 static bool rule_in_family(const struct sl_rule *r, int af)
 {
 	return (!r->dst.family || r->dst.family == af) &&
@@ -345,44 +340,87 @@ static int cmp_rank(const void *a, const void *b)
 			   &sort_rs->rules[*(const uint32_t *)b]);
 }
 
-/* Ports where the set of rules of a slot can change: range edges. */
+/* A rule's dport range starts (add) or has just ended (!add) at port. */
+struct edge {
+	uint32_t port;
+	uint32_t rank;
+	bool add;
+};
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct edge *x = a, *y = b;
+
+	return x->port < y->port ? -1 : x->port > y->port;
+}
+
+/* Insert or remove rank in the sorted list active[0..*n). */
+static void set_active(uint32_t *active, uint32_t *n, uint32_t rank, bool add)
+{
+	uint32_t lo = 0, hi = *n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (active[mid] < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (add) {
+		memmove(active + lo + 1, active + lo,
+			(*n - lo) * sizeof(*active));
+		active[lo] = rank;
+		(*n)++;
+	} else if (lo < *n && active[lo] == rank) {
+		memmove(active + lo, active + lo + 1,
+			(*n - lo - 1) * sizeof(*active));
+		(*n)--;
+	}
+}
+
+/*
+ * A sweep over the ports: the rules of the slot that cover the current
+ * port are kept sorted by rank, and change only where a dport range
+ * starts or ends, so each distinct rank list is built once per edge.
+ */
 static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 {
 	uint32_t nports = slot < SLUICE_PORTED_SLOTS ? 65536 : 1;
-	uint8_t *edge = calloc(65537, 1);
+	struct edge *edges = calloc(2 * x->rs->n + 1, sizeof(*edges));
 	struct sluice_port_ref ref = { 0 };
-	size_t nr = x->rs->n;
+	uint32_t n = 0, ne = 0, e = 0;
 	int err = 0;
 
-	if (!edge)
+	if (!edges)
 		return -ENOMEM;
-	edge[0] = 1;
-	edge[1] = 1; /* port 0 (fragments) never matches a dport rule */
-	for (size_t i = 0; i < nr; i++) {
-		const struct sl_rule *r = &x->rs->rules[i];
+	for (uint32_t rk = 0; rk < x->rs->n; rk++) {
+		const struct sl_rule *r = by_rank(x, rk);
 
-		if (r->dport_lo && rule_in_slot(r, slot)) {
-			edge[r->dport_lo] = 1;
-			edge[r->dport_hi + 1u] = 1;
+		if (!rule_in_slot(r, slot))
+			continue;
+		if (!r->dport_lo) {
+			ranks[n++] = rk; /* every port, in rank order */
+		} else if (nports > 1) {
+			edges[ne++] = (struct edge){ r->dport_lo, rk, true };
+			edges[ne++] = (struct edge){ r->dport_hi + 1u, rk,
+						     false };
 		}
 	}
+	qsort(edges, ne, sizeof(*edges), cmp_edge);
+	/* port 0 (fragments) never matches a dport rule; port 1 may */
 	for (uint32_t port = 0; port < nports && !err; port++) {
-		if (edge[port]) {
-			uint32_t n = 0;
+		bool edge = port <= 1;
 
-			for (uint32_t rk = 0; rk < nr; rk++) {
-				const struct sl_rule *r = by_rank(x, rk);
-
-				if (rule_in_slot(r, slot) &&
-				    (nports == 1 ? !r->dport_lo
-						 : rule_in_port(r, port)))
-					ranks[n++] = rk;
-			}
-			err = class_ref(x, ranks, n, &ref);
+		for (; e < ne && edges[e].port == port; e++) {
+			set_active(ranks, &n, edges[e].rank, edges[e].add);
+			edge = true;
 		}
+		if (edge)
+			err = class_ref(x, ranks, n, &ref);
 		x->out->port[sl_port_index(slot, port)] = ref;
 	}
-	free(edge);
+	free(edges);
 	return err;
 }
 

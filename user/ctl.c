@@ -121,7 +121,7 @@ static int read_all(int fd, char **out, size_t *outlen, int timeout_ms)
 	return 0;
 }
 
-static int parse_msg(char *buf, size_t len, cJSON **msg)
+int sl_ctl_parse(char *buf, size_t len, cJSON **msg)
 {
 	*msg = cJSON_ParseWithLength(buf, len);
 	free(buf);
@@ -139,7 +139,7 @@ int sl_ctl_recv(int fd, cJSON **msg)
 	char *buf;
 	int err = read_all(fd, &buf, &len, SL_CTL_TIMEOUT_MS);
 
-	return err ? err : parse_msg(buf, len, msg);
+	return err ? err : sl_ctl_parse(buf, len, msg);
 }
 
 static int write_all(int fd, const char *buf, size_t len, int timeout_ms)
@@ -167,6 +167,13 @@ static int write_all(int fd, const char *buf, size_t len, int timeout_ms)
 	return 0;
 }
 
+int sl_ctl_send_text(int fd, const char *text, size_t len)
+{
+	int err = write_all(fd, text, len, SL_CTL_TIMEOUT_MS);
+
+	return err ? err : write_all(fd, "\n", 1, SL_CTL_TIMEOUT_MS);
+}
+
 int sl_ctl_send(int fd, const cJSON *msg)
 {
 	char *text = cJSON_PrintUnformatted(msg);
@@ -174,19 +181,15 @@ int sl_ctl_send(int fd, const cJSON *msg)
 
 	if (!text)
 		return -ENOMEM;
-	err = write_all(fd, text, strlen(text), SL_CTL_TIMEOUT_MS);
-	if (!err)
-		err = write_all(fd, "\n", 1, SL_CTL_TIMEOUT_MS);
+	err = sl_ctl_send_text(fd, text, strlen(text));
 	free(text);
 	return err;
 }
 
-int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
-		int timeout_ms)
+int sl_ctl_call_text(const char *path, const cJSON *req, char **text,
+		     size_t *len, int timeout_ms)
 {
 	struct sockaddr_un sa;
-	size_t len;
-	char *buf;
 	int fd, err;
 
 	err = fill_addr(path, &sa);
@@ -204,7 +207,17 @@ int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
 	if (!err && shutdown(fd, SHUT_WR))
 		err = -errno;
 	if (!err)
-		err = read_all(fd, &buf, &len, timeout_ms);
+		err = read_all(fd, text, len, timeout_ms);
 	close(fd);
-	return err ? err : parse_msg(buf, len, resp);
+	return err;
+}
+
+int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
+		int timeout_ms)
+{
+	size_t len;
+	char *buf;
+	int err = sl_ctl_call_text(path, req, &buf, &len, timeout_ms);
+
+	return err ? err : sl_ctl_parse(buf, len, resp);
 }

@@ -26,8 +26,19 @@ int sl_ctl_recv(int fd, cJSON **msg);
 
 int sl_ctl_send(int fd, const cJSON *msg);
 
+/* Send a message already printed: text (len bytes) is one JSON object. */
+int sl_ctl_send_text(int fd, const char *text, size_t len);
+
 /* Client: send req to the agent at path and wait for the answer. */
 int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
 		int timeout_ms);
+
+/* As sl_ctl_call, the answer as it came: *text (NUL-terminated, len
+ * bytes, free() it) is not checked to be JSON. */
+int sl_ctl_call_text(const char *path, const cJSON *req, char **text,
+		     size_t *len, int timeout_ms);
+
+/* The message in buf (len bytes, freed) as a JSON object, or -EBADMSG. */
+int sl_ctl_parse(char *buf, size_t len, cJSON **msg);
 
 #endif

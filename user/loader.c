@@ -272,16 +272,34 @@ size_t sl_dp_slots_in_force(const struct sl_dataplane *dp)
 	return n;
 }
 
-static int percpu_zero(struct sl_dataplane *dp, int fd, uint32_t key,
-		       size_t value_size)
-{
-	size_t sz = ((value_size + 7) & ~7UL) * dp->n_cpus;
-	void *zero = calloc(1, sz);
-	int err;
+/* Keys per batch: bounds the zero buffer of a per-CPU value. */
+#define BATCH_KEYS 256
 
-	if (!zero)
+static size_t percpu_size(const struct sl_dataplane *dp, size_t value_size)
+{
+	return ((value_size + 7) & ~7UL) * dp->n_cpus;
+}
+
+/*
+ * Write n values of vsz bytes each at keys of an array map, one syscall
+ * for all of them; zeros when vals is NULL, BATCH_KEYS keys at a time.
+ */
+static int write_batch(int fd, const uint32_t *keys, const void *vals,
+		       size_t vsz, size_t n)
+{
+	size_t chunk = vals || n < BATCH_KEYS ? n : BATCH_KEYS;
+	void *zero = vals ? NULL : calloc(chunk ? chunk : 1, vsz);
+	int err = 0;
+
+	if (!vals && !zero)
 		return -ENOMEM;
-	err = bpf_map_update_elem(fd, &key, zero, BPF_ANY) ? -errno : 0;
+	for (size_t off = 0; off < n && !err; off += chunk) {
+		__u32 count = n - off < chunk ? n - off : chunk;
+		const void *v = vals ? (const char *)vals + off * vsz : zero;
+
+		if (bpf_map_update_batch(fd, keys + off, v, &count, NULL))
+			err = -errno;
+	}
 	free(zero);
 	return err;
 }
@@ -341,25 +359,13 @@ static int sweep_sources(struct sl_dataplane *dp,
 static bool other_slot(struct sl_dataplane *dp, const struct sluice_src_key *k,
 		       const struct sluice_src_state *st, void *arg)
 {
-	return k->rule != *(uint32_t *)arg;
+	return k->rule >= SLUICE_MAX_RULE_SLOTS || !((uint8_t *)arg)[k->rule];
 }
 
-static void drop_sources(struct sl_dataplane *dp, uint32_t slot)
+/* Delete the source entries of the slots marked in drop (one walk). */
+static void drop_sources(struct sl_dataplane *dp, uint8_t *drop)
 {
-	sweep_sources(dp, other_slot, &slot);
-}
-
-static int write_meta(struct sl_dataplane *dp, uint32_t slot,
-		      const char *name, uint64_t def_hash, uint32_t set_mask)
-{
-	struct sluice_rule_meta meta = { .def_hash = def_hash,
-					 .set_mask = set_mask };
-
-	snprintf(meta.name, sizeof(meta.name), "%s", name);
-	return bpf_map_update_elem(bpf_map__fd(dp->skel->maps.rule_meta),
-				   &slot, &meta, BPF_ANY)
-		       ? -errno
-		       : 0;
+	sweep_sources(dp, other_slot, drop);
 }
 
 /* The CPUs' source token caches may hold tokens of an earlier rule that
@@ -388,68 +394,133 @@ out:
 	return err;
 }
 
-/* Fresh state for a slot: its configuration and zeroed counters. */
-static int init_slot(struct sl_dataplane *dp, uint32_t slot,
-		     const struct sl_rule *r, uint32_t set)
+static void fill_meta(struct sluice_rule_meta *meta, const char *name,
+		      uint64_t def_hash, uint32_t set_mask)
 {
-	struct sluice_bpf *s = dp->skel;
-	struct sluice_rule_cfg cfg;
-	struct sluice_budget budget = { 0 };
-	uint64_t zero = 0, limit = r->count;
-	int err = 0;
-
-	sl_rule_cfg(r, &cfg);
-	/* a cluster rule's total ramps on the token server; a local ramp
-	 * on top would starve a node joining a warm cluster */
-	if (r->cluster.enabled)
-		cfg.warm_period_ms = 0;
-	else if (r->warm_up)
-		cfg.warm_start_ns = sl_dp_now(dp);
-	if (dp->first_limit)
-		limit = dp->first_limit(r, dp->first_limit_arg);
-	err = write_meta(dp, slot, r->name, sl_rule_def_hash(r), 1u << set);
-	if (err)
-		return err;
-	if (bpf_map_update_elem(bpf_map__fd(s->maps.rule_budget), &slot,
-				&budget, BPF_ANY) ||
-	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_limit), &slot,
-				&limit, BPF_ANY) ||
-	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_src_added), &slot,
-				&zero, BPF_ANY) ||
-	    bpf_map_update_elem(bpf_map__fd(s->maps.rule_src_freed), &slot,
-				&zero, BPF_ANY))
-		return -errno;
-	err = percpu_zero(dp, bpf_map__fd(s->maps.rule_cpu), slot,
-			  sizeof(struct sluice_rule_cpu));
-	if (err)
-		return err;
-	if (r->per_source) {
-		drop_sources(dp, slot);
-		err = clear_source_caches(dp);
-		if (err)
-			return err;
-	}
-	/* configuration last: it is what makes the slot live */
-	if (bpf_map_update_elem(bpf_map__fd(s->maps.rule_cfg), &slot, &cfg,
-				BPF_ANY))
-		return -errno;
-	return 0;
+	memset(meta, 0, sizeof(*meta));
+	snprintf(meta->name, sizeof(meta->name), "%s", name);
+	meta->def_hash = def_hash;
+	meta->set_mask = set_mask;
 }
 
+/* Fresh state for the new slots: configuration and zeroed counters. */
+static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
+		      const uint32_t *slots, const uint64_t *hashes,
+		      const bool *fresh, uint32_t set)
+{
+	struct sluice_bpf *s = dp->skel;
+	uint32_t *keys = calloc(rs->n ? rs->n : 1, sizeof(*keys));
+	struct sluice_rule_meta *meta = calloc(rs->n ? rs->n : 1,
+					       sizeof(*meta));
+	struct sluice_rule_cfg *cfg = calloc(rs->n ? rs->n : 1, sizeof(*cfg));
+	uint64_t *limit = calloc(rs->n ? rs->n : 1, sizeof(*limit));
+	uint8_t *drop = calloc(SLUICE_MAX_RULE_SLOTS, 1);
+	size_t cpu_size = percpu_size(dp, sizeof(struct sluice_rule_cpu));
+	bool per_source = false;
+	size_t n = 0;
+	int err;
+
+	if (!keys || !meta || !cfg || !limit || !drop) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct sl_rule *r = &rs->rules[i];
+
+		if (!fresh[i])
+			continue;
+		keys[n] = slots[i];
+		fill_meta(&meta[n], r->name, hashes[i], 1u << set);
+		sl_rule_cfg(r, &cfg[n]);
+		/* a cluster rule's total ramps on the token server; a local
+		 * ramp on top would starve a node joining a warm cluster */
+		if (r->cluster.enabled)
+			cfg[n].warm_period_ms = 0;
+		else if (r->warm_up)
+			cfg[n].warm_start_ns = sl_dp_now(dp);
+		limit[n] = dp->first_limit ? dp->first_limit(r,
+							     dp->first_limit_arg)
+					   : r->count;
+		drop[slots[i]] = r->per_source;
+		per_source |= r->per_source;
+		n++;
+	}
+	err = write_batch(bpf_map__fd(s->maps.rule_meta), keys, meta,
+			  sizeof(*meta), n);
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.rule_budget), keys, NULL,
+				  sizeof(struct sluice_budget), n);
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.rule_limit), keys, limit,
+				  sizeof(*limit), n);
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.rule_src_added), keys,
+				  NULL, sizeof(uint64_t), n);
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.rule_src_freed), keys,
+				  NULL, sizeof(uint64_t), n);
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.rule_cpu), keys, NULL,
+				  cpu_size, n);
+	if (!err && per_source) {
+		drop_sources(dp, drop);
+		err = clear_source_caches(dp);
+	}
+	/* configuration last: it is what makes a slot live */
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.rule_cfg), keys, cfg,
+				  sizeof(*cfg), n);
+out:
+	free(keys);
+	free(meta);
+	free(cfg);
+	free(limit);
+	free(drop);
+	return err;
+}
+
+/*
+ * Write the port table of set where it differs from what the set held
+ * (all of it when that is unknown: after an adoption or a failed write).
+ */
 static int write_port_table(struct sl_dataplane *dp, uint32_t set,
 			    const struct sluice_port_ref *port)
 {
-	int fd = bpf_map__fd(dp->skel->maps.port_table);
-	uint32_t *keys = malloc(SLUICE_SET_SPACE * sizeof(*keys));
-	__u32 count = SLUICE_SET_SPACE;
+	struct sluice_port_ref *held = dp->port_held[set], *vals;
+	size_t n = 0, k = 0;
+	uint32_t *keys;
 	int err;
 
-	if (!keys)
-		return -ENOMEM;
 	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++)
-		keys[i] = set * SLUICE_SET_SPACE + i;
-	err = bpf_map_update_batch(fd, keys, port, &count, NULL) ? -errno : 0;
+		n += !held || memcmp(&held[i], &port[i], sizeof(*port));
+	keys = malloc((n ? n : 1) * sizeof(*keys));
+	vals = malloc((n ? n : 1) * sizeof(*vals));
+	if (!held)
+		held = malloc(SLUICE_SET_SPACE * sizeof(*held));
+	if (!keys || !vals || !held) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++) {
+		if (dp->port_held[set] &&
+		    !memcmp(&held[i], &port[i], sizeof(*port)))
+			continue;
+		keys[k] = set * SLUICE_SET_SPACE + i;
+		vals[k++] = port[i];
+	}
+	err = write_batch(bpf_map__fd(dp->skel->maps.port_table), keys, vals,
+			  sizeof(*vals), n);
+out:
+	if (!err) {
+		memcpy(held, port, SLUICE_SET_SPACE * sizeof(*held));
+	} else {
+		/* perhaps written in part: what the set holds is unknown */
+		free(held);
+		held = NULL;
+	}
+	dp->port_held[set] = held;
 	free(keys);
+	free(vals);
 	return err;
 }
 
@@ -506,8 +577,8 @@ static uint32_t *index_slots(struct sl_dataplane *dp, size_t *size)
 }
 
 static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
-			uint32_t *slots, bool *fresh, char *err,
-			size_t errlen)
+			const uint64_t *hashes, uint32_t *slots, bool *fresh,
+			char *err, size_t errlen)
 {
 	uint8_t *taken = calloc(SLUICE_MAX_RULE_SLOTS, 1);
 	size_t size = 0;
@@ -521,7 +592,7 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	}
 	for (size_t i = 0; i < rs->n; i++) {
 		const char *name = rs->rules[i].name;
-		uint64_t h = sl_rule_def_hash(&rs->rules[i]);
+		uint64_t h = hashes[i];
 
 		fresh[i] = true;
 		for (size_t b = name_hash(name) & (size - 1); index[b];
@@ -561,40 +632,66 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	return 0;
 }
 
+/*
+ * rule_meta of the rules kept from the set in force (!fresh): in both
+ * sets while both may run (set_mask 3), or in the new one only.
+ */
+static int write_kept_meta(struct sl_dataplane *dp,
+			   const struct sl_ruleset *rs, const uint32_t *slots,
+			   const bool *fresh, uint32_t set_mask,
+			   uint32_t *keys, struct sluice_rule_meta *meta)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		if (fresh[i])
+			continue;
+		keys[n] = slots[i];
+		fill_meta(&meta[n++], rs->rules[i].name,
+			  dp->slot_state[slots[i]].def_hash, set_mask);
+	}
+	return write_batch(bpf_map__fd(dp->skel->maps.rule_meta), keys, meta,
+			   sizeof(*meta), n);
+}
+
 int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		char *err, size_t errlen)
 {
 	uint32_t set = !(dp->skel->bss->active_set & 1);
 	struct sl_compiled comp = { 0 };
 	struct sl_ruleset copy = { 0 };
-	uint8_t *in_new = malloc(SLUICE_MAX_RULE_SLOTS);
-	uint32_t *slots;
-	bool *fresh;
-	size_t written = 0;
+	uint8_t *in_new = calloc(SLUICE_MAX_RULE_SLOTS, 1);
+	uint8_t *drop = calloc(SLUICE_MAX_RULE_SLOTS, 1);
+	uint32_t *keys = calloc(SLUICE_MAX_RULE_SLOTS, sizeof(*keys));
+	struct sluice_rule_meta *meta = calloc(SLUICE_MAX_RULE_SLOTS,
+					       sizeof(*meta));
+	uint64_t *hashes = calloc(rs->n ? rs->n : 1, sizeof(*hashes));
+	uint32_t *slots = calloc(rs->n ? rs->n : 1, sizeof(*slots));
+	bool *fresh = calloc(rs->n ? rs->n : 1, sizeof(*fresh));
+	bool any_drop = false;
+	size_t written = 0, n = 0;
 	int ret;
 
-	slots = calloc(rs->n ? rs->n : 1, sizeof(*slots));
-	fresh = calloc(rs->n ? rs->n : 1, sizeof(*fresh));
-	if (!slots || !fresh || !in_new) {
+	if (!in_new || !drop || !keys || !meta || !hashes || !slots ||
+	    !fresh) {
 		ret = -ENOMEM;
-		goto fail;
+		goto out;
 	}
-	ret = assign_slots(dp, rs, slots, fresh, err, errlen);
+	sl_rule_def_hashes(rs, hashes);
+	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
 	if (ret)
-		goto fail;
+		goto out;
 	ret = sl_compile(rs, slots, set_class_base[set], SLUICE_MAX_LPM / 2,
 			 &comp, err, errlen);
 	if (ret)
-		goto fail;
+		goto out;
 	ret = copy_ruleset(rs, &copy);
 	if (ret)
-		goto fail;
+		goto out;
 
-	for (size_t i = 0; i < rs->n && !ret; i++)
-		ret = fresh[i] ? init_slot(dp, slots[i], &rs->rules[i], set)
-			       : write_meta(dp, slots[i], rs->rules[i].name,
-					    dp->slot_state[slots[i]].def_hash,
-					    3u);
+	ret = init_slots(dp, rs, slots, hashes, fresh, set);
+	if (!ret)
+		ret = write_kept_meta(dp, rs, slots, fresh, 3u, keys, meta);
 	if (!ret)
 		ret = write_port_table(dp, set, comp.port);
 	for (; written < comp.n_lpm && !ret; written++)
@@ -604,7 +701,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			 strerror(-ret));
 		while (written--)
 			lpm_write(dp, &comp.lpm[written], true);
-		goto fail;
+		goto out;
 	}
 
 	dp->skel->bss->active_set = set;
@@ -618,9 +715,8 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	comp.lpm = NULL;
 	sl_compiled_free(&comp);
 
-	/* the maps now say which slots the new set uses; slots that left
-	 * the set lose their sources */
-	memset(in_new, 0, SLUICE_MAX_RULE_SLOTS);
+	/* the maps now say which slots the new set uses (the fresh ones
+	 * say so already); slots that left the set lose their sources */
 	for (size_t i = 0; i < rs->n; i++)
 		in_new[slots[i]] = 1;
 	for (uint32_t s = 0; s < SLUICE_MAX_RULE_SLOTS; s++) {
@@ -629,32 +725,40 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		if (!st->in_force || in_new[s])
 			continue;
 		st->in_force = false;
-		write_meta(dp, s, "", 0, 0);
-		if (st->per_source)
-			drop_sources(dp, s);
+		keys[n] = s;
+		fill_meta(&meta[n++], "", 0, 0);
+		drop[s] = st->per_source;
+		any_drop |= st->per_source;
 	}
+	write_batch(bpf_map__fd(dp->skel->maps.rule_meta), keys, meta,
+		    sizeof(*meta), n);
+	if (any_drop)
+		drop_sources(dp, drop);
+	write_kept_meta(dp, rs, slots, fresh, 1u << set, keys, meta);
 	for (size_t i = 0; i < rs->n; i++) {
 		struct sl_slot_state *st = &dp->slot_state[slots[i]];
 
 		st->in_force = true;
 		st->per_source = rs->rules[i].per_source;
-		st->def_hash = sl_rule_def_hash(&rs->rules[i]);
+		st->def_hash = hashes[i];
 		snprintf(st->name, sizeof(st->name), "%s", rs->rules[i].name);
-		write_meta(dp, slots[i], st->name, st->def_hash, 1u << set);
 	}
 	sl_ruleset_free(&dp->rules);
 	dp->rules = copy;
 	free(dp->slots);
 	dp->slots = slots;
-	free(fresh);
-	free(in_new);
-	return 0;
-fail:
+	slots = NULL;
+out:
 	sl_compiled_free(&comp);
-	sl_ruleset_free(&copy);
+	if (ret)
+		sl_ruleset_free(&copy);
 	free(slots);
 	free(fresh);
+	free(hashes);
+	free(keys);
+	free(meta);
 	free(in_new);
+	free(drop);
 	return ret;
 }
 
@@ -856,6 +960,8 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 	free(dp->slots);
 	free(dp->slot_state);
 	free(dp->lpm);
+	for (int i = 0; i < SLUICE_NUM_SETS; i++)
+		free(dp->port_held[i]);
 	memset(dp, 0, sizeof(*dp));
 }
 

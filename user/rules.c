@@ -227,31 +227,29 @@ static void check_keys(struct rule_ctx *rc, const cJSON *obj, const char *where,
 		char key[SL_KEY_SHOW_MAX * 4 + 8];
 		bool found = false;
 
-		show(it->string, key, sizeof(key));
 		for (prev = obj->child; prev != it; prev = prev->next) {
 			if (!strcmp(prev->string, it->string))
 				break;
 		}
+		for (k = 0; prev == it && known[k] && !found; k++)
+			found = !strcmp(it->string, known[k]);
+		if (found)
+			continue;
+		show(it->string, key, sizeof(key));
 		if (prev != it) {
 			rule_err(rc, where, "field '%s' given more than once",
 				 key);
 			continue;
 		}
+		/* a suggestion only for an unknown key: the rare case */
 		for (k = 0; known[k]; k++) {
-			unsigned int d;
+			unsigned int d = edit_distance(it->string, known[k]);
 
-			if (!strcmp(it->string, known[k])) {
-				found = true;
-				break;
-			}
-			d = edit_distance(it->string, known[k]);
 			if (d < bestd) {
 				bestd = d;
 				best = known[k];
 			}
 		}
-		if (found)
-			continue;
 		if (best)
 			rule_err(rc, where,
 				 "unknown field '%s' (did you mean '%s'?)", key,
@@ -1459,10 +1457,19 @@ static bool add_str(cJSON *o, const char *k, const char *v)
 	return cJSON_AddStringToObject(o, k, v) != NULL;
 }
 
-/* Every integer we emit is <= 1e11 < 2^53: exact as a double. */
+/*
+ * Every integer we emit is <= 1e11, so its decimal digits are exactly what
+ * cJSON prints for the number ("%1.15g"): the text is the same, without
+ * cJSON's printf and sscanf round trip per number.
+ */
 static bool add_num(cJSON *o, const char *k, uint64_t v)
 {
-	return cJSON_AddNumberToObject(o, k, (double) v) != NULL;
+	char buf[24];
+
+	_Static_assert(SL_MAX_COUNT < 1000000000000000ULL,
+		       "integers print as cJSON prints them below 10^15");
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long) v);
+	return cJSON_AddRawToObject(o, k, buf) != NULL;
 }
 
 static bool add_match(cJSON *rule, const struct sl_rule *r)
@@ -1568,49 +1575,213 @@ cJSON *sl_rule_to_json(const struct sl_rule *r)
 	return rule_to_json(r, true);
 }
 
+/* A JSON string as cJSON prints it. */
+static void text_str(struct sl_text *t, const char *s)
+{
+	sl_text_put(t, "\"", 1);
+	for (;;) {
+		const char *q = s;
+		char esc[8];
+
+		while (*q && *q != '"' && *q != '\\' &&
+		       (unsigned char)*q >= 0x20)
+			q++;
+		sl_text_put(t, s, q - s);
+		if (!*q)
+			break;
+		switch (*q) {
+		case '\b':
+			strcpy(esc, "\\b");
+			break;
+		case '\f':
+			strcpy(esc, "\\f");
+			break;
+		case '\n':
+			strcpy(esc, "\\n");
+			break;
+		case '\r':
+			strcpy(esc, "\\r");
+			break;
+		case '\t':
+			strcpy(esc, "\\t");
+			break;
+		case '"':
+		case '\\':
+			snprintf(esc, sizeof(esc), "\\%c", *q);
+			break;
+		default:
+			snprintf(esc, sizeof(esc), "\\u%04x", (unsigned char)*q);
+		}
+		sl_text_put(t, esc, strlen(esc));
+		s = q + 1;
+	}
+	sl_text_put(t, "\"", 1);
+}
+
+static void text_key_str(struct sl_text *t, const char *key, const char *v)
+{
+	sl_text_put(t, key, strlen(key));
+	text_str(t, v);
+}
+
+/* add_cluster() as text. */
+static void cluster_text(struct sl_text *t, const struct sl_cluster *c)
+{
+	if (!c->enabled)
+		return;
+	text_key_str(t, ",\"cluster\":{\"namespace\":", c->ns);
+	sl_text_u64(t, ",\"flow_id\":", c->flow_id);
+	text_key_str(t, ",\"threshold_type\":", threshold_names[c->threshold]);
+	if (c->threshold == SL_THRESH_MANUAL) {
+		sl_text_put(t, ",\"quotas\":{", 11);
+		for (uint32_t i = 0; i < c->n_quotas; i++) {
+			if (i)
+				sl_text_put(t, ",", 1);
+			text_str(t, c->quotas[i].node);
+			sl_text_u64(t, ":", c->quotas[i].count);
+		}
+		sl_text_put(t, "}", 1);
+	}
+	if (c->fallback == SL_FB_FIXED) {
+		sl_text_u64(t, ",\"fallback\":{\"fixed\":", c->fallback_fixed);
+		sl_text_put(t, "}", 1);
+	} else {
+		text_key_str(t, ",\"fallback\":", fallback_names[c->fallback]);
+	}
+	sl_text_put(t, "}", 1);
+}
+
+/* What cJSON_PrintUnformatted() prints for rule_to_json(r, with_priority),
+ * without building the tree (test_rules compares the two). */
+static void rule_text(struct sl_text *t, const struct sl_rule *r,
+		      bool with_priority)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+
+	text_key_str(t, "{\"name\":", r->name);
+	text_key_str(t, ",\"match\":{\"proto\":", sl_proto_str(r->proto));
+	if (r->dport_lo && r->dport_lo == r->dport_hi) {
+		sl_text_u64(t, ",\"dport\":", r->dport_lo);
+	} else if (r->dport_lo) {
+		sl_text_u64(t, ",\"dport\":\"", r->dport_lo);
+		sl_text_u64(t, "-", r->dport_hi);
+		sl_text_put(t, "\"", 1);
+	}
+	if (r->dst.family) {
+		sl_prefix_str(&r->dst, buf, sizeof(buf));
+		text_key_str(t, ",\"dst\":", buf);
+	}
+	if (r->src.family) {
+		sl_prefix_str(&r->src, buf, sizeof(buf));
+		text_key_str(t, ",\"src\":", buf);
+	}
+	text_key_str(t, "},\"grade\":", sl_grade_str(r->grade));
+	sl_text_u64(t, ",\"count\":", r->count);
+	sl_text_u64(t, ",\"window\":{\"interval_ms\":", r->interval_ms);
+	sl_text_u64(t, ",\"sample_count\":", r->sample_count);
+	sl_text_put(t, "}", 1);
+	if (r->per_source) {
+		sl_text_u64(t, ",\"per_source\":{\"prefix_v4\":",
+			    r->src_prefix_v4);
+		sl_text_u64(t, ",\"prefix_v6\":", r->src_prefix_v6);
+		sl_text_u64(t, ",\"max_sources\":", r->max_sources);
+		sl_text_put(t, "}", 1);
+	}
+	text_key_str(t, ",\"mode\":", sl_mode_str(r->mode));
+	if (with_priority && r->has_priority)
+		sl_text_u64(t, ",\"priority\":", r->priority);
+	if (r->warm_up) {
+		sl_text_u64(t, ",\"behavior\":{\"warm_up\":{\"period_s\":",
+			    r->warm_period_s);
+		sl_text_u64(t, ",\"cold_factor\":", r->cold_factor);
+		sl_text_put(t, "}}", 2);
+	} else {
+		text_key_str(t, ",\"behavior\":", "reject");
+	}
+	cluster_text(t, &r->cluster);
+	sl_text_put(t, "}", 1);
+}
+
+void sl_rule_text(struct sl_text *t, const struct sl_rule *r)
+{
+	rule_text(t, r, true);
+}
+
+char *sl_rules_text(const struct sl_ruleset *rs)
+{
+	struct sl_text t = { 0 };
+
+	sl_text_put(&t, "[", 1);
+	for (size_t i = 0; i < rs->n; i++) {
+		if (i)
+			sl_text_put(&t, ",", 1);
+		rule_text(&t, &rs->rules[i], true);
+	}
+	sl_text_put(&t, "]", 1);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
+}
+
 char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty)
 {
-	cJSON *doc = cJSON_CreateObject(), *arr;
-	char *text = NULL, *out = NULL;
-	size_t i;
+	struct sl_text t = { 0 }, out = { 0 };
+	char *arr = sl_rules_text(rs);
+	struct sl_json j;
 
-	arr = doc ? cJSON_AddArrayToObject(doc, "rules") : NULL;
-	if (!arr)
-		goto out;
-	for (i = 0; i < rs->n; i++) {
-		cJSON *r = sl_rule_to_json(&rs->rules[i]);
-
-		if (!r || !cJSON_AddItemToArray(arr, r)) {
-			cJSON_Delete(r);
-			goto out;
-		}
+	if (arr) {
+		sl_text_put(&t, "{\"rules\":", strlen("{\"rules\":"));
+		sl_text_put(&t, arr, strlen(arr));
+		sl_text_put(&t, "}", 1);
 	}
-	text = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
-	/* Our own copy: the caller frees with free() whatever cJSON's hooks. */
-	if (text)
-		out = strdup(text);
+	free(arr);
+	if (!arr || t.nomem || !pretty)
+		goto out;
+	j = (struct sl_json){ .p = t.buf, .end = t.buf + t.len, .out = &out };
+	sl_json_object(&j, 0, true, NULL);
+	free(t.buf);
+	t = out;
 out:
-	cJSON_free(text);
-	cJSON_Delete(doc);
-	if (!out)
+	if (!arr || t.nomem) {
+		free(t.buf);
 		errno = ENOMEM;
-	return out;
+		return NULL;
+	}
+	return t.buf;
+}
+
+/* FNV-1a 64 of rule_text() without priority, printed into t (reused). */
+static uint64_t def_hash(struct sl_text *t, const struct sl_rule *r)
+{
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
+
+	t->len = 0;
+	rule_text(t, r, false);
+	if (t->nomem)
+		return 0;
+	for (size_t i = 0; i < t->len; i++) {
+		h ^= (unsigned char) t->buf[i];
+		h *= 0x100000001b3ULL; /* FNV 64 prime */
+	}
+	return h ? h : 1; /* 0 means "out of memory" */
 }
 
 uint64_t sl_rule_def_hash(const struct sl_rule *r)
 {
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
-	cJSON *o = rule_to_json(r, false);
-	char *text = o ? cJSON_PrintUnformatted(o) : NULL;
-	const unsigned char *p;
+	struct sl_text t = { 0 };
+	uint64_t h = def_hash(&t, r);
 
-	cJSON_Delete(o);
-	if (!text)
-		return 0;
-	for (p = (const unsigned char *) text; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL; /* FNV 64 prime */
-	}
-	cJSON_free(text);
-	return h ? h : 1; /* 0 means "out of memory" */
+	free(t.buf);
+	return h;
+}
+
+void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out)
+{
+	struct sl_text t = { 0 };
+
+	for (size_t i = 0; i < rs->n; i++)
+		out[i] = def_hash(&t, &rs->rules[i]);
+	free(t.buf);
 }

@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_text.h"
+
 #define SL_NAME_MAX	     63
 #define SL_MAX_RULES	     4096
 #define SL_MAX_SAMPLE_COUNT  8
@@ -142,13 +144,26 @@ void sl_ruleset_free(struct sl_ruleset *set);
  * set; quotas sorted by node). dport is an
  * integer for one port, "lo-hi" for a range; dport, dst and src are left
  * out when they match anything. Parsing the result gives *r back (but for
- * file_index). NULL when out of memory; free with cJSON_Delete().
+ * file_index). Integers are raw items (cJSON_IsRaw), for printing only:
+ * parse the printed text to read them. NULL when out of memory; free with
+ * cJSON_Delete().
  */
 cJSON *sl_rule_to_json(const struct sl_rule *r);
 
 /*
- * {"rules": [...]} of sl_rule_to_json() for each rule, pretty-printed or
- * on one line. malloc'd, free with free(); NULL with errno ENOMEM.
+ * sl_rule_to_json(r) as cJSON_PrintUnformatted() prints it, appended to t
+ * without building the tree: the canonical text.
+ */
+void sl_rule_text(struct sl_text *t, const struct sl_rule *r);
+
+/* [sl_rule_text() of each rule] on one line; malloc'd, NULL when out of
+ * memory. */
+char *sl_rules_text(const struct sl_ruleset *rs);
+
+/*
+ * {"rules": [...]} of sl_rule_to_json() for each rule, pretty-printed (as
+ * cJSON_Print() would) or on one line. malloc'd, free with free(); NULL
+ * with errno ENOMEM.
  */
 char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
 
@@ -159,6 +174,9 @@ char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
  * callers must treat as "changed".
  */
 uint64_t sl_rule_def_hash(const struct sl_rule *r);
+
+/* sl_rule_def_hash() of each rule of rs into out[i], one buffer for all. */
+void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out);
 
 /* Strings for the enums, as they appear in rule files. */
 const char *sl_proto_str(enum sl_proto p);

@@ -139,36 +139,13 @@ static void sha256_hex(const char *data, size_t len,
 	hex[2 * SL_SHA256_LEN] = '\0';
 }
 
-/* The canonical rules array: sl_rule_to_json() of each rule, in order. */
-static cJSON *rules_array(const struct sl_ruleset *rs)
+/* "sha256:HEX" of canon, the one-line canonical rules array. */
+static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
 {
-	cJSON *arr = cJSON_CreateArray();
-	size_t i;
-
-	for (i = 0; arr && i < rs->n; i++) {
-		cJSON *r = sl_rule_to_json(&rs->rules[i]);
-
-		if (!r || !cJSON_AddItemToArray(arr, r)) {
-			cJSON_Delete(r);
-			cJSON_Delete(arr);
-			return NULL;
-		}
-	}
-	return arr;
-}
-
-/* "sha256:HEX" of the one-line canonical rules array. */
-static int rules_checksum(const cJSON *arr, char out[SL_CHECKSUM_LEN + 1])
-{
-	char *text = cJSON_PrintUnformatted(arr);
 	char hex[2 * SL_SHA256_LEN + 1];
 
-	if (!text)
-		return -ENOMEM;
-	sha256_hex(text, strlen(text), hex);
-	cJSON_free(text);
+	sha256_hex(canon, strlen(canon), hex);
 	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
-	return 0;
 }
 
 /* Run a bare rules array through the rule parser as {"rules": arr}. */
@@ -400,10 +377,9 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 			  struct sl_snapshot *out, char *err, size_t errlen)
 {
 	const cJSON *fmt, *ver, *at, *sum, *arr;
-	char want[SL_CHECKSUM_LEN + 1], *rerr;
+	char want[SL_CHECKSUM_LEN + 1], *rerr, *canon;
 	struct sl_ruleset rs = {0};
 	int64_t updated_at;
-	cJSON *canon;
 	uint64_t v;
 	int ret;
 
@@ -517,14 +493,14 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	free(rerr);
 
 	/* Hash what the rules mean, re-serialized, not the file's bytes. */
-	canon = rules_array(&rs);
-	ret = canon ? rules_checksum(canon, want) : -ENOMEM;
-	cJSON_Delete(canon);
-	if (ret) {
+	canon = sl_rules_text(&rs);
+	if (!canon) {
 		sl_ruleset_free(&rs);
 		set_err(err, errlen, "%s: out of memory", path);
-		return ret;
+		return -ENOMEM;
 	}
+	canon_checksum(canon, want);
+	free(canon);
 	if (strcmp(want, sum->valuestring)) {
 		set_err(err, errlen,
 			"%s: checksum mismatch: file says %s, rules hash to "
@@ -664,29 +640,32 @@ static int open_dir(const char *dir, bool create, char *err, size_t errlen)
 	return fd;
 }
 
-/* The snapshot document as text, or NULL when out of memory. */
-static char *snapshot_text(cJSON *arr, uint64_t version, int64_t now)
+/* The snapshot document as text, or NULL when out of memory: laid out as
+ * cJSON_Print() lays it out, the rules re-indented from canon. */
+static char *snapshot_text(const char *canon, const char *sum,
+			   uint64_t version, int64_t now)
 {
-	char sum[SL_CHECKSUM_LEN + 1], when[SL_TIME_LEN + 1];
-	cJSON *doc = cJSON_CreateObject();
-	char *text = NULL, *out = NULL;
+	char when[SL_TIME_LEN + 1];
+	struct sl_text t = {0};
+	struct sl_json j = {
+		.p = canon, .end = canon + strlen(canon), .out = &t,
+	};
 
 	format_time(now, when);
-	if (!doc || rules_checksum(arr, sum) ||
-	    !cJSON_AddNumberToObject(doc, "sluice_snapshot",
-				     SL_SNAPSHOT_FORMAT) ||
-	    !cJSON_AddNumberToObject(doc, "version", (double) version) ||
-	    !cJSON_AddStringToObject(doc, "updated_at", when) ||
-	    !cJSON_AddStringToObject(doc, "checksum", sum) ||
-	    !cJSON_AddItemReferenceToObject(doc, "rules", arr))
-		goto out;
-	text = cJSON_Print(doc);
-	if (text && asprintf(&out, "%s\n", text) < 0)
-		out = NULL;
-out:
-	cJSON_free(text);
-	cJSON_Delete(doc);
-	return out;
+	sl_text_printf(&t,
+		       "{\n\t\"sluice_snapshot\":\t%d,\n\t\"version\":\t%llu,\n"
+		       "\t\"updated_at\":\t\"%s\",\n\t\"checksum\":\t\"%s\",\n"
+		       "\t\"rules\":\t",
+		       SL_SNAPSHOT_FORMAT, (unsigned long long) version, when,
+		       sum);
+	if (!sl_json_value(&j, 1, true))
+		t.nomem = true; /* never: canon is ours */
+	sl_text_put(&t, "\n}\n", 3);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
 }
 
 static int write_tmp(int dfd, const char *text, const char *tmp_path, char *err,
@@ -731,12 +710,34 @@ fail:
 	return ret;
 }
 
+/* path holds exactly the bytes of mark */
+static bool marked(const char *path, const struct sl_snapshot_mark *mark)
+{
+	size_t len;
+	char *buf;
+	bool same;
+
+	if (!mark->text || read_all(path, &buf, &len, NULL, 0))
+		return false;
+	same = len == mark->len && !memcmp(buf, mark->text, len);
+	free(buf);
+	return same;
+}
+
+void sl_snapshot_mark_free(struct sl_snapshot_mark *mark)
+{
+	free(mark->text);
+	mark->text = NULL;
+	mark->len = 0;
+}
+
 /*
  * Keep the current snapshot as .prev, but only a good one: after a boot
  * from .prev (current corrupt), .prev is what is in force and must stay.
  */
 static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
-		     char *err, size_t errlen)
+		     const struct sl_snapshot_mark *mark, char *err,
+		     size_t errlen)
 {
 	struct sl_snapshot cur = {0};
 	char *rerr = malloc(SL_SUB_ERR_LEN), eb[128];
@@ -746,7 +747,11 @@ static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
 		set_err(err, errlen, "%s: out of memory", cur_path);
 		return -ENOMEM;
 	}
-	ret = sl_snapshot_read(cur_path, &cur, rerr, SL_SUB_ERR_LEN);
+	/* the bytes a writer verified need no second verification */
+	if (!mark || !marked(cur_path, mark))
+		ret = sl_snapshot_read(cur_path, &cur, rerr, SL_SUB_ERR_LEN);
+	else
+		ret = 0;
 	sl_snapshot_free(&cur);
 	if (ret == -ENOENT || ret == -EINVAL || ret == -EPROTONOSUPPORT) {
 		free(rerr);
@@ -807,12 +812,36 @@ static int make_current(int dfd, const char *name, const char *dir,
 	return 0;
 }
 
-int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
-		      uint64_t version, char *err, size_t errlen)
+/* Never write what a boot would reject: read canon back as a boot does. */
+static int check_canon(const char *canon, const char *cur, char *err,
+		       size_t errlen)
 {
-	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL, *rerr;
 	struct sl_ruleset check = {0};
-	cJSON *arr = NULL;
+	char *doc = NULL, *rerr = malloc(SL_SUB_ERR_LEN);
+	int len = rerr ? asprintf(&doc, "{\"rules\":%s}", canon) : -1;
+	int ret;
+
+	if (len < 0) {
+		free(rerr);
+		set_err(err, errlen, "%s: out of memory", cur);
+		return -ENOMEM;
+	}
+	ret = sl_rules_parse(doc, len, &check, rerr, SL_SUB_ERR_LEN);
+	sl_ruleset_free(&check);
+	if (ret)
+		set_err(err, errlen, "%s: refusing to write invalid rules: %s",
+			cur, rerr);
+	free(doc);
+	free(rerr);
+	return ret;
+}
+
+int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
+		      uint64_t version, bool parsed,
+		      struct sl_snapshot_mark *mark, char *err, size_t errlen)
+{
+	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL;
+	char sum[SL_CHECKSUM_LEN + 1], *canon = NULL;
 	int dfd = -1, ret;
 
 	if (err && errlen)
@@ -828,25 +857,17 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	cur = join(dir, SL_SNAPSHOT_FILE);
 	prev = join(dir, SL_SNAPSHOT_PREV);
 	tmp = join(dir, SL_SNAPSHOT_TMP);
-	arr = rules_array(rs);
-	rerr = malloc(SL_SUB_ERR_LEN);
-	if (!cur || !prev || !tmp || !arr || !rerr) {
-		free(rerr);
+	canon = sl_rules_text(rs);
+	if (!cur || !prev || !tmp || !canon) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
-	/* Never write what a boot would reject. */
-	ret = parse_rules_array(arr, &check, rerr, SL_SUB_ERR_LEN);
-	sl_ruleset_free(&check);
-	if (ret) {
-		set_err(err, errlen, "%s: refusing to write invalid rules: %s",
-			cur, rerr);
-		free(rerr);
+	ret = parsed ? 0 : check_canon(canon, cur, err, errlen);
+	if (ret)
 		goto out;
-	}
-	free(rerr);
-	text = snapshot_text(arr, version, (int64_t) time(NULL));
+	canon_checksum(canon, sum);
+	text = snapshot_text(canon, sum, version, (int64_t) time(NULL));
 	if (!text) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);
@@ -861,7 +882,7 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	ret = write_tmp(dfd, text, tmp, err, errlen);
 	if (ret)
 		goto out;
-	ret = keep_prev(dfd, cur, prev, err, errlen);
+	ret = keep_prev(dfd, cur, prev, mark, err, errlen);
 	if (ret) {
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 		goto out;
@@ -871,9 +892,17 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	if (ret && !faccessat(dfd, SL_SNAPSHOT_TMP, F_OK, AT_SYMLINK_NOFOLLOW))
 		unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 out:
+	if (mark) {
+		sl_snapshot_mark_free(mark);
+		if (!ret) {
+			mark->text = text;
+			mark->len = strlen(text);
+			text = NULL;
+		}
+	}
 	if (dfd >= 0)
 		close(dfd);
-	cJSON_Delete(arr);
+	free(canon);
 	free(text);
 	free(cur);
 	free(prev);

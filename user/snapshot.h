@@ -40,16 +40,36 @@ int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
 		     size_t errlen);
 
 /*
+ * What a writer knows of DIR/rules.json: the bytes it wrote there last (a
+ * good snapshot), NULL when it knows nothing. Comparing them with the file
+ * is much cheaper than parsing and verifying it (about 1 MB for 4096
+ * rules). Free with sl_snapshot_mark_free().
+ */
+struct sl_snapshot_mark {
+	char *text;
+	size_t len;
+};
+
+void sl_snapshot_mark_free(struct sl_snapshot_mark *mark);
+
+/*
  * Durably replace DIR/rules.json with rs as version (1..2^53-1), stamped
  * with the current time: write and fsync DIR/rules.json.tmp (0600), keep
  * the current rules.json as rules.json.prev if it is a good snapshot
  * (a corrupt one is dropped and the older .prev kept), rename the tmp file
  * over rules.json and fsync DIR. rules.json exists at every instant.
  * Creates DIR (0700) if missing. Writers are serialised by flock on DIR.
- * Refuses (-EINVAL) a rule set the parser would not read back.
+ * Refuses (-EINVAL) a rule set the parser would not read back, unless
+ * parsed: every rule of rs is as the rule parser returned it (its output
+ * always reads back; test_rules checks the round trip), so the check
+ * would only repeat the parse.
+ * mark (may be NULL) is set to what was written, or emptied on failure;
+ * a current file that still has the bytes of the mark is kept as .prev
+ * without being parsed and verified again.
  */
 int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
-		      uint64_t version, char *err, size_t errlen);
+		      uint64_t version, bool parsed,
+		      struct sl_snapshot_mark *mark, char *err, size_t errlen);
 
 /*
  * Make DIR/rules.json.prev current again (when applying a just-written

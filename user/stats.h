@@ -25,6 +25,10 @@ struct sl_rule_stats {
 int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 		     struct sl_rule_stats *st);
 
+/* Every rule in force at once (st[i] for dp->rules.rules[i]), reading the
+ * per-CPU counters in batches rather than one lookup per rule. */
+int sl_dp_rules_stats(const struct sl_dataplane *dp, struct sl_rule_stats *st);
+
 int sl_dp_host_stats(const struct sl_dataplane *dp,
 		     uint64_t out[SLUICE_ST_MAX]);
 

@@ -829,6 +829,51 @@ static void test_stats(void **state __maybe_unused)
 	fake_free(&f);
 }
 
+/* -j prints what cJSON_Print() prints for the answer without "ok". */
+static void expect_json_layout(const char *answer, const char *verb)
+{
+	struct fake f = { 0 };
+	cJSON *j = cJSON_Parse(answer);
+	char *text, *want;
+
+	assert_non_null(j);
+	cJSON_DeleteItemFromObjectCaseSensitive(j, "ok");
+	text = cJSON_Print(j);
+	assert_non_null(text);
+	assert_true(asprintf(&want, "%s\n", text) > 0);
+	assert_int_equal(WITH_AGENT(&f, answer, (char *)verb, "-j",
+				    "--state-dir", dir),
+			 0);
+	assert_string_equal(out, want);
+	free(want);
+	cJSON_free(text);
+	cJSON_Delete(j);
+	fake_free(&f);
+}
+
+static void test_json_layout(void **state __maybe_unused)
+{
+	struct fake f = { 0 };
+
+	expect_json_layout(stats_answer, "stats");
+	expect_json_layout(status_ready, "status");
+	/* "ok" anywhere at the top, empty and nested containers, escapes;
+	 * an "ok" deeper down is data */
+	expect_json_layout("{\"a\": {}, \"b\": [], \"ok\": true, \"c\": "
+			   "[1, [2, {\"ok\": false, \"d\": \"x\\\"y\\\\z\"}], "
+			   "null, -1.5], \"e\": {\"f\": {\"g\": false}}}",
+			   "stats");
+	expect_json_layout("{\"ok\": true}", "status");
+
+	/* not a JSON object, or cut off: the general path says so */
+	assert_int_equal(WITH_AGENT(&f, "{\"ok\": true, \"a\": [1,", "stats",
+				    "-j", "--state-dir", dir),
+			 1);
+	assert_in(err, "not a JSON object");
+	assert_string_equal(out, "");
+	fake_free(&f);
+}
+
 static void test_stats_watch(void **state __maybe_unused)
 {
 	struct fake f = {
@@ -881,6 +926,7 @@ int main(void)
 		cmocka_unit_test(test_status),
 		cmocka_unit_test(test_status_ready),
 		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_json_layout),
 		cmocka_unit_test(test_stats_watch),
 		cmocka_unit_test(test_down_nothing_pinned),
 	};

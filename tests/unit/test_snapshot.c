@@ -183,7 +183,8 @@ static void write_ok(const char *dir, const char *json, uint64_t version)
 	struct sl_ruleset rs;
 
 	ruleset(json, &rs);
-	if (sl_snapshot_write(dir, &rs, version, err, sizeof(err)))
+	if (sl_snapshot_write(dir, &rs, version, false, NULL, err,
+			      sizeof(err)))
 		fail_msg("write %s v%llu: %s", dir,
 			 (unsigned long long) version, err);
 	assert_string_equal(err, "");
@@ -222,6 +223,7 @@ static void sha256_hex(const char *s, char hex[65])
 static void test_write_read_round_trip(void **state)
 {
 	char dir[256], path[300], want_sum[80], hex[65], *text, *canon;
+	char *pretty;
 	struct sl_snapshot snap = {0};
 	struct sl_ruleset rs;
 	time_t now = time(NULL);
@@ -231,7 +233,8 @@ static void test_write_read_round_trip(void **state)
 	(void) state;
 	fresh_dir(dir, sizeof(dir));
 	ruleset(rules_b, &rs);
-	assert_int_equal(sl_snapshot_write(dir, &rs, 1, err, sizeof(err)), 0);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 1, false, NULL, err, sizeof(err)), 0);
 	assert_string_equal(err, "");
 	path_in(path, sizeof(path), dir, "rules.json");
 	assert_int_equal(sl_snapshot_read(path, &snap, err, sizeof(err)), 0);
@@ -278,6 +281,12 @@ static void test_write_read_round_trip(void **state)
 	    cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 1), "name")
 		->valuestring,
 	    "icmp6");
+	/* laid out as cJSON_Print() lays it out, one newline after */
+	pretty = cJSON_Print(doc);
+	assert_non_null(pretty);
+	assert_int_equal(strncmp(text, pretty, strlen(pretty)), 0);
+	assert_string_equal(text + strlen(pretty), "\n");
+	cJSON_free(pretty);
 	/* no .prev for the first snapshot, no tmp left behind */
 	path_in(path, sizeof(path), dir, "rules.json.prev");
 	assert_int_equal(access(path, F_OK), -1);
@@ -298,7 +307,8 @@ static void test_empty_rule_set(void **state)
 	(void) state;
 	/* Valid to store; the agent refuses to go ready on it (brief 4). */
 	fresh_dir(dir, sizeof(dir));
-	assert_int_equal(sl_snapshot_write(dir, &rs, 3, err, sizeof(err)), 0);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 3, false, NULL, err, sizeof(err)), 0);
 	path_in(path, sizeof(path), dir, "rules.json");
 	assert_int_equal(sl_snapshot_read(path, &snap, err, sizeof(err)), 0);
 	assert_int_equal(snap.version, 3);
@@ -734,19 +744,23 @@ static void test_write_refuses(void **state)
 	write_ok(dir, rules_a, 1);
 	ruleset(rules_c, &rs);
 
-	assert_int_equal(sl_snapshot_write(dir, &rs, 0, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 0, false, NULL, err, sizeof(err)),
+	    -EINVAL);
 	assert_non_null(strstr(err, ": snapshot version 0 is out of range 1 "
 				    "to 2^53-1"));
 	assert_int_equal(
-	    sl_snapshot_write(dir, &rs, 1ULL << 53, err, sizeof(err)), -EINVAL);
+	    sl_snapshot_write(dir, &rs, 1ULL << 53, false, NULL, err,
+			      sizeof(err)),
+	    -EINVAL);
 	assert_non_null(
 	    strstr(err, "version 9007199254740992 is out of range"));
 
 	/* A rule set the parser would reject never reaches the disk. */
 	rs.rules[0].count = 0;
-	assert_int_equal(sl_snapshot_write(dir, &rs, 2, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 2, false, NULL, err, sizeof(err)),
+	    -EINVAL);
 	assert_non_null(strstr(err, "rules.json: refusing to write invalid "
 				    "rules: rule 'all': field 'count': must "
 				    "be between 1 and 100000000000, got 0"));
@@ -758,8 +772,9 @@ static void test_write_refuses(void **state)
 	/* The directory's parent must exist. */
 	snprintf(dir, sizeof(dir), "%s/no/such", base);
 	ruleset(rules_c, &rs);
-	assert_int_equal(sl_snapshot_write(dir, &rs, 1, err, sizeof(err)),
-			 -ENOENT);
+	assert_int_equal(
+	    sl_snapshot_write(dir, &rs, 1, false, NULL, err, sizeof(err)),
+	    -ENOENT);
 	assert_non_null(strstr(err, "/no/such: cannot create directory: No "
 				    "such file or directory"));
 	sl_ruleset_free(&rs);
@@ -1023,6 +1038,58 @@ static void test_write_keeps_good_prev(void **state)
 	assert_snapshot(cur, 1, rules_a);
 }
 
+static void write_marked(const char *dir, const char *json, uint64_t version,
+			 struct sl_snapshot_mark *mark)
+{
+	struct sl_ruleset rs;
+
+	ruleset(json, &rs);
+	if (sl_snapshot_write(dir, &rs, version, false, mark, err, sizeof(err)))
+		fail_msg("write %s v%llu: %s", dir,
+			 (unsigned long long) version, err);
+	assert_non_null(mark->text);
+	sl_ruleset_free(&rs);
+}
+
+static void test_write_mark(void **state)
+{
+	struct sl_snapshot_mark mark = {0};
+	char dir[256], cur[300], prev[300];
+	struct sl_ruleset rs;
+
+	(void) state;
+	fresh_dir(dir, sizeof(dir));
+	path_in(cur, sizeof(cur), dir, "rules.json");
+	path_in(prev, sizeof(prev), dir, "rules.json.prev");
+	write_marked(dir, rules_a, 1, &mark);
+	write_marked(dir, rules_b, 2, &mark);
+	assert_snapshot(cur, 2, rules_b);
+	assert_snapshot(prev, 1, rules_a);
+
+	/* Damaged after the marked write: verified again, not kept. */
+	assert_int_equal(truncate(cur, 40), 0);
+	write_marked(dir, rules_c, 3, &mark);
+	assert_snapshot(cur, 3, rules_c);
+	assert_snapshot(prev, 1, rules_a);
+
+	/* Replaced by another writer with a good snapshot: kept. */
+	write_ok(dir, rules_a, 4);
+	write_marked(dir, rules_b, 5, &mark);
+	assert_snapshot(cur, 5, rules_b);
+	assert_snapshot(prev, 4, rules_a);
+
+	/* A refused write leaves no mark. */
+	ruleset(rules_c, &rs);
+	rs.rules[0].count = 0;
+	assert_int_equal(sl_snapshot_write(dir, &rs, 6, false, &mark, err,
+					   sizeof(err)),
+			 -EINVAL);
+	assert_null(mark.text);
+	sl_ruleset_free(&rs);
+	assert_snapshot(cur, 5, rules_b);
+	sl_snapshot_mark_free(&mark);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag,
 		  struct FTW *ftw)
 {
@@ -1068,6 +1135,7 @@ int main(void)
 	    cmocka_unit_test(test_modes),
 	    cmocka_unit_test(test_leftover_tmp),
 	    cmocka_unit_test(test_write_keeps_good_prev),
+	    cmocka_unit_test(test_write_mark),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_text.h"
+
+static bool grow(struct sl_text *t, size_t more)
+{
+	size_t cap;
+	char *buf;
+
+	if (t->nomem)
+		return false;
+	if (t->len + more <= t->cap)
+		return true;
+	cap = 2 * (t->len + more);
+	buf = realloc(t->buf, cap);
+	if (!buf) {
+		t->nomem = true;
+		return false;
+	}
+	t->buf = buf;
+	t->cap = cap;
+	return true;
+}
+
+void sl_text_put(struct sl_text *t, const char *s, size_t n)
+{
+	if (!grow(t, n + 1))
+		return;
+	memcpy(t->buf + t->len, s, n);
+	t->len += n;
+	t->buf[t->len] = '\0';
+}
+
+void sl_text_printf(struct sl_text *t, const char *fmt, ...)
+{
+	size_t room = t->cap - t->len;
+	va_list ap;
+	int n;
+
+	if (t->nomem)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(t->buf ? t->buf + t->len : NULL, room, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		t->nomem = true;
+		return;
+	}
+	if ((size_t)n >= room) {
+		/* did not fit: grow, print again */
+		if (!grow(t, n + 1))
+			return;
+		va_start(ap, fmt);
+		vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+		va_end(ap);
+	}
+	t->len += n;
+}
+
+void sl_text_u64(struct sl_text *t, const char *before, uint64_t v)
+{
+	char digits[20], *p = digits + sizeof(digits);
+
+	do {
+		*--p = '0' + v % 10;
+		v /= 10;
+	} while (v);
+	sl_text_put(t, before, strlen(before));
+	sl_text_put(t, p, digits + sizeof(digits) - p);
+}
+
+static void tabs(struct sl_text *t, int n)
+{
+	static const char tab[] = "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t";
+	size_t left = n > 0 ? n : 0;
+
+	while (left) {
+		size_t k = left < sizeof(tab) - 1 ? left : sizeof(tab) - 1;
+
+		sl_text_put(t, tab, k);
+		left -= k;
+	}
+}
+
+void sl_json_ws(struct sl_json *r)
+{
+	while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' ||
+				 *r->p == '\n' || *r->p == '\r'))
+		r->p++;
+}
+
+bool sl_json_string(struct sl_json *r, bool emit)
+{
+	const char *s = r->p, *p = r->p + 1;
+
+	/* the first quote with no escape between it and p closes */
+	for (;;) {
+		const char *q = memchr(p, '"', r->end - p), *esc;
+
+		if (!q)
+			return false;
+		esc = memchr(p, '\\', q - p);
+		if (!esc) {
+			r->p = q + 1;
+			break;
+		}
+		p = esc + 2;
+		if (p > r->end)
+			return false;
+	}
+	if (emit)
+		sl_text_put(r->out, s, r->p - s);
+	return true;
+}
+
+/* An object whose members are at depth + 1; a top-level member named
+ * "ok" is left out and whether it is true goes to *ok. */
+bool sl_json_object(struct sl_json *r, int depth, bool emit, bool *ok)
+{
+	int n = 0;
+
+	r->p++;
+	if (emit)
+		sl_text_put(r->out, "{\n", 2);
+	sl_json_ws(r);
+	if (r->p < r->end && *r->p == '}')
+		goto close;
+	for (;;) {
+		const char *key = r->p;
+		bool is_ok, on;
+		size_t key_len;
+
+		if (r->p >= r->end || *r->p != '"' || !sl_json_string(r, false))
+			return false;
+		key_len = r->p - key;
+		is_ok = ok && key_len == 4 && !memcmp(key, "\"ok\"", 4);
+		on = emit && !is_ok;
+		sl_json_ws(r);
+		if (r->p >= r->end || *r->p != ':')
+			return false;
+		r->p++;
+		sl_json_ws(r);
+		if (on) {
+			if (n++)
+				sl_text_put(r->out, ",\n", 2);
+			tabs(r->out, depth + 1);
+			sl_text_put(r->out, key, key_len);
+			sl_text_put(r->out, ":\t", 2);
+		} else if (is_ok) {
+			*ok = r->end - r->p >= 4 && !memcmp(r->p, "true", 4);
+		}
+		if (!sl_json_value(r, depth + 1, on))
+			return false;
+		sl_json_ws(r);
+		if (r->p < r->end && *r->p == ',') {
+			r->p++;
+			sl_json_ws(r);
+			continue;
+		}
+		if (r->p < r->end && *r->p == '}')
+			break;
+		return false;
+	}
+close:
+	r->p++;
+	if (emit) {
+		if (n)
+			sl_text_put(r->out, "\n", 1);
+		tabs(r->out, depth);
+		sl_text_put(r->out, "}", 1);
+	}
+	return true;
+}
+
+static bool json_array(struct sl_json *r, int depth, bool emit)
+{
+	r->p++;
+	if (emit)
+		sl_text_put(r->out, "[", 1);
+	sl_json_ws(r);
+	if (r->p < r->end && *r->p == ']')
+		goto close;
+	for (;;) {
+		if (!sl_json_value(r, depth + 1, emit))
+			return false;
+		sl_json_ws(r);
+		if (r->p < r->end && *r->p == ',') {
+			r->p++;
+			sl_json_ws(r);
+			if (emit)
+				sl_text_put(r->out, ", ", 2);
+			continue;
+		}
+		if (r->p < r->end && *r->p == ']')
+			break;
+		return false;
+	}
+close:
+	r->p++;
+	if (emit)
+		sl_text_put(r->out, "]", 1);
+	return true;
+}
+
+bool sl_json_value(struct sl_json *r, int depth, bool emit)
+{
+	static const char *const words[] = { "true", "false", "null" };
+	const char *s = r->p;
+
+	if (r->p >= r->end || depth > SL_JSON_MAX_DEPTH)
+		return false;
+	if (*r->p == '{')
+		return sl_json_object(r, depth, emit, NULL);
+	if (*r->p == '[')
+		return json_array(r, depth, emit);
+	if (*r->p == '"')
+		return sl_json_string(r, emit);
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		size_t n = strlen(words[i]), left = r->end - r->p;
+
+		if (left >= n && !memcmp(r->p, words[i], n)) {
+			r->p += n;
+			goto done;
+		}
+	}
+	while (r->p < r->end && strchr("-+.eE0123456789", *r->p))
+		r->p++;
+	if (r->p == s)
+		return false;
+done:
+	if (emit)
+		sl_text_put(r->out, s, r->p - s);
+	return true;
+}
+

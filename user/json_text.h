@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * JSON as text, without cJSON trees: a growing text buffer, and a reader
+ * that checks a JSON text and can re-indent it as cJSON_Print() lays out
+ * its parse. For large documents (thousands of rules or counters), where
+ * building, printing and freeing a tree cost more than the work itself.
+ */
+#ifndef SLUICE_JSON_TEXT_H
+#define SLUICE_JSON_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A text that grows; nomem stays set after a failed allocation. */
+struct sl_text {
+	char *buf; /* NUL-terminated unless empty */
+	size_t len, cap;
+	bool nomem;
+};
+
+void sl_text_put(struct sl_text *t, const char *s, size_t n);
+
+void sl_text_printf(struct sl_text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* before, then v in decimal: "%s%llu" without printf's cost. */
+void sl_text_u64(struct sl_text *t, const char *before, uint64_t v);
+
+/*
+ * A JSON text read from p to end. Values read with emit go to out in
+ * cJSON_Print()'s layout: a member on its own line, indented with tabs,
+ * "key":<tab>value; array items on one line, ", " between. Strings and
+ * numbers are copied as they came (escapes, digits beyond 2^53 kept).
+ */
+struct sl_json {
+	const char *p, *end;
+	struct sl_text *out;
+};
+
+#define SL_JSON_MAX_DEPTH 1000 /* cJSON's nesting limit */
+
+void sl_json_ws(struct sl_json *r);
+
+/* The string at r->p (which is '"'). */
+bool sl_json_string(struct sl_json *r, bool emit);
+
+/* The value at r->p, inside containers nested depth deep. False when it
+ * is not JSON. */
+bool sl_json_value(struct sl_json *r, int depth, bool emit);
+
+/* The object at r->p (which is '{'). With ok, its member "ok" is left out
+ * and *ok says whether it is true. */
+bool sl_json_object(struct sl_json *r, int depth, bool emit, bool *ok);
+
+#endif
