@@ -775,6 +775,11 @@ static void serve_one(struct agent *a)
 	close(fd);
 	cJSON_Delete(req);
 	free(text);
+	/* a change answered right after its flip: clear the old set now,
+	 * before the next request */
+	pthread_mutex_lock(&a->dp_lock);
+	sl_dp_retire(&a->dp);
+	pthread_mutex_unlock(&a->dp_lock);
 }
 
 static void print_stats(struct agent *a)

@@ -657,7 +657,7 @@ static int write_kept_meta(struct sl_dataplane *dp,
 int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		char *err, size_t errlen)
 {
-	uint32_t set = !(dp->skel->bss->active_set & 1);
+	uint32_t set;
 	struct sl_compiled comp = { 0 };
 	struct sl_ruleset copy = { 0 };
 	uint8_t *in_new = calloc(SLUICE_MAX_RULE_SLOTS, 1);
@@ -677,6 +677,9 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* the set written next is the one the last flip left */
+	sl_dp_retire(dp);
+	set = !(dp->skel->bss->active_set & 1);
 	sl_rule_def_hashes(rs, hashes);
 	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
 	if (ret)
@@ -705,11 +708,9 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	}
 
 	dp->skel->bss->active_set = set;
-	wait_for_readers();
-
-	for (size_t i = 0; i < dp->n_lpm; i++)
-		lpm_write(dp, &dp->lpm[i], true);
-	free(dp->lpm);
+	dp->retire_pending = true;
+	dp->retired_lpm = dp->lpm;
+	dp->n_retired_lpm = dp->n_lpm;
 	dp->lpm = comp.lpm;
 	dp->n_lpm = comp.n_lpm;
 	comp.lpm = NULL;
@@ -732,8 +733,10 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	}
 	write_batch(bpf_map__fd(dp->skel->maps.rule_meta), keys, meta,
 		    sizeof(*meta), n);
-	if (any_drop)
-		drop_sources(dp, drop);
+	if (any_drop) {
+		dp->retired_sources = drop;
+		drop = NULL;
+	}
 	write_kept_meta(dp, rs, slots, fresh, 1u << set, keys, meta);
 	for (size_t i = 0; i < rs->n; i++) {
 		struct sl_slot_state *st = &dp->slot_state[slots[i]];
@@ -760,6 +763,23 @@ out:
 	free(in_new);
 	free(drop);
 	return ret;
+}
+
+void sl_dp_retire(struct sl_dataplane *dp)
+{
+	if (!dp->retire_pending)
+		return;
+	wait_for_readers();
+	for (size_t i = 0; i < dp->n_retired_lpm; i++)
+		lpm_write(dp, &dp->retired_lpm[i], true);
+	if (dp->retired_sources)
+		drop_sources(dp, dp->retired_sources);
+	free(dp->retired_lpm);
+	free(dp->retired_sources);
+	dp->retired_lpm = NULL;
+	dp->n_retired_lpm = 0;
+	dp->retired_sources = NULL;
+	dp->retire_pending = false;
 }
 
 const char *sl_xdp_mode_str(enum sl_xdp_mode mode)
@@ -952,6 +972,8 @@ int sl_dp_gc_sources(struct sl_dataplane *dp)
 
 void sl_dp_destroy(struct sl_dataplane *dp)
 {
+	if (dp->skel)
+		sl_dp_retire(dp);
 	for (int i = 0; i < dp->n_ifaces; i++)
 		close(dp->ifaces[i].link_fd);
 	if (dp->skel)

@@ -66,18 +66,33 @@ struct sl_dataplane {
 	 * rule starts at its fallback, user/cluster.c) */
 	uint64_t (*first_limit)(const struct sl_rule *r, void *arg);
 	void *first_limit_arg;
+	/* what the set before the last flip leaves to clear once no
+	 * program runs with it (sl_dp_retire) */
+	struct sl_lpm_entry *retired_lpm;
+	size_t n_retired_lpm;
+	uint8_t *retired_sources; /* slots whose sources go; NULL: none */
+	bool retire_pending;
 };
 
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts);
 
 /*
  * Make rs the rule set in force: compile it, write it beside the active
- * set, flip, then clear the old one. Rules whose definition did not change
- * keep their slot, so their counters and windows survive. On failure the
- * rules in force stay as they were and err says why.
+ * set and flip; every packet from then on is judged by it. Rules whose
+ * definition did not change keep their slot, so their counters and
+ * windows survive. On failure the rules in force stay as they were and
+ * err says why. The old set is cleared by sl_dp_retire(), which the next
+ * apply runs first if the caller has not.
  */
 int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		char *err, size_t errlen);
+
+/*
+ * After a flip: wait until no XDP program still runs with the old set (an
+ * RCU grace period), then delete its trie entries and the sources of the
+ * rules that left. Does nothing when nothing is pending.
+ */
+void sl_dp_retire(struct sl_dataplane *dp);
 
 int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 		 enum sl_xdp_mode mode);
