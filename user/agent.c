@@ -588,10 +588,19 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 				return e;
 			}
 		}
-		memcpy(out->rules, cur->rules, cur->n * sizeof(*cur->rules));
+		for (; out->n < cur->n; out->n++)
+			if (sl_rule_copy(&out->rules[out->n],
+					 &cur->rules[out->n])) {
+				sl_ruleset_free(&in);
+				sl_ruleset_free(out);
+				return error_answer("internal",
+						    "out of memory");
+			}
+		/* the new rules move over, with what they own */
 		memcpy(out->rules + cur->n, in.rules,
 		       in.n * sizeof(*in.rules));
-		n = cur->n + in.n;
+		n = out->n = cur->n + in.n;
+		in.n = 0;
 		sl_ruleset_free(&in);
 		if (n > SL_MAX_RULES) {
 			sl_ruleset_free(out);
@@ -638,8 +647,14 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 			cJSON_ArrayForEach(name, names)
 				gone |= !strcmp(cur->rules[j].name,
 						name->valuestring);
-			if (!gone)
-				out->rules[n++] = cur->rules[j];
+			if (gone)
+				continue;
+			if (sl_rule_copy(&out->rules[n], &cur->rules[j])) {
+				sl_ruleset_free(out);
+				return error_answer("internal",
+						    "out of memory");
+			}
+			out->n = ++n;
 		}
 	}
 	out->n = n;

@@ -396,7 +396,12 @@ void sl_cluster_rules_changed(struct sl_cluster_sync *c)
 			snprintf(f->rule, sizeof(f->rule), "%s", r->name);
 			sl_lease_boot(&f->l, r, c->node, map_limit(c, i), now);
 		}
-		f->r = *r;
+		if (sl_rule_copy(&f->r, r)) {
+			pr_err("cluster: out of memory: rule '%s' is not "
+			       "synced", r->name);
+			sl_rule_release(&f->r);
+			continue;
+		}
 		f->idx = i;
 		sl_lease_refresh(&f->l, r, c->node);
 		f->l.dirty = true;
@@ -411,6 +416,7 @@ void sl_cluster_rules_changed(struct sl_cluster_sync *c)
 				o->alive = true;
 			} else if (sess_init(c, s, r->cluster.ns)) {
 				ns--;
+				sl_rule_release(&f->r);
 				continue;
 			}
 		}
@@ -426,6 +432,8 @@ void sl_cluster_rules_changed(struct sl_cluster_sync *c)
 	}
 	for (size_t i = 0; i < ns; i++)
 		sess[i].alive = false;
+	for (size_t i = 0; i < c->n_flows; i++)
+		sl_rule_release(&c->flows[i].r);
 	free(c->flows);
 	free(c->sess);
 	c->flows = flows;
@@ -1060,6 +1068,8 @@ void sl_cluster_free(struct sl_cluster_sync *c)
 		free(c->sess[i].out);
 	}
 	free(c->sess);
+	for (size_t i = 0; i < c->n_flows; i++)
+		sl_rule_release(&c->flows[i].r);
 	free(c->flows);
 	free(c->reports);
 	free(c->sent);

@@ -535,11 +535,16 @@ static void wait_for_readers(void)
 
 static int copy_ruleset(const struct sl_ruleset *rs, struct sl_ruleset *out)
 {
-	out->n = rs->n;
+	out->n = 0;
 	out->rules = calloc(rs->n ? rs->n : 1, sizeof(*out->rules));
 	if (!out->rules)
 		return -ENOMEM;
-	memcpy(out->rules, rs->rules, rs->n * sizeof(*rs->rules));
+	for (; out->n < rs->n; out->n++) {
+		if (sl_rule_copy(&out->rules[out->n], &rs->rules[out->n])) {
+			sl_ruleset_free(out);
+			return -ENOMEM;
+		}
+	}
 	return 0;
 }
 

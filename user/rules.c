@@ -826,6 +826,11 @@ static void parse_quotas(struct rule_ctx *rc, const cJSON *q,
 			 "must name 1 to %d nodes, got %d", SL_MAX_QUOTAS, n);
 		return;
 	}
+	c->quotas = calloc(n, sizeof(*c->quotas));
+	if (!c->quotas) {
+		rule_err(rc, "cluster.quotas", "out of memory");
+		return;
+	}
 	for (it = q->child; it; it = it->next) {
 		show(it->string, shown, sizeof(shown));
 		for (prev = q->child; prev != it; prev = prev->next) {
@@ -1225,6 +1230,8 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 	}
 	free(first_of);
 	if (eb_total(eb)) {
+		for (i = 0; i < n; i++)
+			sl_rule_release(&rules[i]);
 		free(rules);
 		return -EINVAL;
 	}
@@ -1371,10 +1378,33 @@ out:
 	return ret;
 }
 
+int sl_rule_copy(struct sl_rule *dst, const struct sl_rule *src)
+{
+	*dst = *src;
+	if (!src->cluster.quotas)
+		return 0;
+	dst->cluster.quotas = malloc(src->cluster.n_quotas *
+				     sizeof(*src->cluster.quotas));
+	if (!dst->cluster.quotas)
+		return -ENOMEM;
+	memcpy(dst->cluster.quotas, src->cluster.quotas,
+	       src->cluster.n_quotas * sizeof(*src->cluster.quotas));
+	return 0;
+}
+
+void sl_rule_release(struct sl_rule *r)
+{
+	free(r->cluster.quotas);
+	r->cluster.quotas = NULL;
+	r->cluster.n_quotas = 0;
+}
+
 void sl_ruleset_free(struct sl_ruleset *set)
 {
 	if (!set)
 		return;
+	for (size_t i = 0; i < set->n; i++)
+		sl_rule_release(&set->rules[i]);
 	free(set->rules);
 	set->rules = NULL;
 	set->n = 0;

@@ -74,7 +74,9 @@ struct sl_cluster {
 	enum sl_fallback fallback;
 	uint64_t fallback_fixed;
 	uint32_t n_quotas; /* manual only; sorted by node */
-	struct sl_quota quotas[SL_MAX_QUOTAS];
+	/* n_quotas of them, owned by the rule (sl_rule_copy/release):
+	 * inline they made every rule 2.4 KB larger */
+	struct sl_quota *quotas;
 };
 
 /* family 0 means "any address" (field absent); addr is masked to len. */
@@ -110,6 +112,12 @@ struct sl_rule {
 	struct sl_cluster cluster;
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
+
+/* Copy src into dst, its quotas too; -ENOMEM. */
+int sl_rule_copy(struct sl_rule *dst, const struct sl_rule *src);
+
+/* Free what a rule owns (not the rule itself). */
+void sl_rule_release(struct sl_rule *r);
 
 struct sl_ruleset {
 	struct sl_rule *rules;

@@ -35,11 +35,11 @@ static struct sl_rule rule(enum sl_threshold t, enum sl_fallback fb)
 	r.cluster.threshold = t;
 	r.cluster.fallback = fb;
 	r.cluster.fallback_fixed = 1234;
+	/* the rules of these tests share one quota table, never freed */
+	static struct sl_quota quotas[2] = { { "a", 600 }, { "b", 400 } };
+
 	r.cluster.n_quotas = 2;
-	strcpy(r.cluster.quotas[0].node, "a");
-	r.cluster.quotas[0].count = 600;
-	strcpy(r.cluster.quotas[1].node, "b");
-	r.cluster.quotas[1].count = 400;
+	r.cluster.quotas = quotas;
 	return r;
 }
 
