@@ -955,6 +955,28 @@ static const char *sess_state_str(enum sess_state s)
 	return names[s];
 }
 
+/* HOST:PORT, [HOST]:PORT for an IPv6 address. */
+static void server_str(const struct sl_cluster_server *sv, char *buf,
+		       size_t len)
+{
+	snprintf(buf, len, strchr(sv->host, ':') ? "[%s]:%s" : "%s:%s",
+		 sv->host, sv->port);
+}
+
+/* The server a session syncs with, null while it has none. */
+static void add_token_server(cJSON *e, const struct sl_cluster_sync *c,
+			     const struct session *s)
+{
+	char buf[300];
+
+	if (s->st != SESS_READY) {
+		cJSON_AddNullToObject(e, "token_server");
+		return;
+	}
+	server_str(&c->servers[s->server], buf, sizeof(buf));
+	cJSON_AddStringToObject(e, "token_server", buf);
+}
+
 cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 {
 	cJSON *o = cJSON_CreateObject(), *a, *fl, *ss;
@@ -967,9 +989,7 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 	cJSON_AddStringToObject(o, "node_id", c->node);
 	a = cJSON_AddArrayToObject(o, "token_servers");
 	for (size_t i = 0; i < c->n_servers; i++) {
-		snprintf(buf, sizeof(buf),
-			 strchr(c->servers[i].host, ':') ? "[%s]:%s" : "%s:%s",
-			 c->servers[i].host, c->servers[i].port);
+		server_str(&c->servers[i], buf, sizeof(buf));
 		cJSON_AddItemToArray(a, cJSON_CreateString(buf));
 	}
 	ss = cJSON_AddArrayToObject(o, "sessions");
@@ -980,15 +1000,7 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 
 		cJSON_AddStringToObject(e, "namespace", s->ns);
 		cJSON_AddStringToObject(e, "state", sess_state_str(s->st));
-		snprintf(buf, sizeof(buf),
-			 strchr(c->servers[s->server].host, ':') ? "[%s]:%s"
-								 : "%s:%s",
-			 c->servers[s->server].host,
-			 c->servers[s->server].port);
-		if (s->st == SESS_READY)
-			cJSON_AddStringToObject(e, "token_server", buf);
-		else
-			cJSON_AddNullToObject(e, "token_server");
+		add_token_server(e, c, s);
 		add_u64(e, "sync_ms", s->sync_ms);
 		add_u64(e, "failures", s->failures);
 		cJSON_AddStringToObject(e, "last_error", s->last_error);
@@ -1017,15 +1029,7 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 			leased && f->l.lease_end_ns > now
 				? (f->l.lease_end_ns - now) / NS_PER_MS
 				: 0);
-		snprintf(buf, sizeof(buf),
-			 strchr(c->servers[s->server].host, ':') ? "[%s]:%s"
-								 : "%s:%s",
-			 c->servers[s->server].host,
-			 c->servers[s->server].port);
-		if (s->st == SESS_READY)
-			cJSON_AddStringToObject(e, "token_server", buf);
-		else
-			cJSON_AddNullToObject(e, "token_server");
+		add_token_server(e, c, s);
 		add_u64(e, "last_sync_rtt_us", s->rtt_us);
 		add_u64(e, "holders", f->l.holders);
 		add_u64(e, "demand", f->demand);

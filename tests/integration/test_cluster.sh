@@ -376,12 +376,19 @@ sw = max_window_total(R, B + 2.0)
 fl = max_window_total(F, F + 4.0)
 # the server frees host 4's lease one TTL after its last sync, then
 # rebalances: steady state from P + 2.5; the step itself in omax
-others = total(P + 2.5, H, (1, 2, 3))
+# the mean of its whole seconds (an average over the span's ends can
+# exceed every 1 s window when the hosts' sample clocks differ slightly)
+secs = [total(P + 2.5 + k, P + 3.5 + k, (1, 2, 3))
+        for k in range(int(H - P - 2.5))]
+others = sum(secs) / len(secs)
 omax = max_window_total(P, H, (1, 2, 3))
 h4 = rate(4, P + 1.5, H)
 print("# aggregate per second from the restart:", " ".join(
     f"{total(R + k, R + k + 1) :.0f}" for k in range(int(B - R) + 3)),
     file=sys.stderr)
+print(f"# partition window: P {P:.2f} H {H:.2f}; hosts 1-3 per second:",
+      " ".join(f"{total(P + k, P + k + 1, (1, 2, 3)):.0f}"
+               for k in range(int(H - P))), file=sys.stderr)
 print(f"{agg:.0f}", " ".join(f"{s:.0f}" for s in split), f"{fair:.4f}",
       f"{fb:.0f} {fbmax:.0f} {sw:.0f} {fl:.0f} {others:.0f} {h4:.0f} {omax:.0f}")
 PY
