@@ -445,6 +445,43 @@ static int print_json(cJSON *resp)
 }
 
 /*
+ * Send req and read the answer as text. *ok is true when it is one JSON
+ * object that says "ok": true; then, with out set, out holds it indented
+ * without its "ok". Returns 0 or as call_failed() does.
+ */
+static int call_text(const struct cli *c, const cJSON *req, const char *cmd,
+		     struct sl_text *out, char **text, size_t *len, bool *ok)
+{
+	struct sl_json r = { .out = out };
+	int err;
+
+	*ok = false;
+	err = sl_ctl_call_text(c->sock, req, text, len, SL_CTL_TIMEOUT_MS);
+	if (err)
+		return call_failed(c, cmd, err);
+	r.p = *text;
+	r.end = *text + *len;
+	sl_json_ws(&r);
+	if (r.p < r.end && *r.p == '{' &&
+	    sl_json_object(&r, 0, out != NULL, ok)) {
+		sl_json_ws(&r);
+		*ok = *ok && r.p == r.end && !(out && out->nomem);
+	} else {
+		*ok = false;
+	}
+	return 0;
+}
+
+/* A text that was not a good answer: parse it and say what is wrong. */
+static int check_text(const struct cli *c, const char *cmd, char *text,
+		      size_t len, cJSON **resp)
+{
+	int err = sl_ctl_parse(text, len, resp);
+
+	return err ? call_failed(c, cmd, err) : check_answer(c, cmd, *resp);
+}
+
+/*
  * -j: send req, print the answer without its "ok". An answer that says
  * "ok": true is relayed; anything else takes the general path, which says
  * what is wrong. Returns as agent_call() does.
@@ -453,36 +490,27 @@ static int json_call(const struct cli *c, const cJSON *req)
 {
 	const char *cmd = get_str(req, "cmd", "?");
 	struct sl_text out = { 0 };
-	struct sl_json r = { .out = &out };
 	cJSON *resp = NULL;
-	bool ok = false;
 	size_t len;
 	char *text;
+	bool ok;
 	int err;
 
-	err = sl_ctl_call_text(c->sock, req, &text, &len, SL_CTL_TIMEOUT_MS);
+	err = call_text(c, req, cmd, &out, &text, &len, &ok);
 	if (err)
-		return call_failed(c, cmd, err);
-	r.p = text;
-	r.end = text + len;
-	sl_json_ws(&r);
-	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, true, &ok)) {
-		sl_json_ws(&r);
+		return err;
+	if (ok) {
 		sl_text_put(&out, "\n", 1);
-		if (ok && r.p == r.end && !out.nomem) {
-			fwrite(out.buf, 1, out.len, stdout);
-			fflush(stdout);
-			free(out.buf);
-			free(text);
-			return 0;
-		}
+		fwrite(out.buf, 1, out.len, stdout);
+		fflush(stdout);
 	}
 	free(out.buf);
-	err = sl_ctl_parse(text, len, &resp);
-	if (err)
-		return call_failed(c, cmd, err);
-	err = check_answer(c, cmd, resp);
-	if (!err || err == -EREMOTEIO)
+	if (ok) {
+		free(text);
+		return 0;
+	}
+	err = check_text(c, cmd, text, len, &resp);
+	if (resp && (!err || err == -EREMOTEIO))
 		print_json(resp);
 	cJSON_Delete(resp);
 	return err;
@@ -1295,34 +1323,23 @@ static void print_stats(const char *text, size_t len)
 static int stats_call(const struct cli *c, const cJSON *req,
 		      const char *header)
 {
-	struct sl_text out = { 0 };
-	struct sl_json r = { .out = &out };
 	cJSON *resp = NULL;
-	bool ok = false;
 	size_t len;
 	char *text;
+	bool ok;
 	int err;
 
-	err = sl_ctl_call_text(c->sock, req, &text, &len, SL_CTL_TIMEOUT_MS);
+	err = call_text(c, req, "stats", NULL, &text, &len, &ok);
 	if (err)
-		return call_failed(c, "stats", err);
-	r.p = text;
-	r.end = text + len;
-	sl_json_ws(&r);
-	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, false, &ok)) {
-		sl_json_ws(&r);
-		if (ok && r.p == r.end) {
-			if (header)
-				fputs(header, stdout);
-			print_stats(text, len);
-			free(text);
-			return 0;
-		}
+		return err;
+	if (ok) {
+		if (header)
+			fputs(header, stdout);
+		print_stats(text, len);
+		free(text);
+		return 0;
 	}
-	err = sl_ctl_parse(text, len, &resp);
-	if (err)
-		return call_failed(c, "stats", err);
-	err = check_answer(c, "stats", resp);
+	err = check_text(c, "stats", text, len, &resp);
 	cJSON_Delete(resp);
 	/* "ok": true, yet not read above: not an answer of ours */
 	return err ? err : call_failed(c, "stats", -EBADMSG);

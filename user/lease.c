@@ -6,14 +6,6 @@
 
 #define NS_PER_MS 1000000ULL
 
-static uint64_t node_quota(const struct sl_cluster *c, const char *node)
-{
-	for (uint32_t i = 0; i < c->n_quotas; i++)
-		if (!strcmp(c->quotas[i].node, node))
-			return c->quotas[i].count;
-	return 0;
-}
-
 uint64_t sl_lease_fallback(const struct sl_rule *r, const char *node,
 			   uint32_t holders, const struct sl_lease *l)
 {
@@ -25,7 +17,7 @@ uint64_t sl_lease_fallback(const struct sl_rule *r, const char *node,
 		share = r->count;
 		break;
 	case SL_THRESH_MANUAL:
-		share = node_quota(&r->cluster, node);
+		share = sl_cluster_quota(&r->cluster, node);
 		break;
 	default:
 		if (holders)

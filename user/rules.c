@@ -1378,6 +1378,24 @@ out:
 	return ret;
 }
 
+uint64_t sl_cluster_quota(const struct sl_cluster *cl, const char *node)
+{
+	uint32_t lo = 0, hi = cl->n_quotas;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(cl->quotas[mid].node, node);
+
+		if (!c)
+			return cl->quotas[mid].count;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
 int sl_rule_copy(struct sl_rule *dst, const struct sl_rule *src)
 {
 	*dst = *src;

@@ -113,6 +113,9 @@ struct sl_rule {
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 
+/* A node's manual quota (quotas are sorted by node); 0 when not listed. */
+uint64_t sl_cluster_quota(const struct sl_cluster *c, const char *node);
+
 /* Copy src into dst, its quotas too; -ENOMEM. */
 int sl_rule_copy(struct sl_rule *dst, const struct sl_rule *src);
 

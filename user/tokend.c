@@ -266,24 +266,6 @@ static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
 	return 0;
 }
 
-static uint64_t manual_quota(const struct sl_cluster *cl, const char *node)
-{
-	uint32_t lo = 0, hi = cl->n_quotas;
-
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(cl->quotas[mid].node, node);
-
-		if (!c)
-			return cl->quotas[mid].count;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
-}
-
 /* The answer for one flow of one SYNC; the lease starts now. */
 static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		      const struct sl_flow_report *r, uint64_t now,
@@ -337,7 +319,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		break;
 	default:
 		/* a ramp scales every quota alike */
-		want = manual_quota(f->cl, c->node_name) * count / f->count;
+		want = sl_cluster_quota(f->cl, c->node_name) * count / f->count;
 		break;
 	}
 	f->outstanding = others + want;
