@@ -250,6 +250,20 @@ static __always_inline __u64 pace_take(struct sluice_pacer *pacer,
 	return 0;
 }
 
+/* Whether the pacing clock has credit for cost tokens: cheap, so a
+ * refusal need not scan the window first. */
+static __always_inline bool pace_has(struct sluice_pacer *pacer, __u64 count,
+				     __u32 interval_ms, __u64 now_ns,
+				     __u64 cost)
+{
+	__u64 now_us = now_ns / NSEC_PER_USEC;
+	__u64 base = READ_ONCE(pacer->tat_us);
+
+	if (base + (__u64)interval_ms * 1000 < now_us)
+		return true;
+	return base < now_us && (now_us - base) * count >= cost * USEC_PER_SEC;
+}
+
 static __always_inline __u64 interval_ns_of(__u32 interval_ms)
 {
 	return (__u64)interval_ms * (USEC_PER_SEC * NSEC_PER_USEC / 1000);
@@ -267,6 +281,8 @@ static __always_inline __u64 rule_budget_take(struct sluice_budget *bud,
 	__u64 used, grant;
 
 	if (!count || !limit)
+		return 0;
+	if (!pace_has(&bud->pacer, count, interval_ms, now_ns, cost))
 		return 0;
 	used = ledger_used(bud, start_ns);
 	grant = pace_take(&bud->pacer, count, interval_ms, now_ns,
@@ -343,17 +359,25 @@ static __always_inline void roll_bucket(struct sluice_rule_cpu *rc,
 	rc->since_roll = 0;
 }
 
-static __always_inline void account(struct sluice_rule_cpu *rc,
-				    const struct sluice_rule_cfg *cfg, __u32 len,
-				    bool passed)
+/* Move the packets a refusal held into the current bucket and totals. */
+static __always_inline void flush_held(struct sluice_rule_cpu *rc)
 {
-	struct sluice_bucket *b;
+	struct sluice_bucket *b =
+		&rc->bucket[rc->bucket_idx & (SLUICE_MAX_SAMPLES - 1)];
 
-	/* refills roll the bucket too; a quiet rule needs this so its
-	 * packets do not land in a bucket that has left the window */
-	if (++rc->since_roll >= SLUICE_ROLL_EVERY)
-		roll_bucket(rc, cfg, sluice_now_coarse());
-	b = &rc->bucket[rc->bucket_idx & (SLUICE_MAX_SAMPLES - 1)];
+	b->blocked_pkts += rc->held_pkts;
+	b->blocked_bytes += rc->held_bytes;
+	rc->blocked_pkts += rc->held_pkts;
+	rc->blocked_bytes += rc->held_bytes;
+	rc->held_pkts = 0;
+	rc->held_bytes = 0;
+}
+
+static __always_inline void count_packet(struct sluice_rule_cpu *rc,
+					 __u32 len, bool passed)
+{
+	struct sluice_bucket *b =
+		&rc->bucket[rc->bucket_idx & (SLUICE_MAX_SAMPLES - 1)];
 
 	if (passed) {
 		b->passed_pkts++;
@@ -368,6 +392,19 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
 	}
 }
 
+static __always_inline void account(struct sluice_rule_cpu *rc,
+				    const struct sluice_rule_cfg *cfg, __u32 len,
+				    bool passed)
+{
+	if (rc->held_pkts)
+		flush_held(rc);
+	/* refills roll the bucket too; a quiet rule needs this so its
+	 * packets do not land in a bucket that has left the window */
+	if (++rc->since_roll >= SLUICE_ROLL_EVERY)
+		roll_bucket(rc, cfg, sluice_now_coarse());
+	count_packet(rc, len, passed);
+}
+
 /*
  * A refusal blocks a batch of packets before the next request, but only
  * within the admission slot it was made in, so that after a flood a quiet
@@ -376,19 +413,87 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
  * pays for it on one packet in seventeen, and at most 31 packets are held
  * past the slot.
  */
+static __always_inline bool refusal_check_due(const struct sluice_refusal *r)
+{
+	return r->left < 8 || !(r->left & 31);
+}
+
+/* signed: the jiffy clock may lag the time of the refusal */
+static __always_inline bool refusal_expired(const struct sluice_refusal *r,
+					    __u64 now, __u64 slot_ns)
+{
+	return (__s64)(now - r->at_ns) >= (__s64)slot_ns;
+}
+
 static __always_inline bool refusal_holds(struct sluice_refusal *r,
 					  __u64 slot_ns)
 {
 	if (!r->left)
 		return false;
-	/* signed: the jiffy clock may lag the time of the refusal */
-	if ((r->left < 8 || !(r->left & 31)) &&
-	    (__s64)(sluice_now_coarse() - r->at_ns) >= (__s64)slot_ns) {
+	if (refusal_check_due(r) &&
+	    refusal_expired(r, sluice_now_coarse(), slot_ns)) {
 		r->left = 0;
 		return false;
 	}
 	r->left--;
 	return true;
+}
+
+/*
+ * The same for a rule's aggregate budget, with the packets blocked counted
+ * in bulk: held, and moved to the bucket of the time whenever the clock is
+ * read (flush_held()).
+ */
+static __always_inline bool rule_refusal_holds(struct sluice_rule_cpu *rc,
+					       const struct sluice_rule_cfg *cfg,
+					       __u32 len)
+{
+	struct sluice_refusal *r = &rc->refusal;
+
+	if (!r->left)
+		return false;
+	if (refusal_check_due(r)) {
+		__u64 now = sluice_now_coarse();
+
+		roll_bucket(rc, cfg, now);
+		flush_held(rc);
+		if (refusal_expired(r, now, cfg->slot_ns)) {
+			r->left = 0;
+			return false;
+		}
+	}
+	r->left--;
+	rc->held_pkts++;
+	rc->held_bytes += len;
+	return true;
+}
+
+/*
+ * The common cases, decided from this CPU's state of the rule alone so
+ * that most packets need not read the rule's configuration: a token in
+ * the cache (unless the bucket is due to roll), or a refusal in force
+ * with no clock check due and no token left. Returns the verdict, or -1
+ * for the full path.
+ */
+static __always_inline int judge_fast(struct sluice_rule_cpu *rc, __u32 len)
+{
+	struct sluice_refusal *r = &rc->refusal;
+	__u64 cost = rc->cost_is_len ? len : 1;
+
+	if (rc->tokens >= cost) {
+		if (rc->held_pkts || rc->since_roll + 1 >= SLUICE_ROLL_EVERY)
+			return -1;
+		rc->tokens -= cost;
+		rc->since_roll++;
+		count_packet(rc, len, true);
+		return XDP_PASS;
+	}
+	if (rc->tokens || !r->left || refusal_check_due(r))
+		return -1;
+	r->left--;
+	rc->held_pkts++;
+	rc->held_bytes += len;
+	return rc->refused_verdict;
 }
 
 /*
@@ -422,8 +527,6 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		rc->tokens -= cost;
 		return true;
 	}
-	if (refusal_holds(&rc->refusal, cfg->slot_ns))
-		return false;
 
 	bud = bpf_map_lookup_elem(&rule_budget, &slot);
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
@@ -440,9 +543,12 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 				 cost);
 	if (!grant) {
 		refusal_note(&rc->refusal, now, cfg->slot_ns);
+		rc->refused_verdict = cfg->flags & SLUICE_RULE_SHADOW ?
+					      XDP_PASS : XDP_DROP;
 		return false;
 	}
 	rc->tokens += grant - cost;
+	rc->cost_is_len = cfg->grade == SLUICE_GRADE_BPS;
 	return true;
 }
 

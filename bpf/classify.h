@@ -4,6 +4,8 @@
  * 1. port_table[set][slot][dport] names the rule, or no rule, or a class
  *    for the destination trie (one array lookup, inlined by the verifier);
  * 2. lpm_v4/v6 on (class, daddr) names the rule or a class for the source;
+ *    a per-CPU cache of recent answers sits in front of it, since the
+ *    destinations of a host's traffic are its own few addresses;
  * 3. lpm_v4/v6 on (class, saddr) names the rule.
  * User space computes the tables so that each answer is already the
  * winner by precedence (docs/rules.md); the fast path never compares rules.
@@ -14,8 +16,13 @@
 #include "maps.h"
 #include "parse.h"
 
-/* Rule set the fast path reads; user space flips it after filling the other. */
-volatile __u32 active_set;
+/*
+ * Generation of the rule set in force; its low bit names the set the fast
+ * path reads. User space fills the other set, then increments this with
+ * one store. A cached trie answer is valid only under the generation it
+ * was found in: a set's tries are rewritten only two generations later.
+ */
+volatile __u32 set_gen;
 
 static __always_inline __u32 port_index(__u8 slot, __u16 dport)
 {
@@ -24,8 +31,24 @@ static __always_inline __u32 port_index(__u8 slot, __u16 dport)
 	return SLUICE_PORTED_SLOTS * 65536 + (slot - SLUICE_PORTED_SLOTS);
 }
 
+/* The address at addr (in the packet, bounds checked) as words; an IPv4
+ * address fills w[0]. Packet loads may be unaligned. */
+static __always_inline void addr_words(const struct sluice_pkt *p,
+				       const __u8 *addr, __u32 w[4])
+{
+	const __u32 *a = (const __u32 *)addr;
+
+	w[0] = a[0];
+	w[1] = w[2] = w[3] = 0;
+	if (p->family == 6) {
+		w[1] = a[1];
+		w[2] = a[2];
+		w[3] = a[3];
+	}
+}
+
 static __always_inline __u32 lpm_lookup(const struct sluice_pkt *p,
-					__u32 class_id, const __u8 *addr)
+					__u32 class_id, const __u32 w[4])
 {
 	__u32 *ref;
 
@@ -35,7 +58,7 @@ static __always_inline __u32 lpm_lookup(const struct sluice_pkt *p,
 			.class_id = class_id,
 		};
 
-		__builtin_memcpy(k4.addr, addr, 4);
+		__builtin_memcpy(k4.addr, w, 4);
 		ref = bpf_map_lookup_elem(&lpm_v4, &k4);
 	} else {
 		struct sluice_lpm6_key k6 = {
@@ -43,20 +66,53 @@ static __always_inline __u32 lpm_lookup(const struct sluice_pkt *p,
 			.class_id = class_id,
 		};
 
-		__builtin_memcpy(k6.addr, addr, 16);
+		__builtin_memcpy(k6.addr, w, 16);
 		ref = bpf_map_lookup_elem(&lpm_v6, &k6);
 	}
 	return ref ? *ref : SLUICE_REF_NONE;
 }
 
+/* Stage 2 through this CPU's cache of destination-trie answers. */
+static __always_inline __u32 dst_lookup(const struct sluice_pkt *p, __u32 gen,
+					__u32 class_id)
+{
+	__u32 w[4], class_fam = class_id, hash, idx, ref;
+	struct sluice_dst_cached *c;
+	bool v6 = p->family == 6;
+
+	addr_words(p, p->daddr, w);
+	hash = class_id ^ w[0];
+	if (v6) {
+		class_fam |= SLUICE_DST_V6;
+		hash ^= class_fam ^ w[1] ^ w[2] ^ w[3];
+	}
+	idx = (hash * 0x9e3779b1u) >> (32 - SLUICE_DST_CACHE_BITS);
+	c = bpf_map_lookup_elem(&dst_cache, &idx);
+	if (!c)
+		return lpm_lookup(p, class_id, w);
+	/* an IPv4 entry holds zeros past addr[0], and class_fam tells the
+	 * families apart */
+	if (c->gen_tag == (__u64)gen + 1 && c->class_fam == class_fam &&
+	    c->addr[0] == w[0] &&
+	    (!v6 || (c->addr[1] == w[1] && c->addr[2] == w[2] &&
+		     c->addr[3] == w[3])))
+		return c->ref;
+	ref = lpm_lookup(p, class_id, w);
+	c->gen_tag = (__u64)gen + 1;
+	c->class_fam = class_fam;
+	c->ref = ref;
+	__builtin_memcpy(c->addr, w, sizeof(c->addr));
+	return ref;
+}
+
 /* Returns the rule slot + 1 that judges p, or 0 for none. */
 static __always_inline __u32 classify(const struct sluice_pkt *p)
 {
-	__u32 idx = port_index(p->slot, p->dport);
+	__u32 gen = set_gen, idx = port_index(p->slot, p->dport), ref;
 	struct sluice_port_ref *pref;
-	__u32 ref;
+	__u32 w[4];
 
-	if (active_set & 1)
+	if (gen & 1)
 		idx += SLUICE_SET_SPACE;
 	pref = bpf_map_lookup_elem(&port_table, &idx);
 	if (!pref)
@@ -64,10 +120,11 @@ static __always_inline __u32 classify(const struct sluice_pkt *p)
 	ref = p->family == 4 ? pref->v4 : pref->v6;
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
-	ref = lpm_lookup(p, ref & ~SLUICE_REF_LPM, p->daddr);
+	ref = dst_lookup(p, gen, ref & ~SLUICE_REF_LPM);
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
-	ref = lpm_lookup(p, ref & ~SLUICE_REF_LPM, p->saddr);
+	addr_words(p, p->saddr, w);
+	ref = lpm_lookup(p, ref & ~SLUICE_REF_LPM, w);
 	/* a source-stage answer is always final */
 	return ref & SLUICE_REF_LPM ? SLUICE_REF_NONE : ref;
 }

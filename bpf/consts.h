@@ -66,6 +66,12 @@
 #define SLUICE_ROLL_EVERY 32
 #endif
 
+/* Per-CPU caches of destination-trie answers: 2^bits direct-mapped
+ * entries (a host's services sit on few addresses). */
+#ifndef SLUICE_DST_CACHE_BITS
+#define SLUICE_DST_CACHE_BITS 8
+#endif
+
 /* Source entries over all per_source rules (plus one overflow per rule). */
 #ifndef SLUICE_MAX_SOURCES
 #define SLUICE_MAX_SOURCES 262144

@@ -35,6 +35,15 @@ struct {
 	__type(value, __u32);
 } lpm_v6 SEC(".maps");
 
+/* Per-CPU memory of recent destination-trie answers, in front of the
+ * tries (classify.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1 << SLUICE_DST_CACHE_BITS);
+	__type(key, __u32);
+	__type(value, struct sluice_dst_cached);
+} dst_cache SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);

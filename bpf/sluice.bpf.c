@@ -33,7 +33,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	__u32 ref, slot;
 	__u64 cost;
 	bool passed;
-	int rc_parse;
+	int rc_parse, verdict;
 
 	rc_parse = parse_packet(&p, data, data_end);
 	if (rc_parse == PARSE_NOT_IP) {
@@ -53,23 +53,32 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	slot = ref - 1;
-	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	rc = bpf_map_lookup_elem(&rule_cpu, &slot);
+	if (rc) {
+		verdict = judge_fast(rc, p.len);
+		if (verdict >= 0)
+			return verdict;
+	}
+	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	if (!cfg || !rc || !cfg->interval_ms) {
 		host_stat(SLUICE_ST_NO_RULE_CFG);
 		return XDP_PASS;
 	}
 
 	cost = cfg->grade == SLUICE_GRADE_BPS ? p.len : 1;
-	if (cfg->flags & SLUICE_RULE_PER_SOURCE)
+	if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
 		passed = admit_source(slot, &p, rc, cfg, cost);
-	else
+	} else if (rc->tokens < cost && rule_refusal_holds(rc, cfg, p.len)) {
+		/* a flood's drops: counted in bulk (flush_held()) */
+		goto refused;
+	} else {
 		passed = admit_rule(slot, rc, cfg, cost);
+	}
 	account(rc, cfg, p.len, passed);
-
-	if (passed || (cfg->flags & SLUICE_RULE_SHADOW))
+	if (passed)
 		return XDP_PASS;
-	return XDP_DROP;
+refused:
+	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
 }
 
 char LICENSE[] SEC("license") = "GPL";

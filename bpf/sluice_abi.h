@@ -149,6 +149,14 @@ struct sluice_rule_cpu {
 	struct sluice_refusal refusal;
 	__u32 bucket_idx;
 	__u32 since_roll;	/* packets since the bucket was last rolled */
+	/* blocked by the refusal in force and not yet in bucket_idx's
+	 * bucket and the totals: a flood's drops are counted in bulk, so
+	 * they touch only this cache line (readers add them) */
+	__u64 held_pkts;
+	__u64 held_bytes;
+	/* of the rule's configuration, what judge_fast() needs: */
+	__u32 refused_verdict;	/* XDP_DROP, or XDP_PASS in shadow mode */
+	__u32 cost_is_len;	/* bps: a packet costs its length in tokens */
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;
@@ -180,6 +188,18 @@ struct sluice_src_cached {
 	__u64 tokens;
 	struct sluice_refusal refusal;
 };
+
+/* A CPU's memory of one destination-trie answer (direct-mapped by a
+ * hash of class and address). Valid only while the rule-set generation
+ * it was found under is in force. */
+struct sluice_dst_cached {
+	__u64 gen_tag;		/* generation + 1; 0 = empty */
+	__u32 class_fam;	/* class id, | SLUICE_DST_V6 for IPv6 */
+	__u32 ref;		/* the trie's answer */
+	__u32 addr[4];		/* destination (IPv4: addr[0], the rest 0) */
+};
+
+#define SLUICE_DST_V6 0x80000000u
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {

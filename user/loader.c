@@ -191,7 +191,7 @@ static int adopt(struct sl_dataplane *dp)
 {
 	int meta_fd = bpf_map__fd(dp->skel->maps.rule_meta);
 	int cfg_fd = bpf_map__fd(dp->skel->maps.rule_cfg);
-	uint32_t active = dp->skel->bss->active_set & 1;
+	uint32_t active = dp->skel->bss->set_gen & 1;
 
 	for (uint32_t slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++) {
 		struct sl_slot_state *st = &dp->slot_state[slot];
@@ -684,7 +684,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	}
 	/* the set written next is the one the last flip left */
 	sl_dp_retire(dp);
-	set = !(dp->skel->bss->active_set & 1);
+	set = (dp->skel->bss->set_gen + 1) & 1;
 	sl_rule_def_hashes(rs, hashes);
 	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
 	if (ret)
@@ -712,7 +712,8 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		goto out;
 	}
 
-	dp->skel->bss->active_set = set;
+	/* one store: the next generation, whose low bit is set */
+	dp->skel->bss->set_gen = dp->skel->bss->set_gen + 1;
 	dp->retire_pending = true;
 	dp->retired_lpm = dp->lpm;
 	dp->n_retired_lpm = dp->n_lpm;

@@ -39,8 +39,9 @@ static void sum_rule(const struct sl_dataplane *dp, size_t rule,
 
 		st->passed_pkts += rc->passed_pkts;
 		st->passed_bytes += rc->passed_bytes;
-		st->blocked_pkts += rc->blocked_pkts;
-		st->blocked_bytes += rc->blocked_bytes;
+		/* with the drops its refusal still holds (flush_held()) */
+		st->blocked_pkts += rc->blocked_pkts + rc->held_pkts;
+		st->blocked_bytes += rc->blocked_bytes + rc->held_bytes;
 		st->source_overflow += rc->source_overflow;
 		for (uint32_t b = 0; b < r->sample_count; b++) {
 			const struct sluice_bucket *bk = &rc->bucket[b];
@@ -51,6 +52,10 @@ static void sum_rule(const struct sl_dataplane *dp, size_t rule,
 			st->blocked_pps += bk->blocked_pkts;
 			st->passed_Bps += bk->passed_bytes;
 			st->blocked_Bps += bk->blocked_bytes;
+			if (b == rc->bucket_idx) {
+				st->blocked_pps += rc->held_pkts;
+				st->blocked_Bps += rc->held_bytes;
+			}
 		}
 	}
 	if (span_s > 0) {
