@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -51,6 +52,8 @@
 #define BENCH_SRC_BASE	   0xc6120001u /* 198.18.0.1: sources in 198.18/15 */
 #define BENCH_DST	   0xc0000201u /* 192.0.2.1: in no prefix rule */
 #define BENCH_ATTACH_MAX_S 3600
+#define BENCH_TRIES	   5	/* attempts at a steady bracket */
+#define BENCH_STEADY	   0.10	/* bare runs around a case agree within */
 
 enum bench_kind {
 	BK_BARE = 0,
@@ -97,11 +100,11 @@ struct bench_case {
 	bool have_dp;
 	struct frame *frames;
 	uint32_t n_frames;
-	/* ns per packet of each run; a bare case runs once beside each
-	 * sluice case of its path in every round */
-	double ns[BENCH_MAX_RUNS * BK_MAX];
+	/* ns per packet of each run; a bare case runs before and after
+	 * each sluice case of its path in every round */
+	double ns[2 * BENCH_MAX_RUNS * BK_MAX];
 	int n_ns;
-	double ratio[BENCH_MAX_RUNS]; /* ns / ns of the bare run just before */
+	double ratio[BENCH_MAX_RUNS]; /* ns / mean ns of the bare runs around */
 	uint64_t passed0, blocked0;   /* the measured rule, before the runs */
 	double median, min, max, ratio_median;
 	double passed_frac; /* of the measured packets; -1 for bare */
@@ -493,7 +496,7 @@ int main(int argc, char **argv)
 	struct bench_opts bo = {0};
 	char cpu_model[128] = "?";
 	FILE *f;
-	int cpu, i, r;
+	int cpu, i, r, rebracketed = 0;
 
 	parse_args(argc, argv, &bo);
 	if (bo.attach)
@@ -535,23 +538,36 @@ int main(int argc, char **argv)
 		if (cases[i].have_dp)
 			rule_totals(&cases[i], &cases[i].passed0,
 				    &cases[i].blocked0);
-	/* Rounds; in each, every sluice case runs right after a run of the
+	/* Rounds; in each, every sluice case runs between two runs of the
 	 * bare program of its path (cases[0] pass, cases[1] drop), and its
-	 * ratio is taken to that run: this machine's speed drifts by tens
-	 * of percent over seconds, more than the effects measured. */
+	 * ratio is taken to their mean: this machine's speed drifts by tens
+	 * of percent over seconds, more than the effects measured. A
+	 * bracket whose bare runs disagree saw the speed change; it is run
+	 * again, up to BENCH_TRIES times. */
 	for (r = 0; r < bo.runs; r++)
 		for (i = 2; i < n_cases; i++) {
 			struct bench_case *b = &cases[cases[i].drop];
-			double *bns = &b->ns[b->n_ns++];
-			int err;
+			double before, after, ns;
+			int err, t;
 
-			err = run_frames(b, bo.repeat, bns);
-			if (!err)
-				err = run_frames(&cases[i], bo.repeat,
-						 &cases[i].ns[cases[i].n_ns++]);
-			if (err)
-				die("test_run: %s", strerror(-err));
-			cases[i].ratio[r] = cases[i].ns[r] / *bns;
+			for (t = 0; t < BENCH_TRIES; t++) {
+				err = run_frames(b, bo.repeat, &before);
+				if (!err)
+					err = run_frames(&cases[i], bo.repeat,
+							 &ns);
+				if (!err)
+					err = run_frames(b, bo.repeat, &after);
+				if (err)
+					die("test_run: %s", strerror(-err));
+				if (fabs(before - after) <=
+				    BENCH_STEADY * fmin(before, after))
+					break;
+				rebracketed++;
+			}
+			b->ns[b->n_ns++] = before;
+			b->ns[b->n_ns++] = after;
+			cases[i].ns[cases[i].n_ns++] = ns;
+			cases[i].ratio[r] = ns / ((before + after) / 2);
 		}
 
 	for (i = 0; i < n_cases; i++) {
@@ -577,10 +593,11 @@ int main(int argc, char **argv)
 	       BENCH_FRAME_LEN, cpu, cpu_model);
 	printf("%d runs x %u packets per case; production clock; ns = the "
 	       "kernel's mean per packet\n(opts.duration, whole ns); ratio = "
-	       "median over the runs of ns / ns of the bare run\njust before, "
-	       "same path; passed = share of the measured rule's packets "
-	       "admitted\n\n",
-	       bo.runs, bo.repeat);
+	       "median over the runs of ns / mean ns of the bare runs\n"
+	       "before and after, same path (%d of %d brackets run again: the "
+	       "machine's speed changed);\npassed = share of the measured "
+	       "rule's packets admitted\n\n",
+	       bo.runs, bo.repeat, rebracketed, bo.runs * (n_cases - 2));
 	printf("%-30s %-4s %9s %7s %7s %6s %9s\n", "case", "path", "median ns",
 	       "min", "max", "ratio", "passed");
 	for (i = 0; i < n_cases; i++) {
