@@ -6,7 +6,7 @@
 
 #include "json_text.h"
 
-static bool grow(struct sl_text *t, size_t more)
+bool sl_text_grow(struct sl_text *t, size_t more)
 {
 	size_t cap;
 	char *buf;
@@ -26,15 +26,6 @@ static bool grow(struct sl_text *t, size_t more)
 	return true;
 }
 
-void sl_text_put(struct sl_text *t, const char *s, size_t n)
-{
-	if (!grow(t, n + 1))
-		return;
-	memcpy(t->buf + t->len, s, n);
-	t->len += n;
-	t->buf[t->len] = '\0';
-}
-
 void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 {
 	size_t room = t->cap - t->len;
@@ -52,7 +43,7 @@ void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 	}
 	if ((size_t)n >= room) {
 		/* did not fit: grow, print again */
-		if (!grow(t, n + 1))
+		if (!sl_text_grow(t, n + 1))
 			return;
 		va_start(ap, fmt);
 		vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
@@ -206,6 +197,12 @@ close:
 	return true;
 }
 
+static bool in_number(char c)
+{
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' ||
+	       c == 'e' || c == 'E';
+}
+
 bool sl_json_value(struct sl_json *r, int depth, bool emit)
 {
 	static const char *const words[] = { "true", "false", "null" };
@@ -213,21 +210,27 @@ bool sl_json_value(struct sl_json *r, int depth, bool emit)
 
 	if (r->p >= r->end || depth > SL_JSON_MAX_DEPTH)
 		return false;
-	if (*r->p == '{')
+	switch (*r->p) {
+	case '{':
 		return sl_json_object(r, depth, emit, NULL);
-	if (*r->p == '[')
+	case '[':
 		return json_array(r, depth, emit);
-	if (*r->p == '"')
+	case '"':
 		return sl_json_string(r, emit);
-	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-		size_t n = strlen(words[i]), left = r->end - r->p;
+	case 't':
+	case 'f':
+	case 'n':
+		for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+			size_t n = strlen(words[i]), left = r->end - r->p;
 
-		if (left >= n && !memcmp(r->p, words[i], n)) {
-			r->p += n;
-			goto done;
+			if (left >= n && !memcmp(r->p, words[i], n)) {
+				r->p += n;
+				goto done;
+			}
 		}
+		return false;
 	}
-	while (r->p < r->end && strchr("-+.eE0123456789", *r->p))
+	while (r->p < r->end && in_number(*r->p))
 		r->p++;
 	if (r->p == s)
 		return false;

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A text that grows; nomem stays set after a failed allocation. */
 struct sl_text {
@@ -19,7 +20,18 @@ struct sl_text {
 	bool nomem;
 };
 
-void sl_text_put(struct sl_text *t, const char *s, size_t n);
+/* Room for more bytes after len; false once out of memory. */
+bool sl_text_grow(struct sl_text *t, size_t more);
+
+/* Inline: large texts are made of many short pieces. */
+static inline void sl_text_put(struct sl_text *t, const char *s, size_t n)
+{
+	if ((t->nomem || t->len + n + 1 > t->cap) && !sl_text_grow(t, n + 1))
+		return;
+	memcpy(t->buf + t->len, s, n);
+	t->len += n;
+	t->buf[t->len] = '\0';
+}
 
 void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

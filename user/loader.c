@@ -210,8 +210,53 @@ static int adopt(struct sl_dataplane *dp)
 	return adopt_lpm(dp, active);
 }
 
+static size_t percpu_size(const struct sl_dataplane *dp, size_t value_size)
+{
+	return ((value_size + 7) & ~7UL) * dp->n_cpus;
+}
+
+struct slot_map {
+	struct bpf_map *map;
+	size_t value_size; /* as user space reads and writes it */
+};
+
+#define N_SLOT_STATE_MAPS 4
+
+/* What packets and the source collector write for a slot: zero before the
+ * slot serves a new rule. */
+static void slot_state_maps(const struct sl_dataplane *dp,
+			    struct slot_map out[N_SLOT_STATE_MAPS])
+{
+	const struct sluice_bpf *s = dp->skel;
+
+	out[0] = (struct slot_map){ s->maps.rule_budget,
+				    sizeof(struct sluice_budget) };
+	out[1] = (struct slot_map){
+		s->maps.rule_cpu,
+		percpu_size(dp, sizeof(struct sluice_rule_cpu)) };
+	out[2] = (struct slot_map){ s->maps.rule_src_added, sizeof(uint64_t) };
+	out[3] = (struct slot_map){ s->maps.rule_src_freed, sizeof(uint64_t) };
+}
+
+/* Before the load: does an earlier agent's slot state wait at the pin
+ * paths (libbpf will reuse it)? Then no slot is known to be clean. */
+static bool slot_state_pinned(const struct sl_dataplane *dp)
+{
+	struct slot_map maps[N_SLOT_STATE_MAPS];
+
+	slot_state_maps(dp, maps);
+	for (int i = 0; i < N_SLOT_STATE_MAPS; i++) {
+		const char *path = bpf_map__pin_path(maps[i].map);
+
+		if (path && !access(path, F_OK))
+			return true;
+	}
+	return false;
+}
+
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 {
+	bool reused_state;
 	char probe[PATH_MAX];
 	int err;
 
@@ -245,11 +290,15 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 		snprintf(probe, sizeof(probe), "%s/rule_meta", dp->pin_dir);
 		dp->adopted = !access(probe, F_OK);
 	}
+	reused_state = slot_state_pinned(dp);
 	/* libbpf reuses maps already pinned at their pin path, and pins
 	 * the ones it creates */
 	err = sluice_bpf__load(dp->skel);
 	if (err)
 		goto fail;
+	/* created maps are all zeros */
+	for (uint32_t slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++)
+		dp->slot_state[slot].clean = !reused_state;
 	if (dp->adopted) {
 		err = adopt(dp);
 		if (err)
@@ -274,11 +323,6 @@ size_t sl_dp_slots_in_force(const struct sl_dataplane *dp)
 
 /* Keys per batch: bounds the zero buffer of a per-CPU value. */
 #define BATCH_KEYS 256
-
-static size_t percpu_size(const struct sl_dataplane *dp, size_t value_size)
-{
-	return ((value_size + 7) & ~7UL) * dp->n_cpus;
-}
 
 /*
  * Write n values of vsz bytes each at keys of an array map, one syscall
@@ -394,6 +438,20 @@ out:
 	return err;
 }
 
+/* Zero the state of slots that no program runs with (slot_state_maps). */
+static int clear_slots(struct sl_dataplane *dp, const uint32_t *keys,
+		       size_t n)
+{
+	struct slot_map maps[N_SLOT_STATE_MAPS];
+	int err = 0;
+
+	slot_state_maps(dp, maps);
+	for (int i = 0; i < N_SLOT_STATE_MAPS && !err; i++)
+		err = write_batch(bpf_map__fd(maps[i].map), keys, NULL,
+				  maps[i].value_size, n);
+	return err;
+}
+
 static void fill_meta(struct sluice_rule_meta *meta, const char *name,
 		      uint64_t def_hash, uint32_t set_mask)
 {
@@ -403,24 +461,27 @@ static void fill_meta(struct sluice_rule_meta *meta, const char *name,
 	meta->set_mask = set_mask;
 }
 
-/* Fresh state for the new slots: configuration and zeroed counters. */
+/*
+ * Fresh state for the new slots: configuration and zeroed counters. Most
+ * were zeroed when they left a set (sl_dp_retire); the rest are here.
+ */
 static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		      const uint32_t *slots, const uint64_t *hashes,
 		      const bool *fresh, uint32_t set)
 {
 	struct sluice_bpf *s = dp->skel;
 	uint32_t *keys = calloc(rs->n ? rs->n : 1, sizeof(*keys));
+	uint32_t *dirty = calloc(rs->n ? rs->n : 1, sizeof(*dirty));
 	struct sluice_rule_meta *meta = calloc(rs->n ? rs->n : 1,
 					       sizeof(*meta));
 	struct sluice_rule_cfg *cfg = calloc(rs->n ? rs->n : 1, sizeof(*cfg));
 	uint64_t *limit = calloc(rs->n ? rs->n : 1, sizeof(*limit));
 	uint8_t *drop = calloc(SLUICE_MAX_RULE_SLOTS, 1);
-	size_t cpu_size = percpu_size(dp, sizeof(struct sluice_rule_cpu));
 	bool per_source = false;
-	size_t n = 0;
+	size_t n = 0, n_dirty = 0;
 	int err;
 
-	if (!keys || !meta || !cfg || !limit || !drop) {
+	if (!keys || !dirty || !meta || !cfg || !limit || !drop) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -443,35 +504,29 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 					   : r->count;
 		drop[slots[i]] = r->per_source;
 		per_source |= r->per_source;
+		if (!dp->slot_state[slots[i]].clean)
+			dirty[n_dirty++] = slots[i];
 		n++;
 	}
 	err = write_batch(bpf_map__fd(s->maps.rule_meta), keys, meta,
 			  sizeof(*meta), n);
 	if (!err)
-		err = write_batch(bpf_map__fd(s->maps.rule_budget), keys, NULL,
-				  sizeof(struct sluice_budget), n);
-	if (!err)
 		err = write_batch(bpf_map__fd(s->maps.rule_limit), keys, limit,
 				  sizeof(*limit), n);
-	if (!err)
-		err = write_batch(bpf_map__fd(s->maps.rule_src_added), keys,
-				  NULL, sizeof(uint64_t), n);
-	if (!err)
-		err = write_batch(bpf_map__fd(s->maps.rule_src_freed), keys,
-				  NULL, sizeof(uint64_t), n);
-	if (!err)
-		err = write_batch(bpf_map__fd(s->maps.rule_cpu), keys, NULL,
-				  cpu_size, n);
+	/* sources first: deleting one counts it in rule_src_freed */
 	if (!err && per_source) {
 		drop_sources(dp, drop);
 		err = clear_source_caches(dp);
 	}
+	if (!err)
+		err = clear_slots(dp, dirty, n_dirty);
 	/* configuration last: it is what makes a slot live */
 	if (!err)
 		err = write_batch(bpf_map__fd(s->maps.rule_cfg), keys, cfg,
 				  sizeof(*cfg), n);
 out:
 	free(keys);
+	free(dirty);
 	free(meta);
 	free(cfg);
 	free(limit);
@@ -668,6 +723,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	uint8_t *in_new = calloc(SLUICE_MAX_RULE_SLOTS, 1);
 	uint8_t *drop = calloc(SLUICE_MAX_RULE_SLOTS, 1);
 	uint32_t *keys = calloc(SLUICE_MAX_RULE_SLOTS, sizeof(*keys));
+	uint32_t *retired = calloc(SLUICE_MAX_RULE_SLOTS, sizeof(*retired));
 	struct sluice_rule_meta *meta = calloc(SLUICE_MAX_RULE_SLOTS,
 					       sizeof(*meta));
 	uint64_t *hashes = calloc(rs->n ? rs->n : 1, sizeof(*hashes));
@@ -677,8 +733,8 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	size_t written = 0, n = 0;
 	int ret;
 
-	if (!in_new || !drop || !keys || !meta || !hashes || !slots ||
-	    !fresh) {
+	if (!in_new || !drop || !keys || !retired || !meta || !hashes ||
+	    !slots || !fresh) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -732,22 +788,28 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		if (!st->in_force || in_new[s])
 			continue;
 		st->in_force = false;
-		keys[n] = s;
+		retired[n] = s;
 		fill_meta(&meta[n++], "", 0, 0);
 		drop[s] = st->per_source;
 		any_drop |= st->per_source;
 	}
-	write_batch(bpf_map__fd(dp->skel->maps.rule_meta), keys, meta,
+	write_batch(bpf_map__fd(dp->skel->maps.rule_meta), retired, meta,
 		    sizeof(*meta), n);
 	if (any_drop) {
 		dp->retired_sources = drop;
 		drop = NULL;
+	}
+	if (n) {
+		dp->retired_slots = retired;
+		dp->n_retired_slots = n;
+		retired = NULL;
 	}
 	write_kept_meta(dp, rs, slots, fresh, 1u << set, keys, meta);
 	for (size_t i = 0; i < rs->n; i++) {
 		struct sl_slot_state *st = &dp->slot_state[slots[i]];
 
 		st->in_force = true;
+		st->clean = false;
 		st->per_source = rs->rules[i].per_source;
 		st->def_hash = hashes[i];
 		snprintf(st->name, sizeof(st->name), "%s", rs->rules[i].name);
@@ -765,6 +827,7 @@ out:
 	free(fresh);
 	free(hashes);
 	free(keys);
+	free(retired);
 	free(meta);
 	free(in_new);
 	free(drop);
@@ -780,11 +843,19 @@ void sl_dp_retire(struct sl_dataplane *dp)
 		lpm_write(dp, &dp->retired_lpm[i], true);
 	if (dp->retired_sources)
 		drop_sources(dp, dp->retired_sources);
+	/* after the sources: deleting one counts in rule_src_freed; a slot
+	 * that fails to clear stays dirty, zeroed when it is next used */
+	if (!clear_slots(dp, dp->retired_slots, dp->n_retired_slots))
+		for (size_t i = 0; i < dp->n_retired_slots; i++)
+			dp->slot_state[dp->retired_slots[i]].clean = true;
 	free(dp->retired_lpm);
 	free(dp->retired_sources);
+	free(dp->retired_slots);
 	dp->retired_lpm = NULL;
 	dp->n_retired_lpm = 0;
 	dp->retired_sources = NULL;
+	dp->retired_slots = NULL;
+	dp->n_retired_slots = 0;
 	dp->retire_pending = false;
 }
 

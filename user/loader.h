@@ -42,6 +42,9 @@ struct sl_iface {
 struct sl_slot_state {
 	bool in_force;
 	bool per_source;
+	/* budget, counters and source counts are zero and no program writes
+	 * them: a fresh slot that needs no zeroing before use */
+	bool clean;
 	uint64_t def_hash;
 	char name[SL_NAME_MAX + 1];
 };
@@ -71,6 +74,8 @@ struct sl_dataplane {
 	struct sl_lpm_entry *retired_lpm;
 	size_t n_retired_lpm;
 	uint8_t *retired_sources; /* slots whose sources go; NULL: none */
+	uint32_t *retired_slots;  /* slots that left the set, to zero */
+	size_t n_retired_slots;
 	bool retire_pending;
 };
 
@@ -90,7 +95,8 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 /*
  * After a flip: wait until no XDP program still runs with the old set (an
  * RCU grace period), then delete its trie entries and the sources of the
- * rules that left. Does nothing when nothing is pending.
+ * rules that left, and zero their slots' state (so that the apply which
+ * reuses a slot need not). Does nothing when nothing is pending.
  */
 void sl_dp_retire(struct sl_dataplane *dp);
 

@@ -39,10 +39,13 @@ struct errbuf {
 	unsigned int dropped;
 };
 
-/* Per-rule context for error prefixes: "rule 'web'" or "rule #3". */
+/* Per-rule context for error prefixes: "rule 'web'" or "rule #3", made
+ * only when there is an error to print. */
 struct rule_ctx {
 	struct errbuf *eb;
-	char label[SL_NAME_MAX + 16];
+	const char *label; /* "document"; NULL: a rule */
+	const char *name;  /* the rule's valid name, or NULL */
+	size_t num;	   /* the rule's position, from 1 */
 	int errors;
 };
 
@@ -105,17 +108,23 @@ static unsigned int eb_total(const struct errbuf *eb)
 static void __attribute__((format(printf, 3, 4)))
 rule_err(struct rule_ctx *rc, const char *field, const char *fmt, ...)
 {
-	char msg[400];
+	char msg[400], label[SL_NAME_MAX + 16];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	rc->errors++;
-	if (field)
-		eb_add(rc->eb, "%s: field '%s': %s", rc->label, field, msg);
+	if (rc->label)
+		snprintf(label, sizeof(label), "%s", rc->label);
+	else if (rc->name)
+		snprintf(label, sizeof(label), "rule '%s'", rc->name);
 	else
-		eb_add(rc->eb, "%s: %s", rc->label, msg);
+		snprintf(label, sizeof(label), "rule #%zu", rc->num);
+	if (field)
+		eb_add(rc->eb, "%s: field '%s': %s", label, field, msg);
+	else
+		eb_add(rc->eb, "%s: %s", label, msg);
 }
 
 /*
@@ -207,20 +216,11 @@ static unsigned int edit_distance(const char *a, const char *b)
  * appear twice: cJSON keeps duplicates and a lookup would silently take
  * the first one. where is the object's own path ("match") or NULL.
  */
-static void check_keys(struct rule_ctx *rc, const cJSON *obj, const char *where,
-		       const char *const *known)
+static void report_keys(struct rule_ctx *rc, const cJSON *obj,
+			const char *where, const char *const *known)
 {
 	const cJSON *it, *prev;
-	int n = cJSON_GetArraySize(obj), n_known = 0;
 
-	while (known[n_known])
-		n_known++;
-	/* Ours have <= 9 keys; bound the quadratic duplicate check. */
-	if (n > 32) {
-		rule_err(rc, where, "has %d fields; at most %d are defined", n,
-			 n_known);
-		return;
-	}
 	for (it = obj->child; it; it = it->next) {
 		const char *best = NULL;
 		unsigned int bestd = 3, k;
@@ -257,6 +257,41 @@ static void check_keys(struct rule_ctx *rc, const cJSON *obj, const char *where,
 		else
 			rule_err(rc, where, "unknown field '%s'", key);
 	}
+}
+
+/* Ours have <= 10 keys; bounds report_keys()' quadratic duplicate check. */
+#define SL_MAX_FIELDS 32
+
+/*
+ * got[k] = the member of obj named known[k] (the first, as
+ * cJSON_GetObjectItemCaseSensitive() finds it) or NULL, all in one walk
+ * of obj; an unknown or repeated key is reported by report_keys().
+ */
+static void get_fields(struct rule_ctx *rc, const cJSON *obj,
+		       const char *where, const char *const *known,
+		       const cJSON **got)
+{
+	int n = 0, n_known = 0;
+	bool odd = false;
+
+	while (known[n_known])
+		got[n_known++] = NULL;
+	for (const cJSON *it = obj->child; it; it = it->next, n++) {
+		int k = 0;
+
+		while (known[k] && (known[k][0] != it->string[0] ||
+				    strcmp(known[k], it->string)))
+			k++;
+		if (known[k] && !got[k])
+			got[k] = it;
+		else
+			odd = true;
+	}
+	if (n > SL_MAX_FIELDS)
+		rule_err(rc, where, "has %d fields; at most %d are defined", n,
+			 n_known);
+	else if (odd)
+		report_keys(rc, obj, where, known);
 }
 
 /*
@@ -552,19 +587,21 @@ static const char *family_str(uint8_t family)
 /* Returns true when r->proto is known good (cross-checks may use it). */
 static bool parse_match(struct rule_ctx *rc, const cJSON *m, struct sl_rule *r)
 {
-	static const char *const known[] = {"proto", "dport", "dst", "src",
-					    NULL};
-	const cJSON *proto, *dport, *dst, *src;
+	enum { M_PROTO, M_DPORT, M_DST, M_SRC, M_N };
+	static const char *const known[] = {
+	    [M_PROTO] = "proto", [M_DPORT] = "dport", [M_DST] = "dst",
+	    [M_SRC] = "src",	 [M_N] = NULL};
+	const cJSON *f[M_N], *proto, *dport, *dst, *src;
 	bool proto_ok = true, dst_ok = false, src_ok = false;
 	int v;
 
 	if (!get_object(rc, m, "match"))
 		return false;
-	check_keys(rc, m, "match", known);
-	proto = cJSON_GetObjectItemCaseSensitive(m, "proto");
-	dport = cJSON_GetObjectItemCaseSensitive(m, "dport");
-	dst = cJSON_GetObjectItemCaseSensitive(m, "dst");
-	src = cJSON_GetObjectItemCaseSensitive(m, "src");
+	get_fields(rc, m, "match", known, f);
+	proto = f[M_PROTO];
+	dport = f[M_DPORT];
+	dst = f[M_DST];
+	src = f[M_SRC];
 
 	r->proto = SL_PROTO_ANY;
 	if (proto) {
@@ -616,7 +653,7 @@ static void parse_window(struct rule_ctx *rc, const cJSON *w, struct sl_rule *r)
 {
 	static const char *const known[] = {"interval_ms", "sample_count",
 					    NULL};
-	const cJSON *it;
+	const cJSON *f[2], *it;
 	bool ok = true;
 	uint64_t v;
 
@@ -626,8 +663,8 @@ static void parse_window(struct rule_ctx *rc, const cJSON *w, struct sl_rule *r)
 		return;
 	if (!get_object(rc, w, "window"))
 		return;
-	check_keys(rc, w, "window", known);
-	it = cJSON_GetObjectItemCaseSensitive(w, "interval_ms");
+	get_fields(rc, w, "window", known, f);
+	it = f[0];
 	if (it) {
 		if (get_uint(rc, it, "window.interval_ms", 10,
 			     SL_MAX_INTERVAL_MS, &v) == 0)
@@ -635,7 +672,7 @@ static void parse_window(struct rule_ctx *rc, const cJSON *w, struct sl_rule *r)
 		else
 			ok = false;
 	}
-	it = cJSON_GetObjectItemCaseSensitive(w, "sample_count");
+	it = f[1];
 	if (it) {
 		if (get_uint(rc, it, "window.sample_count", 1,
 			     SL_MAX_SAMPLE_COUNT, &v) == 0)
@@ -664,7 +701,7 @@ static void parse_per_source(struct rule_ctx *rc, const cJSON *ps,
 {
 	static const char *const known[] = {"prefix_v4", "prefix_v6",
 					    "max_sources", NULL};
-	const cJSON *it;
+	const cJSON *f[3], *it;
 	uint64_t v;
 
 	r->per_source = false;
@@ -676,14 +713,14 @@ static void parse_per_source(struct rule_ctx *rc, const cJSON *ps,
 	if (!get_object(rc, ps, "per_source"))
 		return;
 	r->per_source = true;
-	check_keys(rc, ps, "per_source", known);
-	it = cJSON_GetObjectItemCaseSensitive(ps, "prefix_v4");
+	get_fields(rc, ps, "per_source", known, f);
+	it = f[0];
 	if (it && get_uint(rc, it, "per_source.prefix_v4", 1, 32, &v) == 0)
 		r->src_prefix_v4 = v;
-	it = cJSON_GetObjectItemCaseSensitive(ps, "prefix_v6");
+	it = f[1];
 	if (it && get_uint(rc, it, "per_source.prefix_v6", 1, 128, &v) == 0)
 		r->src_prefix_v6 = v;
-	it = cJSON_GetObjectItemCaseSensitive(ps, "max_sources");
+	it = f[2];
 	if (!it)
 		rule_err(rc, "per_source.max_sources",
 			 "required (it bounds the memory of the source table)");
@@ -702,7 +739,7 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 	static const char *const known[] = {"warm_up", NULL};
 	static const char *const warm_known[] = {"period_s", "cold_factor",
 						 NULL};
-	const cJSON *w, *it;
+	const cJSON *w, *it, *wf[2];
 	uint32_t period = 0, cold = SL_DEF_COLD_FACTOR;
 	bool ok = true;
 	uint64_t v;
@@ -736,8 +773,7 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 			 json_type(b));
 		return;
 	}
-	check_keys(rc, b, "behavior", known);
-	w = cJSON_GetObjectItemCaseSensitive(b, "warm_up");
+	get_fields(rc, b, "behavior", known, &w);
 	if (!w) {
 		rule_err(rc, "behavior.warm_up",
 			 "required in a behavior object (or write "
@@ -746,8 +782,8 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 	}
 	if (!get_object(rc, w, "behavior.warm_up"))
 		return;
-	check_keys(rc, w, "behavior.warm_up", warm_known);
-	it = cJSON_GetObjectItemCaseSensitive(w, "period_s");
+	get_fields(rc, w, "behavior.warm_up", warm_known, wf);
+	it = wf[0];
 	if (!it) {
 		rule_err(rc, "behavior.warm_up.period_s",
 			 "required (seconds to ramp up to count)");
@@ -758,7 +794,7 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 	} else {
 		ok = false;
 	}
-	it = cJSON_GetObjectItemCaseSensitive(w, "cold_factor");
+	it = wf[1];
 	if (it) {
 		if (get_uint(rc, it, "behavior.warm_up.cold_factor",
 			     SL_MIN_COLD_FACTOR, SL_MAX_COLD_FACTOR, &v) == 0)
@@ -871,8 +907,7 @@ static void parse_fallback(struct rule_ctx *rc, const cJSON *f,
 	if (!f)
 		return;
 	if (cJSON_IsObject(f)) {
-		check_keys(rc, f, "cluster.fallback", known);
-		it = cJSON_GetObjectItemCaseSensitive(f, "fixed");
+		get_fields(rc, f, "cluster.fallback", known, &it);
 		if (!it) {
 			rule_err(rc, "cluster.fallback.fixed",
 				 "required in a fallback object (the "
@@ -900,11 +935,13 @@ static void parse_fallback(struct rule_ctx *rc, const cJSON *f,
 static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 			  struct sl_rule *r)
 {
-	static const char *const known[] = {"namespace", "flow_id",
-					    "threshold_type", "quotas",
-					    "fallback", NULL};
+	enum { C_NS, C_FLOW, C_THRESH, C_QUOTAS, C_FALLBACK, C_N };
+	static const char *const known[] = {
+	    [C_NS] = "namespace",	  [C_FLOW] = "flow_id",
+	    [C_THRESH] = "threshold_type", [C_QUOTAS] = "quotas",
+	    [C_FALLBACK] = "fallback",	  [C_N] = NULL};
 	struct sl_cluster *c = &r->cluster;
-	const cJSON *it;
+	const cJSON *f[C_N], *it;
 	uint64_t v;
 	int e;
 
@@ -912,9 +949,9 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 	if (!cl || !get_object(rc, cl, "cluster"))
 		return;
 	c->enabled = true;
-	check_keys(rc, cl, "cluster", known);
+	get_fields(rc, cl, "cluster", known, f);
 
-	it = cJSON_GetObjectItemCaseSensitive(cl, "namespace");
+	it = f[C_NS];
 	if (!it) {
 		rule_err(rc, "cluster.namespace",
 			 "required (flow ids are scoped by namespace)");
@@ -932,13 +969,13 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 		}
 	}
 
-	it = cJSON_GetObjectItemCaseSensitive(cl, "flow_id");
+	it = f[C_FLOW];
 	if (!it)
 		rule_err(rc, "cluster.flow_id", "required");
 	else if (get_uint(rc, it, "cluster.flow_id", 1, UINT32_MAX, &v) == 0)
 		c->flow_id = v;
 
-	it = cJSON_GetObjectItemCaseSensitive(cl, "threshold_type");
+	it = f[C_THRESH];
 	e = -1;
 	if (!it)
 		rule_err(rc, "cluster.threshold_type",
@@ -950,7 +987,7 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 	if (e >= 0)
 		c->threshold = e;
 
-	it = cJSON_GetObjectItemCaseSensitive(cl, "quotas");
+	it = f[C_QUOTAS];
 	if (e == SL_THRESH_MANUAL && !it)
 		rule_err(rc, "cluster.quotas",
 			 "required with threshold_type manual");
@@ -961,17 +998,21 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 	else if (it)
 		parse_quotas(rc, it, c);
 
-	parse_fallback(rc, cJSON_GetObjectItemCaseSensitive(cl, "fallback"),
-		       c);
+	parse_fallback(rc, f[C_FALLBACK], c);
 }
 
 static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 {
+	enum { R_NAME, R_MATCH, R_GRADE, R_COUNT, R_WINDOW, R_PER_SOURCE,
+	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_N };
 	static const char *const known[] = {
-	    "name",	  "match", "grade",    "count",	   "window",
-	    "per_source", "mode",  "priority", "behavior", "cluster",
-	    NULL};
-	const cJSON *name, *match, *grade, *count, *mode, *prio;
+	    [R_NAME] = "name",		   [R_MATCH] = "match",
+	    [R_GRADE] = "grade",	   [R_COUNT] = "count",
+	    [R_WINDOW] = "window",	   [R_PER_SOURCE] = "per_source",
+	    [R_MODE] = "mode",		   [R_PRIORITY] = "priority",
+	    [R_BEHAVIOR] = "behavior",	   [R_CLUSTER] = "cluster",
+	    [R_N] = NULL};
+	const cJSON *f[R_N], *name, *match, *grade, *count, *mode, *prio;
 	bool proto_known;
 	uint64_t v;
 	int e;
@@ -980,9 +1021,9 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 		rule_err(rc, NULL, "must be an object, got %s", json_type(obj));
 		return;
 	}
-	check_keys(rc, obj, NULL, known);
+	get_fields(rc, obj, NULL, known, f);
 
-	name = cJSON_GetObjectItemCaseSensitive(obj, "name");
+	name = f[R_NAME];
 	if (!name) {
 		rule_err(rc, "name", "required");
 	} else if (get_string(rc, name, "name")) {
@@ -999,7 +1040,7 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 		}
 	}
 
-	match = cJSON_GetObjectItemCaseSensitive(obj, "match");
+	match = f[R_MATCH];
 	r->proto = SL_PROTO_ANY;
 	proto_known = false;
 	if (!match)
@@ -1007,7 +1048,7 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 	else
 		proto_known = parse_match(rc, match, r);
 
-	grade = cJSON_GetObjectItemCaseSensitive(obj, "grade");
+	grade = f[R_GRADE];
 	if (!grade) {
 		rule_err(rc, "grade", "required (pps, bps or cps)");
 	} else {
@@ -1024,18 +1065,17 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 		}
 	}
 
-	count = cJSON_GetObjectItemCaseSensitive(obj, "count");
+	count = f[R_COUNT];
 	if (!count)
 		rule_err(rc, "count", "required (the limit per second)");
 	else if (get_uint(rc, count, "count", 1, SL_MAX_COUNT, &v) == 0)
 		r->count = v;
 
-	parse_window(rc, cJSON_GetObjectItemCaseSensitive(obj, "window"), r);
-	parse_per_source(
-	    rc, cJSON_GetObjectItemCaseSensitive(obj, "per_source"), r);
+	parse_window(rc, f[R_WINDOW], r);
+	parse_per_source(rc, f[R_PER_SOURCE], r);
 
 	r->mode = SL_MODE_ENFORCE;
-	mode = cJSON_GetObjectItemCaseSensitive(obj, "mode");
+	mode = f[R_MODE];
 	if (mode) {
 		e = get_enum(rc, mode, "mode", mode_names,
 			     ARRAY_SIZE(mode_names));
@@ -1045,15 +1085,14 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 
 	r->has_priority = false;
 	r->priority = 0;
-	prio = cJSON_GetObjectItemCaseSensitive(obj, "priority");
+	prio = f[R_PRIORITY];
 	if (prio &&
 	    get_uint(rc, prio, "priority", 1, SL_MAX_PRIORITY, &v) == 0) {
 		r->has_priority = true;
 		r->priority = v;
 	}
 
-	parse_behavior(rc, cJSON_GetObjectItemCaseSensitive(obj, "behavior"),
-		       r);
+	parse_behavior(rc, f[R_BEHAVIOR], r);
 	/* A ramp starting at count / cold_factor = 0 would drop everything. */
 	if (r->warm_up && r->count && r->count < r->cold_factor)
 		rule_err(rc, "behavior.warm_up.cold_factor",
@@ -1062,7 +1101,7 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 			 "count",
 			 r->cold_factor, (unsigned long long) r->count);
 
-	parse_cluster(rc, cJSON_GetObjectItemCaseSensitive(obj, "cluster"), r);
+	parse_cluster(rc, f[R_CLUSTER], r);
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
 			 "cannot be combined with per_source (a cluster "
@@ -1081,51 +1120,53 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 	}
 }
 
-struct name_ref {
-	const char *name;
-	size_t idx;
-};
-
-static int name_ref_cmp(const void *a, const void *b)
+static uint64_t name_hash(const char *s)
 {
-	const struct name_ref *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
 
-	if (c)
-		return c;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
+	while (*s) {
+		h ^= (unsigned char) *s++;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
 }
 
 /*
- * first_of[i] = index of the first rule named like rule i, or i itself.
- * Sorting keeps this O(n log n) for SL_MAX_RULES rules.
+ * names[i] = the valid name of the n rules' rule i or NULL; first_of[i] =
+ * index of the first rule named like rule i, or i itself. A hash table
+ * keeps this O(n) for SL_MAX_RULES rules.
  */
-static int find_duplicates(const cJSON *rules, size_t n, size_t *first_of)
+static int find_duplicates(const cJSON *rules, size_t n, const char **names,
+			   size_t *first_of)
 {
-	struct name_ref *refs;
+	size_t size = 1, i = 0;
+	size_t *table; /* rule index + 1; 0: empty */
 	const cJSON *it;
-	size_t i, k = 0;
 
-	for (i = 0; i < n; i++)
-		first_of[i] = i;
-	refs = calloc(n ? n : 1, sizeof(*refs));
-	if (!refs)
+	while (size < 2 * n)
+		size <<= 1;
+	table = calloc(size, sizeof(*table));
+	if (!table)
 		return -ENOMEM;
-	i = 0;
 	cJSON_ArrayForEach(it, rules)
 	{
 		const char *name = rule_name(it);
+		size_t b;
 
-		if (name)
-			refs[k++] = (struct name_ref){name, i};
+		names[i] = name;
+		first_of[i] = i;
+		if (name) {
+			b = name_hash(name) & (size - 1);
+			while (table[b] && strcmp(names[table[b] - 1], name))
+				b = (b + 1) & (size - 1);
+			if (table[b])
+				first_of[i] = table[b] - 1;
+			else
+				table[b] = i + 1;
+		}
 		i++;
 	}
-	qsort(refs, k, sizeof(*refs), name_ref_cmp);
-	for (i = 1; i < k; i++) {
-		if (!strcmp(refs[i].name, refs[i - 1].name))
-			first_of[refs[i].idx] = first_of[refs[i - 1].idx];
-	}
-	free(refs);
+	free(table);
 	return 0;
 }
 
@@ -1173,6 +1214,7 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 	static const char *const known[] = {"rules", NULL};
 	struct rule_ctx rc = {.eb = eb, .label = "document"};
 	struct sl_rule *rules = NULL;
+	const char **names = NULL;
 	size_t *first_of = NULL;
 	const cJSON *arr, *it;
 	size_t n, i;
@@ -1183,8 +1225,7 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		       json_type(doc));
 		return -EINVAL;
 	}
-	check_keys(&rc, doc, NULL, known);
-	arr = cJSON_GetObjectItemCaseSensitive(doc, "rules");
+	get_fields(&rc, doc, NULL, known, &arr);
 	if (!arr) {
 		rule_err(&rc, "rules", "required");
 		return -EINVAL;
@@ -1202,9 +1243,12 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 	}
 	if (n) {
 		rules = calloc(n, sizeof(*rules));
+		names = calloc(n, sizeof(*names));
 		first_of = calloc(n, sizeof(*first_of));
-		if (!rules || !first_of || find_duplicates(arr, n, first_of)) {
+		if (!rules || !names || !first_of ||
+		    find_duplicates(arr, n, names, first_of)) {
 			free(rules);
+			free(names);
 			free(first_of);
 			return -ENOMEM;
 		}
@@ -1212,22 +1256,18 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 	i = 0;
 	cJSON_ArrayForEach(it, arr)
 	{
-		const char *name = rule_name(it);
-		struct rule_ctx r = {.eb = eb};
+		struct rule_ctx r = {.eb = eb, .name = names[i], .num = i + 1};
 
-		if (name)
-			snprintf(r.label, sizeof(r.label), "rule '%s'", name);
-		else
-			snprintf(r.label, sizeof(r.label), "rule #%zu", i + 1);
 		rules[i].file_index = i;
 		parse_rule(&r, it, &rules[i]);
 		if (first_of[i] != i)
 			rule_err(&r, "name",
 				 "duplicate name: rules #%zu and #%zu are both "
 				 "named '%s'",
-				 first_of[i] + 1, i + 1, name);
+				 first_of[i] + 1, i + 1, names[i]);
 		i++;
 	}
+	free(names);
 	free(first_of);
 	if (eb_total(eb)) {
 		for (i = 0; i < n; i++)

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/bpf.h>
@@ -1878,6 +1880,218 @@ static void test_dst_cache(void)
 	}
 }
 
+/* ---- slot reuse ------------------------------------------------------- */
+
+/* Every byte of a slot's state that packets or the source collector write
+ * (budget, per-CPU counters, source counts) is zero. */
+static bool slot_state_zero(const struct sl_dataplane *d, uint32_t slot)
+{
+	const struct {
+		struct bpf_map *map;
+		size_t size;
+	} maps[] = {
+		{ d->skel->maps.rule_budget, sizeof(struct sluice_budget) },
+		{ d->skel->maps.rule_cpu,
+		  ((sizeof(struct sluice_rule_cpu) + 7) & ~7UL) * d->n_cpus },
+		{ d->skel->maps.rule_src_added, sizeof(uint64_t) },
+		{ d->skel->maps.rule_src_freed, sizeof(uint64_t) },
+	};
+	bool zero = true;
+
+	for (size_t m = 0; m < ARRAY_SIZE(maps) && zero; m++) {
+		unsigned char *v = malloc(maps[m].size);
+
+		if (!v || bpf_map_lookup_elem(bpf_map__fd(maps[m].map), &slot,
+					      v))
+			zero = false;
+		for (size_t i = 0; zero && i < maps[m].size; i++)
+			zero = !v[i];
+		free(v);
+	}
+	return zero;
+}
+
+static uint32_t slot_of(const struct sl_dataplane *d, const char *name)
+{
+	int i = rule_index(d, name);
+
+	return i < 0 ? UINT32_MAX : d->slots[i];
+}
+
+/*
+ * A slot that leaves the set is zeroed after the grace period
+ * (sl_dp_retire), not when it is next used: the rule that reuses it must
+ * still start at zero, with a whole budget.
+ */
+static void test_slot_reuse(void)
+{
+	static const char *const three[] = { "10.0.0.1", "10.0.0.2",
+					     "10.0.0.3" };
+	struct pkt p = udp_to(7300, NULL, 0);
+	struct sl_rule_stats st;
+	uint32_t slot;
+	long got[3], a;
+	int err;
+
+	/* no slot in force: each new rule takes the lowest free one */
+	next_scenario();
+	apply("{\"rules\":[]}");
+	if (!tap(apply_one("old", 7300, "pps", 5, NULL) == 0,
+		 "slot reuse: a rule applies"))
+		return;
+	slot = slot_of(&dp, "old");
+	a = burst(&dp, &p, 8);
+	tap(a == 5 && !slot_state_zero(&dp, slot),
+	    "slot reuse: the rule admits 5 of 8 (%ld) and its slot %u holds "
+	    "state", a, slot);
+	if (!tap(apply_one("other", 7301, "pps", 5, NULL) == 0,
+		 "slot reuse: a set without the rule applies"))
+		return;
+	sl_dp_retire(&dp);
+	tap(slot_state_zero(&dp, slot),
+	    "slot reuse: after the grace period the left slot is zero");
+	/* same interval: a budget left over would admit nothing */
+	err = apply_one("new", 7300, "pps", 5, NULL);
+	if (!tap(!err && slot_of(&dp, "new") == slot,
+		 "slot reuse: a new rule takes the left slot %u (%u)", slot,
+		 slot_of(&dp, "new")))
+		return;
+	st = rstats(&dp, "new");
+	a = burst(&dp, &p, 8);
+	tap(st.passed_pkts == 0 && st.blocked_pkts == 0 && a == 5,
+	    "slot reuse: the new rule starts at 0/0 (%llu/%llu) and admits 5 "
+	    "of 8 in the same interval (%ld)",
+	    (unsigned long long)st.passed_pkts,
+	    (unsigned long long)st.blocked_pkts, a);
+
+	/* per_source: the source counts start at zero too */
+	next_scenario();
+	apply("{\"rules\":[]}");
+	if (!tap(apply_one("old-ps", 7302, "pps", 3,
+			   "\"per_source\":{\"max_sources\":10}") == 0,
+		 "slot reuse: a per_source rule applies"))
+		return;
+	slot = slot_of(&dp, "old-ps");
+	sources_round(three, 3, 5, 4, 7302, got);
+	st = rstats(&dp, "old-ps");
+	tap(all_equal(got, 3, 3) && st.sources == 3,
+	    "slot reuse: 3 sources admitted 3 each (%ld %ld %ld), 3 live "
+	    "(%llu)", got[0], got[1], got[2], (unsigned long long)st.sources);
+	if (!tap(apply_one("other", 7301, "pps", 5, NULL) == 0,
+		 "slot reuse: a set without the per_source rule applies"))
+		return;
+	sl_dp_retire(&dp);
+	tap(slot_state_zero(&dp, slot),
+	    "slot reuse: after the grace period the per_source slot is zero "
+	    "(source counts included)");
+	err = apply_one("new-ps", 7302, "pps", 3,
+			"\"per_source\":{\"max_sources\":10}");
+	if (!tap(!err && slot_of(&dp, "new-ps") == slot,
+		 "slot reuse: a new per_source rule takes the left slot %u (%u)",
+		 slot, slot_of(&dp, "new-ps")))
+		return;
+	st = rstats(&dp, "new-ps");
+	tap(st.sources == 0 && st.passed_pkts == 0,
+	    "slot reuse: the new per_source rule starts with 0 sources "
+	    "(%llu) and 0 passed (%llu)", (unsigned long long)st.sources,
+	    (unsigned long long)st.passed_pkts);
+	sources_round(three, 3, 5, 4, 7302, got);
+	tap(all_equal(got, 3, 3),
+	    "slot reuse: its sources are admitted 3 each (%ld %ld %ld)",
+	    got[0], got[1], got[2]);
+}
+
+/* A private bpffs in a mount namespace of our own, for pinned maps. */
+static int private_bpffs(char *dir, size_t len)
+{
+	if (unshare(CLONE_NEWNS) ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return -errno;
+	snprintf(dir, len, "/tmp/sluice-test-bpffs.XXXXXX");
+	if (!mkdtemp(dir))
+		return -errno;
+	if (mount("bpf", dir, "bpf", 0, NULL)) {
+		int err = -errno;
+
+		rmdir(dir);
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * An agent that adopts pinned maps does not know which slots an earlier
+ * one left unzeroed (it may have died between a flip and sl_dp_retire):
+ * a rule that takes such a slot must still start at zero.
+ */
+static void test_adopt_dirty_slot(void)
+{
+	struct sl_dp_opts o = { .test_clock = true };
+	struct pkt p = udp_to(7400, NULL, 0);
+	struct sl_dataplane d;
+	char dir[64], pins[96];
+	struct sl_rule_stats st;
+	int err, status;
+	uint32_t slot;
+	pid_t pid;
+	long a;
+
+	err = private_bpffs(dir, sizeof(dir));
+	if (err) {
+		tap_skip(strerror(-err), "adopt: a private bpffs for the pins");
+		return;
+	}
+	snprintf(pins, sizeof(pins), "%s/pins", dir);
+	o.pin_dir = pins;
+	next_scenario();
+	pid = fork();
+	if (pid == 0) {
+		/* the earlier agent: its rule takes traffic and leaves the
+		 * set, and it dies before the grace period is over */
+		if (sl_dp_load(&d, &o))
+			_exit(1);
+		sl_dp_set_test_time(&d, t_ns);
+		if (apply_to(&d, RULES(LIM("gone", 7400, 5))) ||
+		    burst(&d, &p, 8) != 5 ||
+		    apply_to(&d, RULES(LIM("stays", 7401, 5))))
+			_exit(1);
+		_exit(0);
+	}
+	if (!tap(pid > 0 && waitpid(pid, &status, 0) == pid &&
+			 WIFEXITED(status) && !WEXITSTATUS(status),
+		 "adopt: an agent pins its maps, runs a rule, drops it and "
+		 "dies"))
+		goto out;
+	err = sl_dp_load(&d, &o);
+	if (!tap(!err && d.adopted && sl_dp_slots_in_force(&d) == 1,
+		 "adopt: the next agent adopts the pins, 1 slot in force (%d)",
+		 err))
+		goto out;
+	sl_dp_set_test_time(&d, t_ns);
+	/* the left slot is the lowest free one: the new rule takes it */
+	for (slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++)
+		if (!d.slot_state[slot].in_force)
+			break;
+	tap(!slot_state_zero(&d, slot),
+	    "adopt: the left slot %u still holds the dead agent's state", slot);
+	err = apply_to(&d, RULES(LIM("fresh", 7400, 5)));
+	if (tap(!err && slot_of(&d, "fresh") == slot,
+		"adopt: a new rule takes that slot (%u)",
+		slot_of(&d, "fresh"))) {
+		st = rstats(&d, "fresh");
+		a = burst(&d, &p, 8);
+		tap(st.passed_pkts == 0 && st.blocked_pkts == 0 && a == 5,
+		    "adopt: the new rule starts at 0/0 (%llu/%llu) and admits "
+		    "5 of 8 in the same interval (%ld)",
+		    (unsigned long long)st.passed_pkts,
+		    (unsigned long long)st.blocked_pkts, a);
+	}
+	sl_dp_destroy(&d);
+out:
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static void pin_cpu(void)
@@ -1930,6 +2144,8 @@ int main(void)
 	test_big_ruleset();
 	test_swap();
 	test_dst_cache();
+	test_slot_reuse();
+	test_adopt_dirty_slot();
 
 	if (dp_drop_loaded)
 		sl_dp_destroy(&dp_drop);

@@ -349,6 +349,34 @@ static void test_duplicate_names(void **state)
 	assert_int_equal(err_lines(), 2);
 }
 
+/* The largest set: 4096 names, two of them given twice far apart; no
+ * other pair is taken for one (names share a hash table's buckets). */
+static void test_duplicate_names_many(void **state)
+{
+	size_t cap = (size_t) SL_MAX_RULES * 96, off = 0;
+	char *json = malloc(cap);
+
+	(void) state;
+	assert_non_null(json);
+	off += snprintf(json + off, cap - off, "{\"rules\": [");
+	for (int i = 0; i < SL_MAX_RULES; i++) {
+		/* #4000 is named like #3, #4090 like #17 */
+		int id = i == 3999 ? 2 : i == 4089 ? 16 : i;
+
+		off += snprintf(json + off, cap - off,
+				"%s{\"name\": \"r-%d\", \"match\": {}, "
+				"\"grade\": \"pps\", \"count\": 1}",
+				i ? "," : "", id);
+	}
+	snprintf(json + off, cap - off, "]}");
+	expect_err_in(json, "rule 'r-2': field 'name': duplicate name: rules "
+			    "#3 and #4000 are both named 'r-2'");
+	assert_non_null(strstr(err, "rules #17 and #4090 are both named "
+				    "'r-16'"));
+	assert_int_equal(err_lines(), 2);
+	free(json);
+}
+
 static void test_name_errors(void **state)
 {
 	(void) state;
@@ -1778,6 +1806,7 @@ int main(void)
 	    cmocka_unit_test(test_document_shape),
 	    cmocka_unit_test(test_rule_count_limit),
 	    cmocka_unit_test(test_duplicate_names),
+	    cmocka_unit_test(test_duplicate_names_many),
 	    cmocka_unit_test(test_name_errors),
 	    cmocka_unit_test(test_match_errors),
 	    cmocka_unit_test(test_dport_errors),
