@@ -425,31 +425,23 @@ static __always_inline bool refusal_expired(const struct sluice_refusal *r,
 	return (__s64)(now - r->at_ns) >= (__s64)slot_ns;
 }
 
-static __always_inline bool refusal_holds(struct sluice_refusal *r,
-					  __u64 slot_ns)
-{
-	if (!r->left)
-		return false;
-	if (refusal_check_due(r) &&
-	    refusal_expired(r, sluice_now_coarse(), slot_ns)) {
-		r->left = 0;
-		return false;
-	}
-	r->left--;
-	return true;
-}
+/* What a per_source admission did with a packet. */
+enum admit_result {
+	ADMIT_BLOCKED = 0,
+	ADMIT_PASSED,
+	ADMIT_HELD,	/* blocked, and already counted (hold_refused()) */
+};
 
 /*
- * The same for a rule's aggregate budget, with the packets blocked counted
- * in bulk: held, and moved to the bucket of the time whenever the clock is
- * read (flush_held()).
+ * Whether refusal r still blocks this packet. A blocked packet is counted
+ * in bulk: held in rc, and moved to the bucket of the time whenever the
+ * clock is read (flush_held()).
  */
-static __always_inline bool rule_refusal_holds(struct sluice_rule_cpu *rc,
-					       const struct sluice_rule_cfg *cfg,
-					       __u32 len)
+static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
+					 const struct sluice_rule_cfg *cfg,
+					 struct sluice_refusal *r, __u64 slot_ns,
+					 __u32 len)
 {
-	struct sluice_refusal *r = &rc->refusal;
-
 	if (!r->left)
 		return false;
 	if (refusal_check_due(r)) {
@@ -457,7 +449,7 @@ static __always_inline bool rule_refusal_holds(struct sluice_rule_cpu *rc,
 
 		roll_bucket(rc, cfg, now);
 		flush_held(rc);
-		if (refusal_expired(r, now, cfg->slot_ns)) {
+		if (refusal_expired(r, now, slot_ns)) {
 			r->left = 0;
 			return false;
 		}
@@ -670,11 +662,11 @@ source_state(const struct sluice_src_key *key,
  * tokens taken from their budgets, so most packets cost one per-CPU array
  * lookup, without the hash lookup, an atomic or a clock read.
  */
-static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
-					 struct sluice_rule_cpu *rc,
-					 const struct sluice_rule_cfg *cfg,
-					 __u64 cost)
+static __always_inline enum admit_result
+admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
+	     const struct sluice_rule_cfg *cfg, __u64 cost)
 {
+	__u64 slot_ns = cfg->interval_ns / SLUICE_SRC_SLOTS;
 	struct sluice_src_cached *c;
 	struct sluice_src_state *st;
 	struct sluice_refusal *refusal;
@@ -687,15 +679,14 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 	idx = source_cache_index(&key);
 	c = bpf_map_lookup_elem(&src_cache, &idx);
 	if (!c)
-		return false;
+		return ADMIT_BLOCKED;
 	if (same_source(&c->key, &key)) {
 		if (c->tokens >= cost) {
 			c->tokens -= cost;
-			return true;
+			return ADMIT_PASSED;
 		}
-		if (refusal_holds(&c->refusal,
-				  cfg->interval_ns / SLUICE_SRC_SLOTS))
-			return false;
+		if (hold_refused(rc, cfg, &c->refusal, slot_ns, p->len))
+			return ADMIT_HELD;
 	} else {
 		/* the entry now caches this source; the evicted one's
 		 * tokens are dropped, which only ever admits less */
@@ -707,17 +698,16 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 	st = source_state(&key, cfg, rc, &overflow);
 	if (!st) {
 		host_stat(SLUICE_ST_SRC_TABLE_FULL);
-		return false;
+		return ADMIT_BLOCKED;
 	}
 	/* overflow sources share one budget: no caching, one shared hint */
 	refusal = overflow ? &st->refusal : &c->refusal;
-	if (overflow &&
-	    refusal_holds(refusal, cfg->interval_ns / SLUICE_SRC_SLOTS))
-		return false;
+	if (overflow && hold_refused(rc, cfg, refusal, slot_ns, p->len))
+		return ADMIT_HELD;
 
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
 	if (!limit)
-		return false;
+		return ADMIT_BLOCKED;
 	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
 	WRITE_ONCE(st->last_seen_ns, now);
@@ -729,12 +719,12 @@ static __always_inline bool admit_source(__u32 slot, const struct sluice_pkt *p,
 	grant = source_budget_take(st, count, cfg->interval_ms, now, chunk,
 				   cost);
 	if (!grant) {
-		refusal_note(refusal, now, cfg->interval_ns / SLUICE_SRC_SLOTS);
-		return false;
+		refusal_note(refusal, now, slot_ns);
+		return ADMIT_BLOCKED;
 	}
 	if (!overflow)
 		c->tokens += grant - cost;
-	return true;
+	return ADMIT_PASSED;
 }
 
 #endif

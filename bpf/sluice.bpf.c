@@ -66,10 +66,15 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 
 	cost = cfg->grade == SLUICE_GRADE_BPS ? p.len : 1;
+	/* a flood's drops are held: counted in bulk (flush_held()) */
 	if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
-		passed = admit_source(slot, &p, rc, cfg, cost);
-	} else if (rc->tokens < cost && rule_refusal_holds(rc, cfg, p.len)) {
-		/* a flood's drops: counted in bulk (flush_held()) */
+		enum admit_result res = admit_source(slot, &p, rc, cfg, cost);
+
+		if (res == ADMIT_HELD)
+			goto refused;
+		passed = res == ADMIT_PASSED;
+	} else if (rc->tokens < cost &&
+		   hold_refused(rc, cfg, &rc->refusal, cfg->slot_ns, p.len)) {
 		goto refused;
 	} else {
 		passed = admit_rule(slot, rc, cfg, cost);
