@@ -19,6 +19,8 @@
 #   VMTEST_MEM      guest memory (default 1G); VMTEST_SMP vCPUs (default 2)
 #   VMTEST_CACHE    kernel cache directory (default vmtest/cache)
 #   VMTEST_VERBOSE  1: also print the guest's serial console
+#   VMTEST_BOOT_TRIES  boots of one kernel when the guest crashes before
+#                   its job starts (default 3; see docs/kernels.md)
 #   VMTEST_GUEST_TIMEOUT  seconds the guest gives the job (default: 90% of
 #                   VMTEST_TIMEOUT, at least 10 s less); 0 = none, leaving
 #                   only the host's timeout (used to test that path)
@@ -39,6 +41,7 @@ vm_timeout=${VMTEST_TIMEOUT:-600}
 accel_req=${VMTEST_ACCEL:-auto}
 mem=${VMTEST_MEM:-1G}
 smp=${VMTEST_SMP:-2}
+boot_tries=${VMTEST_BOOT_TRIES:-3}
 qemu=${QEMU:-qemu-system-x86_64}
 
 say() { echo "vmtest: $*"; }
@@ -390,13 +393,26 @@ run_kernel() {
 	say "$spec: running $pkg $pkgver (uname -r $kver) under $accel, timeout ${vm_timeout}s"
 
 	share=$build_abs/vmtest/$spec
-	rm -rf "$share"
-	mkdir -p "$share"
-	write_job "$share"
-	local tv
-	tv=$(date +%s)
-	run_vm "$accel" "$share" "$vm_timeout"
-	rc=$?
+	local tv boot
+	for ((boot = 1; ; boot++)); do
+		rm -rf "$share"
+		mkdir -p "$share"
+		write_job "$share"
+		tv=$(date +%s)
+		run_vm "$accel" "$share" "$vm_timeout"
+		rc=$?
+		# Down without a verdict before init started the job: the
+		# kernel crashed while booting, before any code of ours ran
+		# (6.12 under TCG now and then, docs/kernels.md). Boot again;
+		# a crash once the job has started is never retried.
+		[ "$rc" = 0 ] && [ "$boot" -lt "$boot_tries" ] &&
+			! grep -qs '^running job' "$share/init.log" || break
+		cp "$share/console.log" \
+			"$build_abs/vmtest/$spec-boot-crash-$boot.log" 2>/dev/null
+		say "$spec: the guest crashed while booting, before its job" \
+			"(console in $build_abs/vmtest/$spec-boot-crash-$boot.log):" \
+			"booting again"
+	done
 	local vm_secs=$(($(date +%s) - tv))
 
 	case $rc in
