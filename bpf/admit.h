@@ -432,6 +432,15 @@ enum admit_result {
 	ADMIT_HELD,	/* blocked, and already counted (hold_refused()) */
 };
 
+/* Block a packet under refusal r, counted in bulk (flush_held()). */
+static __always_inline void hold_packet(struct sluice_rule_cpu *rc,
+					struct sluice_refusal *r, __u32 len)
+{
+	r->left--;
+	rc->held_pkts++;
+	rc->held_bytes += len;
+}
+
 /*
  * Whether refusal r still blocks this packet. A blocked packet is counted
  * in bulk: held in rc, and moved to the bucket of the time whenever the
@@ -454,9 +463,7 @@ static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
 			return false;
 		}
 	}
-	r->left--;
-	rc->held_pkts++;
-	rc->held_bytes += len;
+	hold_packet(rc, r, len);
 	return true;
 }
 
@@ -482,9 +489,7 @@ static __always_inline int judge_fast(struct sluice_rule_cpu *rc, __u32 len)
 	}
 	if (rc->tokens || !r->left || refusal_check_due(r))
 		return -1;
-	r->left--;
-	rc->held_pkts++;
-	rc->held_bytes += len;
+	hold_packet(rc, r, len);
 	return rc->refused_verdict;
 }
 
