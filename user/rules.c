@@ -357,6 +357,24 @@ static bool name_valid(const char *s)
 	return i > 0;
 }
 
+/* A name (a rule's, a cluster namespace) into out, SL_NAME_MAX + 1 bytes. */
+static void get_name(struct rule_ctx *rc, const cJSON *it, const char *field,
+		     char *out)
+{
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+
+	if (!get_string(rc, it, field))
+		return;
+	if (name_valid(it->valuestring)) {
+		strcpy(out, it->valuestring);
+		return;
+	}
+	show(it->valuestring, shown, sizeof(shown));
+	rule_err(rc, field,
+		 "'%s' must be 1-%d characters of a-z, 0-9, '_', '.', '-'",
+		 shown, SL_NAME_MAX);
+}
+
 /* The rule's name if it is a valid one, else NULL. */
 static const char *rule_name(const cJSON *rule)
 {
@@ -952,22 +970,11 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 	get_fields(rc, cl, "cluster", known, f);
 
 	it = f[C_NS];
-	if (!it) {
+	if (!it)
 		rule_err(rc, "cluster.namespace",
 			 "required (flow ids are scoped by namespace)");
-	} else if (get_string(rc, it, "cluster.namespace")) {
-		if (name_valid(it->valuestring)) {
-			strcpy(c->ns, it->valuestring);
-		} else {
-			char shown[SL_KEY_SHOW_MAX * 4 + 8];
-
-			show(it->valuestring, shown, sizeof(shown));
-			rule_err(rc, "cluster.namespace",
-				 "'%s' must be 1-%d characters of a-z, 0-9, "
-				 "'_', '.', '-'",
-				 shown, SL_NAME_MAX);
-		}
-	}
+	else
+		get_name(rc, it, "cluster.namespace", c->ns);
 
 	it = f[C_FLOW];
 	if (!it)
@@ -1024,21 +1031,10 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 	get_fields(rc, obj, NULL, known, f);
 
 	name = f[R_NAME];
-	if (!name) {
+	if (!name)
 		rule_err(rc, "name", "required");
-	} else if (get_string(rc, name, "name")) {
-		if (name_valid(name->valuestring)) {
-			strcpy(r->name, name->valuestring);
-		} else {
-			char shown[SL_KEY_SHOW_MAX * 4 + 8];
-
-			show(name->valuestring, shown, sizeof(shown));
-			rule_err(rc, "name",
-				 "'%s' must be 1-%d characters of a-z, 0-9, "
-				 "'_', '.', '-'",
-				 shown, SL_NAME_MAX);
-		}
-	}
+	else
+		get_name(rc, name, "name", r->name);
 
 	match = f[R_MATCH];
 	r->proto = SL_PROTO_ANY;
