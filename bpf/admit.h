@@ -32,6 +32,7 @@ _Static_assert((SLUICE_MAX_SAMPLES & (SLUICE_MAX_SAMPLES - 1)) == 0,
 _Static_assert(sizeof(struct sluice_ring_slot) == 32, "slot layout");
 _Static_assert(SLUICE_CHUNK_DIV >= 2 * SLUICE_LEDGER_DIV,
 	       "a chunk must fit twice in a grant record");
+_Static_assert(SLUICE_DENY_BATCH <= 0x7fff, "a refusal's batch is 16 bits");
 _Static_assert(SLUICE_LEDGER_RECORDS >= 2 * SLUICE_LEDGER_DIV + 2,
 	       "the ledger must hold an interval's records");
 
@@ -56,6 +57,20 @@ static __always_inline __u64 sluice_now_coarse(void)
 	if (test_clock)
 		return test_now_ns;
 	return bpf_ktime_get_coarse_ns();
+}
+
+/*
+ * A stamp that changes whenever sluice_now_coarse() may have: the low
+ * bits of jiffies, which the verifier inlines as one load, so that a
+ * packet can tell without a helper call that the coarse clock has not
+ * moved. Jiffies move just before the coarse clock in a tick: a packet in
+ * that gap makes the next check wait one tick more.
+ */
+static __always_inline __u32 sluice_tick(void)
+{
+	if (test_clock)
+		return (__u32)(test_now_ns ^ test_now_ns >> 32);
+	return (__u32)bpf_jiffies64();
 }
 
 #define USEC_PER_SEC 1000000ULL
@@ -356,7 +371,7 @@ static __always_inline void roll_bucket(struct sluice_rule_cpu *rc,
 		b->blocked_bytes = 0;
 	}
 	rc->bucket_idx = idx;
-	rc->since_roll = 0;
+	rc->roll_tick = sluice_tick();
 }
 
 /* Move the packets a refusal held into the current bucket and totals. */
@@ -400,7 +415,7 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
 		flush_held(rc);
 	/* refills roll the bucket too; a quiet rule needs this so its
 	 * packets do not land in a bucket that has left the window */
-	if (++rc->since_roll >= SLUICE_ROLL_EVERY)
+	if (rc->roll_tick != sluice_tick())
 		roll_bucket(rc, cfg, sluice_now_coarse());
 	count_packet(rc, len, passed);
 }
@@ -408,14 +423,15 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
 /*
  * A refusal blocks a batch of packets before the next request, but only
  * within the admission slot it was made in, so that after a flood a quiet
- * rule's next packets are judged afresh. The jiffy clock is read for each
- * of the last 7 packets of a batch and every 32nd before them: a flood
- * pays for it on one packet in seventeen, and at most 31 packets are held
- * past the slot.
+ * rule's next packets are judged afresh. The slot can end only when the
+ * coarse clock moves, so a blocked packet compares the tick with the
+ * refusal's, and the first one after a tick reads the clock: a flood pays
+ * for the clock once per tick, not per packet.
  */
-static __always_inline bool refusal_check_due(const struct sluice_refusal *r)
+static __always_inline bool refusal_check_due(const struct sluice_refusal *r,
+					      __u32 tick)
 {
-	return r->left < 8 || !(r->left & 31);
+	return r->tick != tick;
 }
 
 /* signed: the jiffy clock may lag the time of the refusal */
@@ -451,11 +467,14 @@ static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
 					 struct sluice_refusal *r, __u64 slot_ns,
 					 __u32 len)
 {
+	__u32 tick = sluice_tick();
+
 	if (!r->left)
 		return false;
-	if (refusal_check_due(r)) {
+	if (refusal_check_due(r, tick)) {
 		__u64 now = sluice_now_coarse();
 
+		r->tick = tick;
 		roll_bucket(rc, cfg, now);
 		flush_held(rc);
 		if (refusal_expired(r, now, slot_ns)) {
@@ -477,20 +496,22 @@ static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
 static __always_inline int judge_fast(struct sluice_rule_cpu *rc, __u32 len)
 {
 	struct sluice_refusal *r = &rc->refusal;
-	__u64 cost = rc->cost_is_len ? len : 1;
+	__u32 tick = sluice_tick();
+	__u64 cost;
 
-	if (rc->tokens >= cost) {
-		if (rc->held_pkts || rc->since_roll + 1 >= SLUICE_ROLL_EVERY)
+	/* a flood's drops first: they need not know what a packet costs */
+	if (!rc->tokens) {
+		if (!r->left || refusal_check_due(r, tick))
 			return -1;
-		rc->tokens -= cost;
-		rc->since_roll++;
-		count_packet(rc, len, true);
-		return XDP_PASS;
+		hold_packet(rc, r, len);
+		return rc->refused_verdict;
 	}
-	if (rc->tokens || !r->left || refusal_check_due(r))
+	cost = rc->cost_is_len ? len : 1;
+	if (rc->tokens < cost || rc->held_pkts || rc->roll_tick != tick)
 		return -1;
-	hold_packet(rc, r, len);
-	return rc->refused_verdict;
+	rc->tokens -= cost;
+	count_packet(rc, len, true);
+	return XDP_PASS;
 }
 
 /*
@@ -510,6 +531,7 @@ static __always_inline void refusal_note(struct sluice_refusal *r, __u64 now,
 		r->batch = SLUICE_DENY_BATCH;
 	r->left = r->batch;
 	r->at_ns = now;
+	r->tick = sluice_tick();
 }
 
 /* Aggregate admission through this CPU's token cache. */
@@ -549,20 +571,15 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 	return true;
 }
 
-static __always_inline void mask_prefix(__u8 *addr, __u32 bytes, __u32 plen)
+/* The first plen bits of a 32-bit word of an address, in network order;
+ * plen may be out of 0..32 (the prefix ends before or after the word). */
+static __always_inline __u32 prefix_mask(__s32 plen)
 {
-	__u32 i;
-
-	for (i = 0; i < 16; i++) {
-		if (i >= bytes)
-			break;
-		if (plen >= 8) {
-			plen -= 8;
-			continue;
-		}
-		addr[i] &= (__u8)(0xff00 >> plen);
-		plen = 0;
-	}
+	if (plen <= 0)
+		return 0;
+	if (plen >= 32)
+		return ~0u;
+	return bpf_htonl(~0u << (32 - plen));
 }
 
 static __always_inline void host_stat(__u32 idx)
@@ -577,16 +594,23 @@ static __always_inline void source_key(struct sluice_src_key *key,
 				       __u32 slot, const struct sluice_pkt *p,
 				       const struct sluice_rule_cfg *cfg)
 {
+	const __u32 *a = (const __u32 *)p->saddr;
+	__u32 w[4] = {};
+
+	if (p->family == 4) {
+		w[0] = a[0] & prefix_mask(cfg->src_prefix_v4);
+	} else {
+		__s32 plen = cfg->src_prefix_v6;
+
+		w[0] = a[0] & prefix_mask(plen);
+		w[1] = a[1] & prefix_mask(plen - 32);
+		w[2] = a[2] & prefix_mask(plen - 64);
+		w[3] = a[3] & prefix_mask(plen - 96);
+	}
 	__builtin_memset(key, 0, sizeof(*key));
 	key->rule = slot;
 	key->family = p->family;
-	if (p->family == 4) {
-		__builtin_memcpy(key->addr, p->saddr, 4);
-		mask_prefix(key->addr, 4, cfg->src_prefix_v4);
-	} else {
-		__builtin_memcpy(key->addr, p->saddr, 16);
-		mask_prefix(key->addr, 16, cfg->src_prefix_v6);
-	}
+	__builtin_memcpy(key->addr, w, sizeof(w));
 }
 
 _Static_assert(sizeof(struct sluice_src_key) == 24, "source key layout");

@@ -24,7 +24,10 @@
  */
 volatile __u32 set_gen;
 
-static __always_inline __u32 port_index(__u8 slot, __u16 dport)
+_Static_assert(__builtin_offsetof(struct sluice_port_ref, v6) == sizeof(__u32),
+	       "classify() indexes a port ref by family");
+
+static __always_inline __u32 port_index(__u32 slot, __u32 dport)
 {
 	if (slot < SLUICE_PORTED_SLOTS)
 		return slot * 65536 + dport;
@@ -117,7 +120,8 @@ static __always_inline __u32 classify(const struct sluice_pkt *p)
 	pref = bpf_map_lookup_elem(&port_table, &idx);
 	if (!pref)
 		return SLUICE_REF_NONE;
-	ref = p->family == 4 ? pref->v4 : pref->v6;
+	/* v4, then v6: family 4 or 6 has bit 1 clear or set */
+	ref = ((const __u32 *)pref)[(p->family >> 1) & 1];
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
 	ref = dst_lookup(p, gen, ref & ~SLUICE_REF_LPM);

@@ -57,13 +57,7 @@
 /* After refused refills in quick succession a CPU blocks up to this many
  * packets before asking again (the batch adapts to the packet rate). */
 #ifndef SLUICE_DENY_BATCH
-#define SLUICE_DENY_BATCH 256
-#endif
-
-/* A CPU moves a rule's statistics to the current bucket at least every
- * this many packets (and at every refill). */
-#ifndef SLUICE_ROLL_EVERY
-#define SLUICE_ROLL_EVERY 32
+#define SLUICE_DENY_BATCH 1024
 #endif
 
 /* Per-CPU caches of destination-trie answers: 2^bits direct-mapped

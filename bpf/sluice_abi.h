@@ -139,8 +139,9 @@ struct sluice_bucket {
 /* After a refused request: packets to block before asking again. */
 struct sluice_refusal {
 	__u64 at_ns;		/* time of the last refused request */
-	__u32 batch;		/* packets that refusal blocked */
-	__u32 left;		/* of them, still to block */
+	__u32 tick;		/* sluice_tick() when last checked */
+	__u16 batch;		/* packets that refusal blocked */
+	__u16 left;		/* of them, still to block */
 };
 
 /* Per-CPU state of a rule: the token cache and the counters. */
@@ -148,15 +149,17 @@ struct sluice_rule_cpu {
 	__u64 tokens;		/* granted to this CPU, not yet spent */
 	struct sluice_refusal refusal;
 	__u32 bucket_idx;
-	__u32 since_roll;	/* packets since the bucket was last rolled */
+	__u32 roll_tick;	/* sluice_tick() at the last roll_bucket() */
 	/* blocked by the refusal in force and not yet in bucket_idx's
 	 * bucket and the totals: a flood's drops are counted in bulk, so
 	 * they touch only this cache line (readers add them) */
 	__u64 held_pkts;
 	__u64 held_bytes;
 	/* of the rule's configuration, what judge_fast() needs: */
-	__u32 refused_verdict;	/* XDP_DROP, or XDP_PASS in shadow mode */
-	__u32 cost_is_len;	/* bps: a packet costs its length in tokens */
+	/* 8 bits: the fast path's verdict is then known to be >= 0 */
+	__u8 refused_verdict;	/* XDP_DROP, or XDP_PASS in shadow mode */
+	__u8 cost_is_len;	/* bps: a packet costs its length in tokens */
+	__u8 pad[6];
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The baseline of the benchmarks: sluice's header parsing (bpf/parse.h,
+ * The baselines of the benchmarks: sluice's header parsing (bpf/parse.h,
  * included, not copied) and nothing else. bare_pass passes every frame,
  * bare_drop drops it; bench_xdp divides sluice's cost by theirs.
+ * drop_only drops without reading the frame: bench_veth's baseline.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -40,6 +41,12 @@ SEC("xdp")
 int bare_drop(struct xdp_md *ctx)
 {
 	bare_parse(ctx);
+	return XDP_DROP;
+}
+
+SEC("xdp")
+int drop_only(struct xdp_md *ctx)
+{
 	return XDP_DROP;
 }
 

@@ -10,9 +10,10 @@ BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
 BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
 BENCH_XDP   := $(BUILD)/bench_xdp
 BENCH_TOKEND := $(BUILD)/bench_tokend
+BENCH_VETH  := $(BUILD)/bench_veth
 
 .PHONY: bench bench-bins bench-tokend
-bench-bins: $(BENCH_XDP) $(BENCH_TOKEND)
+bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
@@ -34,6 +35,9 @@ $(BENCH_BARE): tests/bench/bare.bpf.c $(BPF_HDRS) | $(BENCH_DIR)
 
 $(BENCH_SKEL): $(BENCH_BARE)
 	$(BPFTOOL) gen skeleton $< name bare_bpf > $@
+
+$(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL)
+	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LDLIBS)
 
 $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)

@@ -14,15 +14,12 @@
 #include <getopt.h>
 #include <math.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <net/if.h>
-#include <linux/if_link.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
@@ -51,7 +48,6 @@
 #define BENCH_FRAME_LEN	   64
 #define BENCH_SRC_BASE	   0xc6120001u /* 198.18.0.1: sources in 198.18/15 */
 #define BENCH_DST	   0xc0000201u /* 192.0.2.1: in no prefix rule */
-#define BENCH_ATTACH_MAX_S 3600
 #define BENCH_TRIES	   5	/* attempts at a steady bracket */
 #define BENCH_STEADY	   0.10	/* bare runs around a case agree within */
 
@@ -115,8 +111,6 @@ struct bench_opts {
 	uint32_t repeat;
 	int cpu;
 	uint32_t sources;
-	const char *attach; /* --attach: hold bare_drop on this interface */
-	uint32_t seconds;
 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -367,16 +361,11 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_xdp [--runs N] [--repeat N] [--cpu N] "
 	    "[--sources N]\n"
-	    "       bench_xdp --attach IF [--seconds S]\n"
 	    "  --runs N     runs per case, median reported (default %d)\n"
 	    "  --repeat N   packets per run (default %u)\n"
 	    "  --cpu N      CPU to pin to (default: the highest allowed)\n"
-	    "  --sources N  per_source entries prefilled (default %u)\n"
-	    "  --attach IF  instead: attach the parse-and-drop baseline to\n"
-	    "               IF (native XDP), print \"ready\" on stderr and\n"
-	    "               hold it until SIGINT/SIGTERM or --seconds\n"
-	    "               (default and max %d); for veth_drop.sh\n",
-	    BENCH_RUNS, BENCH_REPEAT, BENCH_SOURCES, BENCH_ATTACH_MAX_S);
+	    "  --sources N  per_source entries prefilled (default %u)\n",
+	    BENCH_RUNS, BENCH_REPEAT, BENCH_SOURCES);
 }
 
 static void parse_args(int argc, char **argv, struct bench_opts *bo)
@@ -386,8 +375,6 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 	    {"repeat", required_argument, NULL, 'r'},
 	    {"cpu", required_argument, NULL, 'c'},
 	    {"sources", required_argument, NULL, 's'},
-	    {"attach", required_argument, NULL, 'a'},
-	    {"seconds", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
@@ -399,8 +386,6 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 	bo->repeat = BENCH_REPEAT;
 	bo->cpu = -1;
 	bo->sources = BENCH_SOURCES;
-	bo->attach = NULL;
-	bo->seconds = BENCH_ATTACH_MAX_S;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
@@ -409,10 +394,6 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 		if (c == '?') {
 			usage(stderr);
 			exit(2);
-		}
-		if (c == 'a') {
-			bo->attach = optarg;
-			continue;
 		}
 		errno = 0;
 		v = strtoul(optarg, &end, 10);
@@ -441,52 +422,12 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 				    BENCH_MAX_SOURCES);
 			bo->sources = v;
 			break;
-		case 't':
-			if (v < 1 || v > BENCH_ATTACH_MAX_S)
-				die("--seconds: 1 to %d", BENCH_ATTACH_MAX_S);
-			bo->seconds = v;
-			break;
 		}
 	}
 	if (optind != argc) {
 		usage(stderr);
 		exit(2);
 	}
-}
-
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	stop = sig;
-}
-
-/* --attach: the baseline of veth_drop.sh, parse and drop, held on ifname
- * through a bpf_link, which dies with the process. */
-static int hold_attached(const char *ifname, uint32_t seconds)
-{
-	LIBBPF_OPTS(bpf_link_create_opts, lopts, .flags = XDP_FLAGS_DRV_MODE);
-	int ifindex = if_nametoindex(ifname), fd;
-	struct bare_bpf *bare;
-
-	if (!ifindex)
-		die("no interface %s", ifname);
-	bare = bare_bpf__open_and_load();
-	if (!bare)
-		die("loading the bare program: %s", strerror(errno));
-	fd = bpf_link_create(bpf_program__fd(bare->progs.bare_drop), ifindex,
-			     BPF_XDP, &lopts);
-	if (fd < 0)
-		die("attaching to %s (native XDP): %s", ifname,
-		    strerror(errno));
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	fputs("ready\n", stderr);
-	for (uint32_t i = 0; i < seconds * 10 && !stop; i++)
-		usleep(100000);
-	close(fd);
-	bare_bpf__destroy(bare);
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -499,8 +440,6 @@ int main(int argc, char **argv)
 	int cpu, i, r, rebracketed = 0;
 
 	parse_args(argc, argv, &bo);
-	if (bo.attach)
-		return hold_attached(bo.attach, bo.seconds);
 	sl_log_set_level(SL_LOG_WARN);
 	cpu = pin_cpu(bo.cpu);
 	if (cpu < 0)
