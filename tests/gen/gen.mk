@@ -3,7 +3,7 @@
 # the top-level Makefile, which defines BUILD, CC, CLANG, BPFTOOL, ARCH_INC,
 # CFLAGS and the $(BUILD) directory rule. `make gen` builds:
 #   $(BUILD)/xdpflood  live-frames flood     $(BUILD)/pktsend  paced sender
-#   $(BUILD)/xdppass   baseline XDP program  $(BUILD)/rxcount  tc counter
+#   $(BUILD)/xdppass   do-nothing XDP program $(BUILD)/rxcount  tc counter
 
 GEN_DIR     := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 GEN_OUT     := $(BUILD)/gen

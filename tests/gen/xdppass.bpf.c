@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* Baseline XDP program for benchmarks: passes (or drops) every frame. */
+/* A receiver that does nothing: passes (or drops) every frame. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* xdppass: the benchmarks' baseline. Attaches an XDP program that passes
+/* xdppass: a receiver that does nothing. Attaches an XDP program that passes
  * (or with --drop drops) every frame, in native mode through a bpf_link,
  * and holds it until SIGINT/SIGTERM or --duration. The link dies with the
  * process, so nothing stays attached after a crash.
