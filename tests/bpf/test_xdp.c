@@ -1201,6 +1201,58 @@ static void test_refusal_expires(void)
 	    "admitted, expected 5", passed);
 }
 
+/*
+ * A flood's refusal batch ends with its admission slot: after a burst far
+ * over the limit at one instant, which leaves a batch of blocked packets
+ * to come, a packet an interval later is judged afresh (the clock has
+ * ticked), not held by the rest of the batch.
+ */
+static void test_refusal_batch_ends(void)
+{
+	struct pkt p = udp_to(7005, NULL, 0);
+	long passed;
+
+	next_scenario();
+	if (!tap(apply_one("batch", 7005, "pps", 10, NULL) == 0,
+		 "refusal batch: rule applies"))
+		return;
+	passed = burst(&dp, &p, 3000);
+	tap(passed == 10,
+	    "refusal batch: 3000 frames at one instant, 10 admitted (%ld)",
+	    passed);
+	set_time(t_ns + NSEC_PER_SEC + SLOT_NS);
+	tap(run(&dp, &p) == XDP_PASS,
+	    "refusal batch: the next frame, an interval later, passes");
+}
+
+/*
+ * Statistics move to the bucket of the time when the clock ticks, also
+ * while a CPU spends tokens it holds (no refill, which would roll too):
+ * 20 frames at the start of a bucket, 30 at the start of the next, all
+ * from one chunk; at the start of the third the window holds the 30 alone.
+ */
+static void test_bucket_rolls_on_tick(void)
+{
+	struct pkt p = udp_to(7006, NULL, 0);
+	struct sl_rule_stats st;
+	uint64_t t0;
+
+	next_scenario();
+	t0 = t_ns;
+	if (!tap(apply_one("roll", 7006, "pps", 1000000, NULL) == 0,
+		 "bucket roll: rule applies"))
+		return;
+	burst(&dp, &p, 20);
+	set_time(t0 + NSEC_PER_SEC / 2);
+	burst(&dp, &p, 30);
+	set_time(t0 + NSEC_PER_SEC);
+	st = rstats(&dp, "roll");
+	tap(st.passed_pkts == 50 && st.passed_pps == 60.0,
+	    "bucket roll: 50 passed, the window's rate is the second burst's "
+	    "30 in its 0.5 s: %llu, %.1f/s (expected 60)",
+	    (unsigned long long)st.passed_pkts, st.passed_pps);
+}
+
 /* bps: the bytes of frames admitted in a burst never exceed the limit. */
 static void test_window_bps(void)
 {
@@ -2134,6 +2186,8 @@ int main(void)
 	test_window_exact();
 	test_window_shape();
 	test_refusal_expires();
+	test_refusal_batch_ends();
+	test_bucket_rolls_on_tick();
 	test_window_bps();
 	test_pacing();
 	test_two_bursts();
