@@ -36,8 +36,10 @@ $(BENCH_BARE): tests/bench/bare.bpf.c $(BPF_HDRS) | $(BENCH_DIR)
 $(BENCH_SKEL): $(BENCH_BARE)
 	$(BPFTOOL) gen skeleton $< name bare_bpf > $@
 
-$(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL)
-	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LDLIBS)
+# the traffic tools' helpers: logging, option parsing, clock, signals
+$(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o
+	$(CC) $(CFLAGS) -I$(BENCH_DIR) -Itests/gen -o $@ $< \
+		$(GEN_OUT)/genutil.o $(LDLIBS)
 
 $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)

@@ -14,18 +14,16 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "bare.skel.h"
+#include "genutil.h"
 
 #define VETH_MAX_SECONDS 600
 #define VETH_SETTLE_US	 10000 /* after a swap, before a phase counts */
@@ -39,34 +37,11 @@ struct phase {
 	unsigned long long packets;
 };
 
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	stop = sig;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "bench_veth: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#define die(...)                                                               \
+	do {                                                                   \
+		gen_log(__VA_ARGS__);                                          \
+		exit(1);                                                       \
+	} while (0)
 
 static unsigned long long rx_packets(const char *path)
 {
@@ -111,15 +86,13 @@ static void usage(FILE *f)
 		VETH_MAX_SECONDS);
 }
 
-static long number(const char *arg, long lo, long hi, const char *what)
+static uint32_t number(const char *arg, uint32_t lo, uint32_t hi,
+		       const char *what)
 {
-	char *end;
-	long v;
+	uint32_t v;
 
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (errno || *end || !*arg || v < lo || v > hi)
-		die("%s: %ld to %ld, not '%s'", what, lo, hi, arg);
+	if (gen_parse_u32(arg, lo, hi, &v))
+		die("%s: %u to %u, not '%s'", what, lo, hi, arg);
 	return v;
 }
 
@@ -134,7 +107,7 @@ int main(int argc, char **argv)
 	    {},
 	};
 	const char *dev = NULL, *pin = NULL;
-	long seconds = 30, phase_ms = 100;
+	uint32_t seconds = 30, phase_ms = 100;
 	struct bpf_link_info info = {};
 	__u32 info_len = sizeof(info);
 	int prog_fd[RX_MAX], link_fd, c, n = 0, max_phases, err = 0;
@@ -142,7 +115,7 @@ int main(int argc, char **argv)
 	struct bare_bpf *bare;
 	struct phase *ph;
 	char counter[256];
-	double start;
+	uint64_t start;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -193,25 +166,26 @@ int main(int argc, char **argv)
 	ph = calloc(max_phases, sizeof(*ph));
 	if (!ph)
 		die("out of memory");
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	start = now_s();
-	while (!stop && n < max_phases && now_s() - start < seconds) {
+	if (gen_catch_signals())
+		die("signals: %s", strerror(errno));
+	start = gen_now_ns();
+	while (!gen_stop && n < max_phases &&
+	       gen_now_ns() - start < seconds * NSEC_PER_SEC) {
 		unsigned long long c0, c1;
-		double t0, t1;
+		uint64_t t0, t1;
 
 		if (bpf_link_update(link_fd, prog_fd[n % RX_MAX], NULL)) {
 			err = errno;
 			break;
 		}
 		usleep(VETH_SETTLE_US);
-		t0 = now_s();
+		t0 = gen_now_ns();
 		c0 = rx_packets(counter);
 		usleep(phase_ms * 1000);
-		t1 = now_s();
+		t1 = gen_now_ns();
 		c1 = rx_packets(counter);
 		ph[n].packets = c1 - c0;
-		ph[n].pps = ph[n].packets / (t1 - t0);
+		ph[n].pps = ph[n].packets * 1e9 / (t1 - t0);
 		if (n % RX_MAX == RX_SLUICE)
 			sluice_packets += ph[n].packets;
 		n++;
@@ -220,12 +194,12 @@ int main(int argc, char **argv)
 		die("giving the link its program back: %s", strerror(errno));
 	if (err)
 		die("swapping the link's program: %s", strerror(err));
-	if (stop)
-		die("stopped by signal %d", (int)stop);
+	if (gen_stop)
+		die("stopped by a signal");
 
 	/* ratios of each phase to the mean of the bare phases around it;
 	 * the first cycle only warms up */
-	printf("{\"phase_ms\": %ld, \"phases\": %d, \"sluice_packets\": %llu,"
+	printf("{\"phase_ms\": %u, \"phases\": %d, \"sluice_packets\": %llu,"
 	       " \"receivers\": [",
 	       phase_ms, n, sluice_packets);
 	for (int r = 0; r < RX_MAX; r++) {

@@ -54,10 +54,12 @@ fi
 
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
-SLUICE=$BUILD/sluice
+export BUILD
 BENCH_VETH=$BUILD/bench_veth
 # shellcheck source=tests/lib/netns.sh
 source tests/lib/netns.sh
+# shellcheck source=tests/lib/sluice.sh
+source tests/lib/sluice.sh
 
 die()
 {
@@ -77,57 +79,33 @@ skip_unless_root_and_xdp "veth drop benchmark"
 SWAP_CPU=$(((CPU + 1) % $(nproc)))
 
 netns_setup sbench 2 || die "cannot create the namespaces"
-STATE=$(mktemp -d /tmp/sluice-bench.XXXXXX) || die "mktemp"
-netns_on_exit "rm -rf '$STATE'"
-# `ip netns exec` mounts a fresh /sys, without the bpffs at /sys/fs/bpf:
-# the agent pins into a bpffs of our own, which it sees in the namespace
-{ mkdir "$STATE/bpf" && mount -t bpf bpf "$STATE/bpf"; } ||
-	die "cannot mount a bpffs on $STATE/bpf"
-netns_on_exit "umount '$STATE/bpf'"
-PIN=$STATE/bpf/sluice
-# the agent leaves the data plane pinned when it exits: take it down
-netns_on_exit "ip netns exec '$NS_RX' '$SLUICE' down --iface veth-rx \
-	--pin-dir '$PIN'"
-
-cat >"$STATE/flood.json" <<'EOF'
+sluice_env_setup || die "cannot mount a bpffs for the pins"
+cat >"$NETNS_TMP/flood.json" <<'EOF'
 {"rules": [{"name": "flood", "match": {"proto": "udp", "dport": 9000},
 	    "grade": "pps", "count": 1}]}
 EOF
+sluice_start agent --xdp-mode native --rules "$NETNS_TMP/flood.json" \
+	--stats-interval 0 || die "the agent did not come up"
 
 # rule totals "passed blocked" from the agent
 sluice_totals()
 {
-	timeout 10 "$SLUICE" stats -j --state-dir "$STATE" |
-		jq -r '.rules[0] | "\(.passed_pkts) \(.blocked_pkts)"'
-}
-
-netns_bg "$NS_RX" agent "$SLUICE" agent --iface veth-rx --xdp-mode native \
-	--rules "$STATE/flood.json" --state-dir "$STATE" --pin-dir "$PIN" \
-	--stats-interval 0 || die "cannot start the agent"
-for ((i = 0; i < 100; i++)); do
-	timeout 2 "$SLUICE" status --ready --state-dir "$STATE" \
-		>/dev/null 2>&1 && break
-	kill -0 "${NETNS_PID[agent]}" 2>/dev/null || break
-	sleep 0.1
-done
-[ "$i" -lt 100 ] && kill -0 "${NETNS_PID[agent]}" 2>/dev/null || {
-	cat "$NETNS_TMP/agent.err" >&2
-	die "the agent did not come up"
+	sluice_cli stats -j | jq -r '.rules[0] | "\(.passed_pkts) \(.blocked_pkts)"'
 }
 
 read -r p0 b0 < <(sluice_totals)
 [ -n "${b0:-}" ] || die "no totals from the agent"
 ip netns exec "$NS_TX" "$BUILD/xdpflood" --dev veth-tx --dst-mac "$RX_MAC" \
 	--dport 9000 --duration $((SECONDS_TOTAL + 3)) --cpu "$CPU" \
-	--repeat "$FLOOD_REPEAT" >"$STATE/xdpflood.out" 2>&1 &
+	--repeat "$FLOOD_REPEAT" >"$NETNS_TMP/xdpflood.out" 2>&1 &
 FLOOD=$!
 netns_on_exit "kill $FLOOD 2>/dev/null"
 # the first call's set-up, before the phases start
 sleep 1
 out=$(ip netns exec "$NS_RX" taskset -c "$SWAP_CPU" "$BENCH_VETH" \
-	--dev veth-rx --link "$PIN/link-veth-rx" --seconds "$SECONDS_TOTAL" \
+	--dev veth-rx --link "$SL_PIN/link-veth-rx" --seconds "$SECONDS_TOTAL" \
 	--phase-ms "$PHASE_MS") || die "bench_veth failed"
-wait "$FLOOD" || die "xdpflood failed: $(cat "$STATE/xdpflood.out")"
+wait "$FLOOD" || die "xdpflood failed: $(cat "$NETNS_TMP/xdpflood.out")"
 read -r p1 b1 < <(sluice_totals)
 
 # every frame of sluice's phases judged by the rule (it also judged the
