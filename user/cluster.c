@@ -64,10 +64,7 @@ struct flow {
 	size_t sess;
 	struct sl_lease l;
 	enum sl_lease_state logged; /* the state last logged */
-	/* last counter totals, in the rule's unit, to diff */
-	uint32_t slot;
-	uint64_t passed, blocked, read_ns;
-	uint64_t demand, used;
+	uint64_t demand, used; /* per second, in the rule's unit */
 };
 
 struct sl_cluster_sync {
@@ -445,33 +442,21 @@ void sl_cluster_rules_changed(struct sl_cluster_sync *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Demand and use per second since the last read, in the rule's unit. */
-static void measure(struct sl_cluster_sync *c, struct flow *f, uint64_t now)
+/*
+ * Demand and use per second over the rule's sliding window, the time
+ * scale on which the data plane holds the grant. A sync period's own rate
+ * follows every burst and stall of the sender, and a grant that follows
+ * it dips under the traffic every other sync (docs/cluster.md).
+ */
+static void measure(struct sl_cluster_sync *c, struct flow *f)
 {
 	struct sl_rule_stats st;
-	uint64_t passed, blocked, dt;
 	bool bytes = f->r.grade == SL_GRADE_BPS;
-	uint32_t slot = c->dp->slots[f->idx];
 
 	if (sl_dp_rule_stats(c->dp, f->idx, &st))
 		return;
-	passed = bytes ? st.passed_bytes : st.passed_pkts;
-	blocked = bytes ? st.blocked_bytes : st.blocked_pkts;
-	dt = now - f->read_ns;
-	if (!f->read_ns || slot != f->slot || passed < f->passed ||
-	    blocked < f->blocked || !dt) {
-		/* no earlier totals of this slot: its window's rates */
-		f->used = bytes ? st.passed_Bps : st.passed_pps;
-		f->demand = f->used + (bytes ? st.blocked_Bps : st.blocked_pps);
-	} else {
-		f->used = (passed - f->passed) * 1000000000ULL / dt;
-		f->demand = f->used +
-			    (blocked - f->blocked) * 1000000000ULL / dt;
-	}
-	f->slot = slot;
-	f->passed = passed;
-	f->blocked = blocked;
-	f->read_ns = now;
+	f->used = bytes ? st.passed_Bps : st.passed_pps;
+	f->demand = f->used + (bytes ? st.blocked_Bps : st.blocked_pps);
 }
 
 /* ---- the sessions ---- */
@@ -610,7 +595,7 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 
 		if (&c->sess[f->sess] != s)
 			continue;
-		measure(c, f, now);
+		measure(c, f);
 		c->reports[n] = (struct sl_flow_report){
 			.flow_id = f->r.cluster.flow_id,
 			.demand = f->demand,

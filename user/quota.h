@@ -24,6 +24,21 @@ struct sl_quota_level {
 };
 
 /*
+ * What a holder is allocated for: its demand and 1/32 more. A holder
+ * granted exactly its measured rate drops whatever its traffic runs above
+ * that measurement, and under a sliding window each dip of its grant
+ * costs a whole interval's worth of the dip.
+ */
+#define SL_QUOTA_HEADROOM_DIV 32
+
+static inline uint64_t sl_quota_need(uint64_t demand)
+{
+	uint64_t pad = demand / SL_QUOTA_HEADROOM_DIV;
+
+	return demand > UINT64_MAX - pad ? UINT64_MAX : demand + pad;
+}
+
+/*
  * Water-fill count over n demands in O(n) per Newton step (a few); scratch
  * holds n values for the sorting fallback. -EINVAL when n is 0.
  */

@@ -257,7 +257,7 @@ static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
 		td->scratch_cap = cap;
 	}
 	for (i = 0; i < f->n_live; i++)
-		td->demands[i] = f->h[f->live[i]].demand;
+		td->demands[i] = sl_quota_need(f->h[f->live[i]].demand);
 	sl_quota_global_level(flow_count(f, now), td->demands, f->n_live,
 			      td->scratch, &f->level);
 	f->have_level = true;
@@ -310,7 +310,8 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 				if (ret)
 					return ret;
 			}
-			want = sl_quota_grant(&f->level, r->demand);
+			want = sl_quota_grant(&f->level,
+					      sl_quota_need(r->demand));
 		}
 		want = sl_quota_cap(count, others, want);
 		break;

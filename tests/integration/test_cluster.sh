@@ -7,7 +7,10 @@
 # independently of sluice. One global flow, count 20000 pps:
 #   1. skew under capacity 12000/2000/2000/2000: nothing dropped (1%)
 #   2. skew over capacity 40000/5000/5000/5000: aggregate within 2% of
-#      count over 10 s, the max-min fair split within 5%
+#      count of what the allocation makes due (count, less headroom the
+#      light hosts leave unused if their generators fall short) over
+#      9.5 s (averaged over the spans' phase); each host within 5% of its
+#      max-min fair due
 #   3. kill -9 the token server: every host in fallback within 1 s, the
 #      aggregate within 1.1 x count; restart: back to cluster, no 1 s
 #      window above 1.1 x count
@@ -137,7 +140,10 @@ flow() # HOST NAME FIELD
 {
 	cli "$1" status -j 2>/dev/null | python3 -c '
 import json, sys
-d = json.load(sys.stdin)
+try:
+    d = json.load(sys.stdin)
+except ValueError:
+    sys.exit()  # no agent answering (yet): no value
 for f in d.get("cluster", {}).get("flows", []):
     if f["name"] == sys.argv[1]:
         print(f[sys.argv[2]])
@@ -278,6 +284,15 @@ def rate(i, a, b):
     return count(i, a, b) / (b - a)
 def total(a, b, hosts=(1, 2, 3, 4)):
     return sum(count(i, a, b) for i in hosts) / (b - a)
+# A flood'"'"'s admissions repeat the shape of its opening burst every
+# interval (1 s here; docs/architecture.md), so a rate over a span whose
+# ends cut through bursts is off by up to a burst: average it over every
+# span of b - a - 1 s inside [a, b] instead.
+def mean_rate(i, a, b, steps=100):
+    return sum(rate(i, a + k / steps, b - 1 + k / steps)
+               for k in range(steps)) / steps
+def mean_total(a, b, hosts=(1, 2, 3, 4)):
+    return sum(mean_rate(i, a, b) for i in hosts)
 def max_window_total(a, b, hosts=(1, 2, 3, 4)):
     best, x = 0, a
     while x + 1.0 <= b:
@@ -364,23 +379,29 @@ wait_state cluster 10 fleet 4
 check $? "heal: host 4 back in cluster state"
 traffic_end
 
-res=$(rx_py "$KILL_REL" "$RESTART_REL" "$BACK_REL" "$FLASH_REL" "$PART_REL" "$HEAL_REL" <<'PY'
+res=$(rx_py "$KILL_REL" "$RESTART_REL" "$BACK_REL" "$FLASH_REL" "$PART_REL" "$HEAL_REL" "$T"/gen[1-4].json <<'PY'
 K, R, B, F, P, H = (float(x) for x in sys.argv[14:20])
 c = 20000
-agg = total(2.5, 12.5)
-split = [rate(i, 2.5, 12.5) for i in (1, 2, 3, 4)]
-fair = max(abs(s - 5000) / 5000 for s in split)
+# what each host is due: the server water-fills count over the needs
+# (demand and 1/32, docs/cluster.md) of what the generators really sent
+offered = [g["sent"] / g["seconds"]
+           for g in (json.load(open(f)) for f in sys.argv[20:24])]
+need = [o + o / 32 for o in offered]
+grant, left = [0.0] * 4, c
+for k, i in enumerate(sorted(range(4), key=lambda i: need[i])):
+    grant[i] = min(need[i], left / (4 - k))
+    left -= grant[i]
+due = [min(o, g) for o, g in zip(offered, grant)]
+agg = mean_total(2.5, 13.0)
+split = [mean_rate(i, 2.5, 13.0) for i in (1, 2, 3, 4)]
+fair = max(abs(s - d) / d for s, d in zip(split, due))
 fb = total(K + 1.0, R)
 fbmax = max_window_total(K + 1.0, R)
 sw = max_window_total(R, B + 2.0)
 fl = max_window_total(F, F + 4.0)
 # the server frees host 4's lease one TTL after its last sync, then
 # rebalances: steady state from P + 2.5; the step itself in omax
-# the mean of its whole seconds (an average over the span's ends can
-# exceed every 1 s window when the hosts' sample clocks differ slightly)
-secs = [total(P + 2.5 + k, P + 3.5 + k, (1, 2, 3))
-        for k in range(int(H - P - 2.5))]
-others = sum(secs) / len(secs)
+others = mean_total(P + 2.5, H, (1, 2, 3))
 omax = max_window_total(P, H, (1, 2, 3))
 h4 = rate(4, P + 1.5, H)
 print("# aggregate per second from the restart:", " ".join(
@@ -389,14 +410,16 @@ print("# aggregate per second from the restart:", " ".join(
 print(f"# partition window: P {P:.2f} H {H:.2f}; hosts 1-3 per second:",
       " ".join(f"{total(P + k, P + k + 1, (1, 2, 3)):.0f}"
                for k in range(int(H - P))), file=sys.stderr)
-print(f"{agg:.0f}", " ".join(f"{s:.0f}" for s in split), f"{fair:.4f}",
+print(f"{agg:.0f}", f"{sum(due):.0f}", "/".join(f"{o:.0f}" for o in offered),
+      "/".join(f"{d:.0f}" for d in due), f"{min(offered[3], c / 4):.0f}",
+      " ".join(f"{s:.0f}" for s in split), f"{fair:.4f}",
       f"{fb:.0f} {fbmax:.0f} {sw:.0f} {fl:.0f} {others:.0f} {h4:.0f} {omax:.0f}")
 PY
 )
-read -r agg s1 s2 s3 s4 fair fb fbmax sw fl others h4 omax <<<"$res"
-echo "# skew over capacity: offered 40000/5000/5000/5000, aggregate $agg pps over 10 s, split $s1/$s2/$s3/$s4"
-check $(python3 -c "print(0 if abs($agg - $COUNT) <= 0.02 * $COUNT else 1)") \
-	"skew over capacity: aggregate $agg within 2% of $COUNT"
+read -r agg due off dues due4 s1 s2 s3 s4 fair fb fbmax sw fl others h4 omax <<<"$res"
+echo "# skew over capacity: offered 40000/5000/5000/5000 (measured: $off), due $dues, aggregate $agg pps (9.5 s spans from s 2.5 to 13), split $s1/$s2/$s3/$s4"
+check $(python3 -c "print(0 if abs($agg - $due) <= 0.02 * $COUNT else 1)") \
+	"skew over capacity: aggregate $agg within 2% of count of what is due ($due)"
 check $(python3 -c "print(0 if $fair <= 0.05 else 1)") \
 	"skew over capacity: max-min fair split within 5% (worst $fair)"
 echo "# token server down: aggregate $fb pps, largest 1 s window $fbmax (share: count / 4 each)"
@@ -411,8 +434,8 @@ check $(python3 -c "print(0 if $others <= 1.02 * $COUNT else 1)") \
 	"partition: hosts 1-3 keep the global bound among themselves ($others)"
 check $(python3 -c "print(0 if $omax <= 1.1 * $COUNT else 1)") \
 	"partition: hosts 1-3, largest 1 s window $omax <= 1.1 x count"
-check $(python3 -c "print(0 if abs($h4 - $COUNT / 4) <= 0.03 * $COUNT / 4 else 1)") \
-	"partition: host 4 enforces its share, count / 4 ($h4)"
+check $(python3 -c "print(0 if abs($h4 - $due4) <= 0.03 * $COUNT / 4 else 1)") \
+	"partition: host 4 enforces its share, count / 4 or its offer ($h4 of $due4)"
 
 echo "# t=${SECONDS} s"
 # ---- 6: fallback thresholds of fixed and block, server down ----

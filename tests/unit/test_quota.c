@@ -142,6 +142,30 @@ static void test_level(void **state)
 	assert_true(sl_quota_grant(&l, 1000) == 5000);
 }
 
+/* A holder is allocated for its demand and 1/32 more, saturating. */
+static void test_need(void **state)
+{
+	const uint64_t d[] = {40000, 1000, 2000, 5000};
+	uint64_t need[4];
+	struct sl_quota_level l;
+
+	(void)state;
+	assert_true(sl_quota_need(0) == 0);
+	assert_true(sl_quota_need(31) == 31);
+	assert_true(sl_quota_need(3200) == 3300);
+	assert_true(sl_quota_need(UINT64_MAX - 1) == UINT64_MAX);
+	assert_true(sl_quota_need(UINT64_MAX) == UINT64_MAX);
+	/* docs/cluster.md's example: the short holders' headroom comes out
+	 * of the heavy one's grant */
+	for (int i = 0; i < 4; i++)
+		need[i] = sl_quota_need(d[i]);
+	assert_int_equal(sl_quota_global_level(20000, need, 4, scratch, &l),
+			 0);
+	assert_true(l.level == 11751 && l.bonus == 0);
+	assert_true(sl_quota_grant(&l, need[1]) == 1031);
+	assert_true(sl_quota_grant(&l, need[3]) == 5156);
+}
+
 static void test_cap(void **state)
 {
 	(void)state;
@@ -217,6 +241,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_examples),
 		cmocka_unit_test(test_level),
+		cmocka_unit_test(test_need),
 		cmocka_unit_test(test_cap),
 		cmocka_unit_test(test_random_properties),
 		cmocka_unit_test(test_spread_demands),
