@@ -36,7 +36,7 @@ enum conn_state {
 };
 
 struct holder {
-	uint64_t demand;
+	uint64_t need;	  /* the last demand and its headroom (sl_quota_need) */
 	uint64_t grant;	  /* counted in the flow's outstanding while live */
 	uint64_t expires; /* ms; the lease ends here */
 	uint32_t live_pos; /* index in flow->live, NO_POS if not live */
@@ -99,7 +99,7 @@ struct sl_tokend {
 	uint32_t n_ns;
 	struct conn *conns; /* list head */
 	struct conn *dead;  /* closed, to free after the event batch */
-	uint64_t *scratch, *demands; /* water filling */
+	uint64_t *scratch, *needs; /* water filling */
 	size_t scratch_cap;
 	struct sl_flow_grant *grants; /* one SYNC's answer */
 	struct sl_tokend_stats st;
@@ -247,18 +247,18 @@ static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
 	if (f->n_live > td->scratch_cap) {
 		size_t cap = 2 * f->n_live;
 		uint64_t *s = realloc(td->scratch, cap * sizeof(*s));
-		uint64_t *d = s ? realloc(td->demands, cap * sizeof(*d)) : NULL;
+		uint64_t *d = s ? realloc(td->needs, cap * sizeof(*d)) : NULL;
 
 		if (s)
 			td->scratch = s;
 		if (!d)
 			return -ENOMEM;
-		td->demands = d;
+		td->needs = d;
 		td->scratch_cap = cap;
 	}
 	for (i = 0; i < f->n_live; i++)
-		td->demands[i] = sl_quota_need(f->h[f->live[i]].demand);
-	sl_quota_global_level(flow_count(f, now), td->demands, f->n_live,
+		td->needs[i] = f->h[f->live[i]].need;
+	sl_quota_global_level(flow_count(f, now), td->needs, f->n_live,
 			      td->scratch, &f->level);
 	f->have_level = true;
 	f->dirty = false;
@@ -272,7 +272,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		      struct sl_flow_grant *g)
 {
 	struct holder *h = get_holder(f, c->node);
-	uint64_t others, want, count;
+	uint64_t others, want, count, need;
 	bool learning;
 	int ret;
 
@@ -285,9 +285,10 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		if (ret)
 			return ret;
 	}
-	if (h->demand != r->demand)
+	need = sl_quota_need(r->demand);
+	if (h->need != need)
 		f->dirty = true;
-	h->demand = r->demand;
+	h->need = need;
 	others = f->outstanding - h->grant;
 	g->flags = 0;
 	learning = now < td->start + td->cfg.learn_ms;
@@ -310,8 +311,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 				if (ret)
 					return ret;
 			}
-			want = sl_quota_grant(&f->level,
-					      sl_quota_need(r->demand));
+			want = sl_quota_grant(&f->level, h->need);
 		}
 		want = sl_quota_cap(count, others, want);
 		break;
@@ -1172,7 +1172,7 @@ void sl_tokend_free(struct sl_tokend *td)
 	}
 	free(td->ns);
 	free(td->scratch);
-	free(td->demands);
+	free(td->needs);
 	free(td->grants);
 	if (td->lfd >= 0)
 		close(td->lfd);
