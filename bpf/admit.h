@@ -9,7 +9,9 @@
  *    tokens with the times of its first and last grant; the record that
  *    straddles the window's start is counted by interpolation;
  *  - a pacing clock (GCRA): credit accrues at count per second up to one
- *    interval's worth.
+ *    interval's worth, or 1/SLUICE_ECHO_DIV of it through a long refusal
+ *    by the window (pace_hold()), so a flood is paced rather than
+ *    re-admitted as a burst every interval.
  * A CPU takes tokens in chunks of L / (SLUICE_CHUNK_DIV * nr_cpus) and
  * spends them without reading the clock; after refused requests it
  * blocks an adaptive batch of up to SLUICE_DENY_BATCH packets before
@@ -222,6 +224,34 @@ static __always_inline void ledger_add(struct sluice_budget *bud, __u64 n,
 }
 
 /*
+ * The window refuses while the clock may have credit. Credit that accrues
+ * through a long refusal would pass as a burst when the window frees, and
+ * as a burst again one interval later, for as long as the flood lasts
+ * (the echo). So once an episode of refusals (less than gap_us apart) has
+ * lasted keep_us, the clock keeps at most keep_us of credit until it ends.
+ * Shorter episodes, from arrival jitter, and the little credit of a flood
+ * paced at count lose nothing. The episode is a hint shared without
+ * atomics; the clock moves by compare-and-swap.
+ */
+static __always_inline void pace_hold(struct sluice_pacer *pacer,
+				      __u64 now_us, __u32 gap_us,
+				      __u32 keep_us)
+{
+	__u64 ep = READ_ONCE(pacer->refusing), old;
+	__u32 now32 = now_us, start = ep >> 32, last = ep;
+
+	if (now32 - last > gap_us)
+		start = now32;
+	WRITE_ONCE(pacer->refusing, (__u64)start << 32 | now32);
+	if (now32 - start <= keep_us)
+		return;
+	old = READ_ONCE(pacer->tat_us);
+	if (old + keep_us < now_us)
+		__sync_val_compare_and_swap(&pacer->tat_us, old,
+					    now_us - keep_us);
+}
+
+/*
  * Spend pacing credit: up to `want` tokens, at least `cost`, at most
  * `free` (what the window allows). Returns the number granted, 0 when
  * refused.
@@ -238,8 +268,14 @@ static __always_inline __u64 pace_take(struct sluice_pacer *pacer,
 	__u64 old, base, credit, grant, next;
 	int tries;
 
-	if (free < cost)
+	if (free < cost) {
+		/* a CPU under a refusal asks again within a slot and a
+		 * tick: refusals two slots apart are one episode */
+		pace_hold(pacer, now_us,
+			  interval_ms * 1000 * 2 / SLUICE_ADMIT_SLOTS,
+			  interval_ms * 1000 / SLUICE_ECHO_DIV);
 		return 0;
+	}
 	for (tries = 0; tries < 3; tries++) {
 		old = READ_ONCE(pacer->tat_us);
 		base = old;

@@ -33,6 +33,13 @@
 #define SLUICE_LEDGER_RECORDS (2 * SLUICE_LEDGER_DIV + 16)
 #endif
 
+/* Once the window has refused for interval / SLUICE_ECHO_DIV (refusals
+ * less than two admission slots apart), the pacing clock keeps at most that
+ * much credit until the refusals stop (pace_hold() in admit.h). */
+#ifndef SLUICE_ECHO_DIV
+#define SLUICE_ECHO_DIV 16
+#endif
+
 /* Admission ring slots per interval for each per_source entry. */
 #ifndef SLUICE_SRC_SLOTS
 #define SLUICE_SRC_SLOTS 4

@@ -103,7 +103,9 @@ struct sluice_ring_slot {
 /* The pacing clock of a budget: GCRA's theoretical arrival time. */
 struct sluice_pacer {
 	__u64 tat_us;
-	__u64 pad;
+	/* the window's current refusal episode (pace_hold()): its start
+	 * in the high half, its last refusal in the low, both in us mod 2^32 */
+	__u64 refusing;
 };
 
 /* Tokens granted between first_ns and last_ns, in `grants` grants. */

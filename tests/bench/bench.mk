@@ -11,12 +11,14 @@ BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
 BENCH_XDP   := $(BUILD)/bench_xdp
 BENCH_TOKEND := $(BUILD)/bench_tokend
 BENCH_VETH  := $(BUILD)/bench_veth
+ADMIT_SHAPE := $(BUILD)/admit_shape
 
 .PHONY: bench bench-bins bench-tokend
-bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND)
+bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
+	$(ADMIT_SHAPE)
 	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
@@ -43,3 +45,6 @@ $(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o
 
 $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
+
+$(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)

@@ -1379,6 +1379,60 @@ static void test_pacing(void)
  * Two bursts just under an interval apart, silence between: together
  * they must not exceed the documented bound in one sliding interval.
  */
+/*
+ * A flood from idle: the opening burst passes, and after the first
+ * interval the flood is paced, not re-admitted as a burst every interval
+ * (pace_hold(); with the pacing clock's full credit each interval's first
+ * 100 ms took the whole count). Counted per ms of test time.
+ */
+static void test_flood_smooth(void)
+{
+	const uint64_t C = 6500, per_ms = 40, ms_total = 8000;
+	/* one interval / SLUICE_ECHO_DIV of kept credit, 100 ms of pacing,
+	 * the window's allowance */
+	const uint64_t bound = C / SLUICE_ECHO_DIV + C / 10 +
+			       C / SLUICE_LEDGER_DIV + C / SLUICE_CHUNK_DIV;
+	static long adm[8000];
+	struct pkt p = udp_to(7005, NULL, 0);
+	uint64_t t0, sum = 0, worst = 0;
+	int worst_at = 0;
+
+	next_scenario();
+	t0 = t_ns;
+	if (!tap(apply_one("smooth", 7005, "pps", C, NULL) == 0,
+		 "flood shape: rule applies"))
+		return;
+	for (uint64_t ms = 0; ms < ms_total; ms++) {
+		set_time(t0 + ms * NSEC_PER_MSEC);
+		adm[ms] = burst(&dp, &p, per_ms);
+		if (adm[ms] < 0) {
+			tap(false, "flood shape: test run fails (%ld)", adm[ms]);
+			return;
+		}
+	}
+	for (uint64_t ms = 1000; ms < ms_total; ms++)
+		sum += adm[ms];
+	tap(sum * 100 >= 7 * C * 98 && sum * 100 <= 7 * C * 102,
+	    "flood shape: 40 pkt/ms against %llu/s: intervals 2-8 admit "
+	    "%llu, within 2%% of %llu", (unsigned long long)C,
+	    (unsigned long long)sum, (unsigned long long)(7 * C));
+	for (uint64_t s = 1000; s + 100 <= ms_total; s++) {
+		uint64_t w = 0;
+
+		for (uint64_t ms = s; ms < s + 100; ms++)
+			w += adm[ms];
+		if (w > worst) {
+			worst = w;
+			worst_at = s;
+		}
+	}
+	tap(worst <= bound,
+	    "flood shape: after the first interval the busiest 100 ms admit "
+	    "%llu (from ms %d), at most %llu (kept credit, 100 ms of count, "
+	    "allowance)", (unsigned long long)worst, worst_at,
+	    (unsigned long long)bound);
+}
+
 static void test_two_bursts(void)
 {
 	const uint64_t C = 1000;
@@ -2190,6 +2244,7 @@ int main(void)
 	test_bucket_rolls_on_tick();
 	test_window_bps();
 	test_pacing();
+	test_flood_smooth();
 	test_two_bursts();
 	test_shadow();
 	test_cps();

@@ -284,10 +284,10 @@ def rate(i, a, b):
     return count(i, a, b) / (b - a)
 def total(a, b, hosts=(1, 2, 3, 4)):
     return sum(count(i, a, b) for i in hosts) / (b - a)
-# A flood'"'"'s admissions repeat the shape of its opening burst every
-# interval (1 s here; docs/architecture.md), so a rate over a span whose
-# ends cut through bursts is off by up to a burst: average it over every
-# span of b - a - 1 s inside [a, b] instead.
+# Admissions follow a flood'"'"'s opening burst and bursty arrivals
+# (docs/architecture.md), so a rate over a span whose ends cut through
+# bursts is off by up to a burst: average it over every span of
+# b - a - 1 s inside [a, b] instead.
 def mean_rate(i, a, b, steps=100):
     return sum(rate(i, a + k / steps, b - 1 + k / steps)
                for k in range(steps)) / steps
