@@ -503,10 +503,11 @@ static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
 					 struct sluice_refusal *r, __u64 slot_ns,
 					 __u32 len)
 {
-	__u32 tick = sluice_tick();
+	__u32 tick;
 
 	if (!r->left)
 		return false;
+	tick = sluice_tick();
 	if (refusal_check_due(r, tick)) {
 		__u64 now = sluice_now_coarse();
 

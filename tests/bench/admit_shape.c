@@ -29,6 +29,7 @@
 #include "log.h"
 #include "rules.h"
 #include "sluice.skel.h"
+#include "frame.h"
 
 struct shape {
 	const char *name;
@@ -56,19 +57,20 @@ static const struct shape shapes[] = {
 
 static unsigned step_us = 100;
 static bool trace;
-static uint8_t frame[64];
+static struct frame frame;
 
-/* Ethernet, IPv4 198.18.0.1 -> 198.18.0.2, UDP 4660 -> 9000. */
-static void build_frame(void)
+/* 64 bytes, Ethernet, IPv4 198.18.0.1 -> 198.18.0.2, UDP to 9000: the
+ * traffic tools' builder (tests/gen/frame.c); the MACs are arbitrary. */
+static int build_frame(void)
 {
-	static const uint8_t hdr[] = {
-		[12] = 0x08, 0x00,
-		[14] = 0x45, 0, 0, 50, 0, 0, 0, 0, 64, 17, 0, 0,
-		198, 18, 0, 1, 198, 18, 0, 2,
-		0x12, 0x34, 9000 >> 8, 9000 & 0xff, 0, 30,
-	};
+	struct frame_spec spec;
 
-	memcpy(frame, hdr, sizeof(hdr));
+	frame_spec_init(&spec);
+	if (frame_spec_opt(&spec, FRAME_OPT_DST_MAC, "02:00:00:00:00:02") ||
+	    frame_spec_opt(&spec, FRAME_OPT_SRC_MAC, "02:00:00:00:00:01") ||
+	    frame_spec_opt(&spec, FRAME_OPT_DPORT, "9000"))
+		return -EINVAL;
+	return frame_build(&spec, NULL, &frame);
 }
 
 static double offered_rate(const struct shape *s, double t_ms)
@@ -134,8 +136,8 @@ static uint64_t *run_shape(struct sl_dataplane *dp, const struct shape *s,
 		due -= n;
 		sl_dp_set_test_time(dp, start_ns + i * step_us * 1000);
 		for (uint64_t k = 0; k < n; k++) {
-			LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame,
-				    .data_size_in = sizeof(frame),
+			LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data,
+				    .data_size_in = frame.len,
 				    .repeat = 1);
 
 			if (bpf_prog_test_run_opts(fd, &o)) {
@@ -282,7 +284,10 @@ int main(int argc, char **argv)
 			strerror(-err));
 		return 1;
 	}
-	build_frame();
+	if (build_frame()) {
+		sl_dp_destroy(&dp);
+		return 1;
+	}
 	printf("sluice admission shape: test clock, %u us steps, 1 rule, "
 	       "interval 1 s\n%-40s %8s %6s\n", step_us, "arrivals",
 	       "admitted", "100ms/L");

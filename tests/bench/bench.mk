@@ -46,5 +46,7 @@ $(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o
 $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
 
-$(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
+		$(GEN_OUT)/genutil.o
+	$(CC) $(CFLAGS) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
+		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)

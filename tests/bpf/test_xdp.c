@@ -1305,6 +1305,27 @@ static void test_window_bps(void)
 		    "(admitted %ld)", F - 1, F, a);
 }
 
+/* The most that any span of span ms from ms `from` on admitted, per ms
+ * counts in adm[0..n); *at: where that span starts. */
+static uint64_t busiest_span(const long *adm, int n, int from, int span,
+			     int *at)
+{
+	uint64_t worst = 0;
+
+	*at = from;
+	for (int s = from; s + span <= n; s++) {
+		uint64_t w = 0;
+
+		for (int ms = s; ms < s + span; ms++)
+			w += adm[ms];
+		if (w > worst) {
+			worst = w;
+			*at = s;
+		}
+	}
+	return worst;
+}
+
 /*
  * After a burst, traffic at 3x the rate every 1 ms of test time: the
  * following intervals admit the rate, paced, and no sliding interval
@@ -1313,10 +1334,10 @@ static void test_window_bps(void)
 static void test_pacing_one(uint64_t C)
 {
 	const int ms_total = 3000;
-	uint64_t per_ms = 3 * C / 1000, t0, sum = 0, worst = 0;
+	uint64_t per_ms = 3 * C / 1000, t0, sum = 0, worst;
 	static long adm[3000];
 	struct pkt p = udp_to(7003, NULL, 0);
-	int worst_at = 0, bad = 0;
+	int worst_at, bad = 0;
 	char name[32];
 
 	snprintf(name, sizeof(name), "pace-%llu", (unsigned long long)C);
@@ -1342,16 +1363,7 @@ static void test_pacing_one(uint64_t C)
 	    "pacing %llu/s: intervals 2-3 admit %llu, within 5%% of %llu",
 	    (unsigned long long)C, (unsigned long long)sum,
 	    (unsigned long long)(2 * C));
-	for (int s = 0; s + 1000 <= ms_total; s++) {
-		uint64_t w = 0;
-
-		for (int ms = s; ms < s + 1000; ms++)
-			w += adm[ms];
-		if (w > worst) {
-			worst = w;
-			worst_at = s;
-		}
-	}
+	worst = busiest_span(adm, ms_total, 0, 1000, &worst_at);
 	tap(worst * 100 <= C * 105,
 	    "pacing %llu/s: the busiest sliding interval admits %llu "
 	    "(from ms %d), at most 1.05 x %llu",
@@ -1394,8 +1406,8 @@ static void test_flood_smooth(void)
 			       C / SLUICE_LEDGER_DIV + C / SLUICE_CHUNK_DIV;
 	static long adm[8000];
 	struct pkt p = udp_to(7005, NULL, 0);
-	uint64_t t0, sum = 0, worst = 0;
-	int worst_at = 0;
+	uint64_t t0, sum = 0, worst;
+	int worst_at;
 
 	next_scenario();
 	t0 = t_ns;
@@ -1416,16 +1428,7 @@ static void test_flood_smooth(void)
 	    "flood shape: 40 pkt/ms against %llu/s: intervals 2-8 admit "
 	    "%llu, within 2%% of %llu", (unsigned long long)C,
 	    (unsigned long long)sum, (unsigned long long)(7 * C));
-	for (uint64_t s = 1000; s + 100 <= ms_total; s++) {
-		uint64_t w = 0;
-
-		for (uint64_t ms = s; ms < s + 100; ms++)
-			w += adm[ms];
-		if (w > worst) {
-			worst = w;
-			worst_at = s;
-		}
-	}
+	worst = busiest_span(adm, ms_total, 1000, 100, &worst_at);
 	tap(worst <= bound,
 	    "flood shape: after the first interval the busiest 100 ms admit "
 	    "%llu (from ms %d), at most %llu (kept credit, 100 ms of count, "
