@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Classification: at most three lookups whatever the number of rules.
- * 1. port_table[set][slot][dport] names the rule, or no rule, or a class
- *    for the destination trie (one array lookup, inlined by the verifier);
+ * 1. port_table[set][family][slot][dport] names the rule, or no rule, or a
+ *    class for the destination trie (one load);
  * 2. lpm_v4/v6 on (class, daddr) names the rule or a class for the source;
  *    a per-CPU cache of recent answers sits in front of it, since the
  *    destinations of a host's traffic are its own few addresses;
@@ -24,15 +24,11 @@
  */
 volatile __u32 set_gen;
 
-_Static_assert(__builtin_offsetof(struct sluice_port_ref, v6) == sizeof(__u32),
-	       "classify() indexes a port ref by family");
-
-static __always_inline __u32 port_index(__u32 slot, __u32 dport)
-{
-	if (slot < SLUICE_PORTED_SLOTS)
-		return slot * 65536 + dport;
-	return SLUICE_PORTED_SLOTS * 65536 + (slot - SLUICE_PORTED_SLOTS);
-}
+/* Stage 1 of both sets, at set * SLUICE_SET_SPACE + sluice_port_key(): a
+ * global (.bss) rather than an array map, so that a lookup is a bounds
+ * check and a load, with no key on the stack; user space writes it
+ * through the skeleton's mmap. */
+__u32 port_table[SLUICE_NUM_SETS * SLUICE_SET_SPACE];
 
 /* The address at addr (in the packet, bounds checked) as words; an IPv4
  * address fills w[0]. Packet loads may be unaligned. */
@@ -111,17 +107,17 @@ static __always_inline __u32 dst_lookup(const struct sluice_pkt *p, __u32 gen,
 /* Returns the rule slot + 1 that judges p, or 0 for none. */
 static __always_inline __u32 classify(const struct sluice_pkt *p)
 {
-	__u32 gen = set_gen, idx = port_index(p->slot, p->dport), ref;
-	struct sluice_port_ref *pref;
+	__u32 gen = set_gen, ref;
+	/* 64-bit, and so compared: older verifiers (6.1) do not carry a
+	 * 32-bit bound over to the 64-bit register that indexes */
+	__u64 idx = p->port_key;
 	__u32 w[4];
 
 	if (gen & 1)
 		idx += SLUICE_SET_SPACE;
-	pref = bpf_map_lookup_elem(&port_table, &idx);
-	if (!pref)
+	if (idx >= SLUICE_NUM_SETS * SLUICE_SET_SPACE)
 		return SLUICE_REF_NONE;
-	/* v4, then v6: family 4 or 6 has bit 1 clear or set */
-	ref = ((const __u32 *)pref)[(p->family >> 1) & 1];
+	ref = port_table[idx];
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
 	ref = dst_lookup(p, gen, ref & ~SLUICE_REF_LPM);

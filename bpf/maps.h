@@ -10,14 +10,6 @@
 #include <bpf/bpf_helpers.h>
 #include "sluice_abi.h"
 
-/* Classification, stage 1: (set, protocol slot, dport) -> sluice_port_ref. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SLUICE_NUM_SETS * SLUICE_SET_SPACE);
-	__type(key, __u32);
-	__type(value, struct sluice_port_ref);
-} port_table SEC(".maps");
-
 /* Classification, stages 2 and 3: (class, address) -> reference. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

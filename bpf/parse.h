@@ -49,8 +49,10 @@ struct ipv6_frag {
 struct sluice_pkt {
 	__u32 len;		/* frame length, what bps counts */
 	__u32 family;		/* 4 or 6 */
-	__u32 slot;		/* enum sluice_slot */
-	__u32 dport;		/* host order; 0 when there is no L4 header */
+	/* sluice_port_key(): family, protocol slot and dport (0 when
+	 * there is no L4 header) in one word, computed where the parse
+	 * knows them as constants */
+	__u32 port_key;
 	const __u8 *saddr;	/* into the packet, bounds already checked */
 	const __u8 *daddr;
 };
@@ -65,9 +67,11 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 
 		if ((void *)(th + 1) > data_end)
 			return SLUICE_ST_MALFORMED_L4;
-		p->dport = bpf_ntohs(th->dest);
-		p->slot = th->syn && !th->ack ? SLUICE_SLOT_TCP_SYN
-					      : SLUICE_SLOT_TCP;
+		p->port_key = sluice_port_key(p->family,
+					      th->syn && !th->ack ?
+						      SLUICE_SLOT_TCP_SYN :
+						      SLUICE_SLOT_TCP,
+					      bpf_ntohs(th->dest));
 		return PARSE_OK;
 	}
 	case IPPROTO_UDP: {
@@ -75,8 +79,8 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 
 		if ((void *)(uh + 1) > data_end)
 			return SLUICE_ST_MALFORMED_L4;
-		p->dport = bpf_ntohs(uh->dest);
-		p->slot = SLUICE_SLOT_UDP;
+		p->port_key = sluice_port_key(p->family, SLUICE_SLOT_UDP,
+					      bpf_ntohs(uh->dest));
 		return PARSE_OK;
 	}
 	case IPPROTO_ICMP:
@@ -84,17 +88,21 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 		/* ICMP's number in IPv6 (or ICMPv6's in IPv4) is some
 		 * other protocol: not what an icmp (icmpv6) rule means */
 		if ((proto == IPPROTO_ICMP) != (p->family == 4)) {
-			p->slot = SLUICE_SLOT_OTHER;
+			p->port_key = sluice_port_key(p->family,
+						      SLUICE_SLOT_OTHER, 0);
 			return PARSE_OK;
 		}
 		/* type, code, checksum and the 4-byte rest of header */
 		if (pos + 8 > data_end)
 			return SLUICE_ST_MALFORMED_L4;
-		p->slot = proto == IPPROTO_ICMP ? SLUICE_SLOT_ICMP
-						: SLUICE_SLOT_ICMPV6;
+		p->port_key = sluice_port_key(p->family,
+					      proto == IPPROTO_ICMP ?
+						      SLUICE_SLOT_ICMP :
+						      SLUICE_SLOT_ICMPV6,
+					      0);
 		return PARSE_OK;
 	default:
-		p->slot = SLUICE_SLOT_OTHER;
+		p->port_key = sluice_port_key(p->family, SLUICE_SLOT_OTHER, 0);
 		return PARSE_OK;
 	}
 }
@@ -135,7 +143,8 @@ static __always_inline int parse_ipv4(struct sluice_pkt *p, void *pos,
 	p->saddr = (const __u8 *)&iph->saddr;
 	p->daddr = (const __u8 *)&iph->daddr;
 	if (iph->frag_off & bpf_htons(IP_OFFSET)) {
-		p->slot = fragment_slot(iph->protocol, 4);
+		p->port_key = sluice_port_key(4, fragment_slot(iph->protocol, 4),
+					      0);
 		return SLUICE_ST_FRAGMENTS;
 	}
 	return parse_l4(p, pos + hlen, data_end, iph->protocol);
@@ -182,7 +191,8 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 				return SLUICE_ST_MALFORMED_IP6;
 			nexthdr = fh->nexthdr;
 			if (fh->frag_off & bpf_htons(0xFFF8)) {
-				p->slot = fragment_slot(nexthdr, 6);
+				p->port_key = sluice_port_key(
+					6, fragment_slot(nexthdr, 6), 0);
 				return SLUICE_ST_FRAGMENTS;
 			}
 			pos = fh + 1;
@@ -205,7 +215,9 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	int i;
 
 	p->len = data_end - data;
-	p->dport = 0;
+	/* set on every path, so that no reader sees them uninitialized */
+	p->family = 0;
+	p->port_key = 0;
 	if (pos > data_end)
 		return SLUICE_ST_MALFORMED_ETH;
 	/* one 16-bit load: struct ethhdr is packed, so its field is read

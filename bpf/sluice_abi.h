@@ -21,11 +21,25 @@ enum sluice_slot {
 };
 
 #define SLUICE_PORTED_SLOTS 3
-/* Entries per rule set: 65536 ports for each ported slot, one for the rest. */
-#define SLUICE_SET_SPACE                                                      \
+/* Entries per family: 65536 ports for each ported slot, one for the rest. */
+#define SLUICE_FAM_SPACE                                                      \
 	(SLUICE_PORTED_SLOTS * 65536 + (SLUICE_SLOT_MAX - SLUICE_PORTED_SLOTS))
+/* Entries per rule set: IPv4's, then IPv6's. */
+#define SLUICE_SET_SPACE (2 * SLUICE_FAM_SPACE)
 /* Two sets: the fast path reads one while user space writes the other. */
 #define SLUICE_NUM_SETS 2
+
+/* A packet's entry in the port table of a set: family (4 or 6), protocol
+ * slot and destination port (0 for the slots without ports). */
+static inline __attribute__((always_inline)) __u32
+sluice_port_key(__u32 family, __u32 slot, __u32 dport)
+{
+	__u32 base = family == 6 ? SLUICE_FAM_SPACE : 0;
+
+	if (slot < SLUICE_PORTED_SLOTS)
+		return base + slot * 65536 + dport;
+	return base + SLUICE_PORTED_SLOTS * 65536 + (slot - SLUICE_PORTED_SLOTS);
+}
 
 /*
  * A classification reference: 0 = no rule (pass), SLUICE_REF_LPM | id =
@@ -34,11 +48,6 @@ enum sluice_slot {
  */
 #define SLUICE_REF_NONE 0u
 #define SLUICE_REF_LPM	0x80000000u
-
-struct sluice_port_ref {
-	__u32 v4;
-	__u32 v6;
-};
 
 /* prefixlen counts the 32 bits of class_id plus the address bits. */
 struct sluice_lpm4_key {

@@ -34,13 +34,6 @@ int sl_rule_cmp(const struct sl_rule *a, const struct sl_rule *b)
 	return cmp_u32(a->file_index, b->file_index);
 }
 
-uint32_t sl_port_index(enum sluice_slot slot, uint16_t port)
-{
-	if (slot < SLUICE_PORTED_SLOTS)
-		return slot * 65536u + port;
-	return SLUICE_PORTED_SLOTS * 65536u + (slot - SLUICE_PORTED_SLOTS);
-}
-
 static bool rule_in_slot(const struct sl_rule *r, enum sluice_slot slot)
 {
 	switch (slot) {
@@ -66,6 +59,12 @@ static bool rule_in_family(const struct sl_rule *r, int af)
 	       (!r->src.family || r->src.family == af);
 }
 
+/* The port table's references for one list of ranks, per family. */
+struct class_refs {
+	uint32_t v4;
+	uint32_t v6;
+};
+
 /* Compilation state: rules in precedence order ("ranks"). */
 struct ctx {
 	const struct sl_ruleset *rs;
@@ -76,14 +75,14 @@ struct ctx {
 	struct sl_compiled *out;
 	char *err;
 	size_t errlen;
-	/* classes already built: a rank list -> its port_ref, found through
+	/* classes already built: a rank list -> its references, found through
 	 * an open-addressing table of indexes + 1 (htab_size is a power of 2,
 	 * at least twice n_known) */
 	struct known {
 		uint32_t *ranks;
 		uint32_t n;
 		uint64_t hash;
-		struct sluice_port_ref ref;
+		struct class_refs ref;
 	} *known;
 	size_t n_known, cap_known;
 	uint32_t *htab;
@@ -281,9 +280,9 @@ out:
 	return err;
 }
 
-/* The port_ref for a list of ranks, built once per distinct list. */
+/* The references for a list of ranks, built once per distinct list. */
 static int class_ref(struct ctx *x, uint32_t *ranks, uint32_t n,
-		     struct sluice_port_ref *ref)
+		     struct class_refs *ref)
 {
 	uint64_t hash = hash_ranks(ranks, n);
 	struct known *kn;
@@ -388,7 +387,7 @@ static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 {
 	uint32_t nports = slot < SLUICE_PORTED_SLOTS ? 65536 : 1;
 	struct edge *edges = calloc(2 * x->rs->n + 1, sizeof(*edges));
-	struct sluice_port_ref ref = { 0 };
+	struct class_refs ref = { 0 };
 	uint32_t n = 0, ne = 0, e = 0;
 	int err = 0;
 
@@ -418,7 +417,8 @@ static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 		}
 		if (edge)
 			err = class_ref(x, ranks, n, &ref);
-		x->out->port[sl_port_index(slot, port)] = ref;
+		x->out->port[sluice_port_key(4, slot, port)] = ref.v4;
+		x->out->port[sluice_port_key(6, slot, port)] = ref.v6;
 	}
 	free(edges);
 	return err;

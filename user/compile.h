@@ -19,7 +19,7 @@ struct sl_lpm_entry {
 };
 
 struct sl_compiled {
-	struct sluice_port_ref *port; /* SLUICE_SET_SPACE entries */
+	uint32_t *port; /* SLUICE_SET_SPACE references, at sluice_port_key() */
 	struct sl_lpm_entry *lpm;
 	size_t n_lpm;
 	size_t cap_lpm;
@@ -47,8 +47,5 @@ void sl_compiled_free(struct sl_compiled *c);
 
 /* The map value of a rule's configuration. */
 void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg);
-
-/* Port table index of (slot, port), as the XDP program computes it. */
-uint32_t sl_port_index(enum sluice_slot slot, uint16_t port);
 
 #endif

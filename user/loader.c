@@ -534,49 +534,12 @@ out:
 	return err;
 }
 
-/*
- * Write the port table of set where it differs from what the set held
- * (all of it when that is unknown: after an adoption or a failed write).
- */
-static int write_port_table(struct sl_dataplane *dp, uint32_t set,
-			    const struct sluice_port_ref *port)
+/* The set is not read by the fast path: the last flip left it. */
+static void write_port_table(struct sl_dataplane *dp, uint32_t set,
+			     const uint32_t *port)
 {
-	struct sluice_port_ref *held = dp->port_held[set], *vals;
-	size_t n = 0, k = 0;
-	uint32_t *keys;
-	int err;
-
-	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++)
-		n += !held || memcmp(&held[i], &port[i], sizeof(*port));
-	keys = malloc((n ? n : 1) * sizeof(*keys));
-	vals = malloc((n ? n : 1) * sizeof(*vals));
-	if (!held)
-		held = malloc(SLUICE_SET_SPACE * sizeof(*held));
-	if (!keys || !vals || !held) {
-		err = -ENOMEM;
-		goto out;
-	}
-	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++) {
-		if (dp->port_held[set] &&
-		    !memcmp(&held[i], &port[i], sizeof(*port)))
-			continue;
-		keys[k] = set * SLUICE_SET_SPACE + i;
-		vals[k++] = port[i];
-	}
-	err = write_batch(bpf_map__fd(dp->skel->maps.port_table), keys, vals,
-			  sizeof(*vals), n);
-out:
-	if (!err) {
-		memcpy(held, port, SLUICE_SET_SPACE * sizeof(*held));
-	} else {
-		/* perhaps written in part: what the set holds is unknown */
-		free(held);
-		held = NULL;
-	}
-	dp->port_held[set] = held;
-	free(keys);
-	free(vals);
-	return err;
+	memcpy(dp->skel->bss->port_table + set * SLUICE_SET_SPACE, port,
+	       SLUICE_SET_SPACE * sizeof(*port));
 }
 
 /* Waits until no XDP program still runs with the old set: XDP runs in an
@@ -757,7 +720,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	if (!ret)
 		ret = write_kept_meta(dp, rs, slots, fresh, 3u, keys, meta);
 	if (!ret)
-		ret = write_port_table(dp, set, comp.port);
+		write_port_table(dp, set, comp.port);
 	for (; written < comp.n_lpm && !ret; written++)
 		ret = lpm_write(dp, &comp.lpm[written], false);
 	if (ret) {
@@ -768,8 +731,10 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		goto out;
 	}
 
-	/* one store: the next generation, whose low bit is set */
-	dp->skel->bss->set_gen = dp->skel->bss->set_gen + 1;
+	/* one store: the next generation, whose low bit is set; release:
+	 * after the port table, which is written through the same mmap */
+	__atomic_store_n(&dp->skel->bss->set_gen, dp->skel->bss->set_gen + 1,
+			 __ATOMIC_RELEASE);
 	dp->retire_pending = true;
 	dp->retired_lpm = dp->lpm;
 	dp->n_retired_lpm = dp->n_lpm;
@@ -1059,8 +1024,6 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 	free(dp->slots);
 	free(dp->slot_state);
 	free(dp->lpm);
-	for (int i = 0; i < SLUICE_NUM_SETS; i++)
-		free(dp->port_held[i]);
 	memset(dp, 0, sizeof(*dp));
 }
 

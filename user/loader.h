@@ -62,8 +62,6 @@ struct sl_dataplane {
 	uint32_t *slots;	 /* slot of rules.rules[i] */
 	struct sl_slot_state *slot_state; /* SLUICE_MAX_RULE_SLOTS */
 	struct sl_lpm_entry *lpm; /* trie entries of the active set */
-	/* port_table of each set as last written; NULL: unknown */
-	struct sluice_port_ref *port_held[SLUICE_NUM_SETS];
 	size_t n_lpm;
 	/* a fresh slot's first threshold; NULL: the rule's count (a cluster
 	 * rule starts at its fallback, user/cluster.c) */

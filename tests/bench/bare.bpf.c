@@ -24,8 +24,7 @@ static __always_inline void bare_parse(struct xdp_md *ctx)
 
 	rc = parse_packet(&p, data, data_end);
 	if (rc == PARSE_OK || rc == SLUICE_ST_FRAGMENTS)
-		bare_sink = p.len ^ p.family ^ (__u32) p.slot << 8 ^
-			    (__u32) p.dport << 16;
+		bare_sink = p.len ^ p.family ^ p.port_key;
 	else
 		bare_sink = rc;
 }

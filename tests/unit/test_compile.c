@@ -71,10 +71,25 @@ static bool bits_match(const uint8_t *a, const uint8_t *b, unsigned int len)
 	return !rem || !((a[full] ^ b[full]) & (uint8_t)(0xff << (8 - rem)));
 }
 
-/* Port table index, computed independently of sl_port_index(). */
-static uint32_t port_idx(int slot, uint16_t port)
+/* Port table index, computed independently of sluice_port_key(). */
+static uint32_t port_idx(int fam, int slot, uint16_t port)
 {
-	return slot < 3 ? slot * 65536u + port : 3 * 65536u + (slot - 3);
+	uint32_t base = fam == 6 ? 3 * 65536u + 3 : 0;
+
+	return base + (slot < 3 ? slot * 65536u + port : 3 * 65536u + (slot - 3));
+}
+
+/* The port table's references of (slot, port) for both families. */
+struct port_refs {
+	uint32_t v4;
+	uint32_t v6;
+};
+
+static struct port_refs port_at(const struct sl_compiled *c, int slot,
+				uint16_t port)
+{
+	return (struct port_refs){ c->port[port_idx(4, slot, port)],
+				   c->port[port_idx(6, slot, port)] };
 }
 
 /* The longest entry of (family, class) containing addr: its ref. */
@@ -100,8 +115,7 @@ static uint32_t lpm_find(const struct sl_compiled *c, int fam,
 static uint32_t walk(const struct sl_compiled *c, int slot, uint16_t dport,
 		     int fam, const uint8_t *saddr, const uint8_t *daddr)
 {
-	const struct sluice_port_ref *pr = &c->port[port_idx(slot, dport)];
-	uint32_t ref = fam == 4 ? pr->v4 : pr->v6;
+	uint32_t ref = c->port[port_idx(fam, slot, dport)];
 
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
@@ -417,14 +431,25 @@ static void test_cmp_order(void **state)
 
 static void test_port_index(void **state)
 {
-	assert_int_equal(sl_port_index(SLUICE_SLOT_TCP, 0), 0);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_TCP, 80), 80);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_TCP_SYN, 443), 65536 + 443);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_UDP, 65535), 3 * 65536 - 1);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_ICMP, 0), 3 * 65536);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_ICMPV6, 0), 3 * 65536 + 1);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_OTHER, 0), 3 * 65536 + 2);
-	assert_int_equal(sl_port_index(SLUICE_SLOT_OTHER, 0),
+	const uint32_t v6 = 3 * 65536 + 3;
+
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_TCP, 0), 0);
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_TCP, 80), 80);
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_TCP_SYN, 443),
+			 65536 + 443);
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_UDP, 65535),
+			 3 * 65536 - 1);
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_ICMP, 0), 3 * 65536);
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_ICMPV6, 0),
+			 3 * 65536 + 1);
+	assert_int_equal(sluice_port_key(4, SLUICE_SLOT_OTHER, 0),
+			 3 * 65536 + 2);
+	assert_int_equal(sluice_port_key(6, SLUICE_SLOT_TCP, 0), v6);
+	assert_int_equal(sluice_port_key(6, SLUICE_SLOT_UDP, 53),
+			 v6 + 2 * 65536 + 53);
+	assert_int_equal(sluice_port_key(6, SLUICE_SLOT_ICMPV6, 0),
+			 v6 + 3 * 65536 + 1);
+	assert_int_equal(sluice_port_key(6, SLUICE_SLOT_OTHER, 0),
 			 SLUICE_SET_SPACE - 1);
 }
 
@@ -435,10 +460,8 @@ static void test_empty(void **state)
 
 	assert_int_equal(sl_compile(&rs, NULL, 1, 100, &c, err, sizeof(err)),
 			 0);
-	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++) {
-		assert_int_equal(c.port[i].v4, 0);
-		assert_int_equal(c.port[i].v6, 0);
-	}
+	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++)
+		assert_int_equal(c.port[i], 0);
 	assert_int_equal(c.n_lpm, 0);
 	assert_int_equal(c.n_classes, 0);
 	sl_compiled_free(&c);
@@ -468,7 +491,7 @@ static void test_port_refs(void **state)
 	uint32_t icmp = slots[rule_idx(&rs, "icmp")] + 1;
 	uint8_t in[16], out[16], v6[16];
 	struct sl_compiled c;
-	const struct sluice_port_ref *p;
+	struct port_refs p;
 
 	assert_int_equal(sl_compile(&rs, slots, 1, 1000, &c, err, sizeof(err)),
 			 0);
@@ -477,34 +500,34 @@ static void test_port_refs(void **state)
 	addr_of(6, "2001:db8::1", v6);
 
 	/* a port only a dport rule covers: direct reference, both families */
-	p = &c.port[port_idx(SLUICE_SLOT_UDP, 53)];
-	assert_int_equal(p->v4, dns);
-	assert_int_equal(p->v6, dns);
-	p = &c.port[port_idx(SLUICE_SLOT_UDP, 60)];
-	assert_int_equal(p->v4, dns);
-	p = &c.port[port_idx(SLUICE_SLOT_UDP, 61)];
-	assert_int_equal(p->v4, 0);
-	assert_int_equal(p->v6, 0);
-	p = &c.port[port_idx(SLUICE_SLOT_UDP, 52)];
-	assert_int_equal(p->v4, 0);
+	p = port_at(&c, SLUICE_SLOT_UDP, 53);
+	assert_int_equal(p.v4, dns);
+	assert_int_equal(p.v6, dns);
+	p = port_at(&c, SLUICE_SLOT_UDP, 60);
+	assert_int_equal(p.v4, dns);
+	p = port_at(&c, SLUICE_SLOT_UDP, 61);
+	assert_int_equal(p.v4, 0);
+	assert_int_equal(p.v6, 0);
+	p = port_at(&c, SLUICE_SLOT_UDP, 52);
+	assert_int_equal(p.v4, 0);
 
 	/* TCP 80: the /8 rule ranks first for IPv4 -> a trie class; IPv6
 	 * has only the port rule -> direct */
-	p = &c.port[port_idx(SLUICE_SLOT_TCP, 80)];
-	assert_true(p->v4 & SLUICE_REF_LPM);
-	assert_int_equal(p->v6, tcp80);
+	p = port_at(&c, SLUICE_SLOT_TCP, 80);
+	assert_true(p.v4 & SLUICE_REF_LPM);
+	assert_int_equal(p.v6, tcp80);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP, 80, 4, out, in), tcp10);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP, 80, 4, in, out), tcp80);
 
 	/* TCP 443 other than a SYN: the cps rule is not there */
-	p = &c.port[port_idx(SLUICE_SLOT_TCP, 443)];
-	assert_true(p->v4 & SLUICE_REF_LPM);
-	assert_int_equal(p->v6, 0);
+	p = port_at(&c, SLUICE_SLOT_TCP, 443);
+	assert_true(p.v4 & SLUICE_REF_LPM);
+	assert_int_equal(p.v6, 0);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP, 443, 4, out, in), tcp10);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP, 443, 4, in, out), 0);
 	/* a SYN to 443: cps rule, after the /8 rule for IPv4 */
-	p = &c.port[port_idx(SLUICE_SLOT_TCP_SYN, 443)];
-	assert_int_equal(p->v6, syn);
+	p = port_at(&c, SLUICE_SLOT_TCP_SYN, 443);
+	assert_int_equal(p.v6, syn);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP_SYN, 443, 4, out, in),
 			 tcp10);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP_SYN, 443, 4, in, out), syn);
@@ -512,21 +535,21 @@ static void test_port_refs(void **state)
 
 	/* port 0 (fragments) never refers to a dport rule */
 	for (int s = 0; s < SLUICE_PORTED_SLOTS; s++) {
-		p = &c.port[port_idx(s, 0)];
-		assert_int_equal(p->v6, 0);
+		p = port_at(&c, s, 0);
+		assert_int_equal(p.v6, 0);
 		assert_int_not_equal(walk(&c, s, 0, 4, in, out), tcp80);
 		assert_int_not_equal(walk(&c, s, 0, 4, in, out), syn);
 		assert_int_not_equal(walk(&c, s, 0, 4, in, out), dns);
 	}
-	assert_int_equal(c.port[port_idx(SLUICE_SLOT_UDP, 0)].v4, 0);
+	assert_int_equal(c.port[port_idx(4, SLUICE_SLOT_UDP, 0)], 0);
 	assert_int_equal(walk(&c, SLUICE_SLOT_TCP, 0, 4, out, in), tcp10);
 
 	/* slots without ports */
-	p = &c.port[port_idx(SLUICE_SLOT_ICMP, 0)];
-	assert_int_equal(p->v4, icmp);
-	assert_int_equal(p->v6, icmp);
-	assert_int_equal(c.port[port_idx(SLUICE_SLOT_ICMPV6, 0)].v4, 0);
-	assert_int_equal(c.port[port_idx(SLUICE_SLOT_OTHER, 0)].v4, 0);
+	p = port_at(&c, SLUICE_SLOT_ICMP, 0);
+	assert_int_equal(p.v4, icmp);
+	assert_int_equal(p.v6, icmp);
+	assert_int_equal(c.port[port_idx(4, SLUICE_SLOT_ICMPV6, 0)], 0);
+	assert_int_equal(c.port[port_idx(4, SLUICE_SLOT_OTHER, 0)], 0);
 
 	/* class ids from the base up, never with the LPM bit */
 	for (size_t i = 0; i < c.n_lpm; i++) {
@@ -593,12 +616,10 @@ static void test_lpm_nested(void **state)
 				    sizeof(err)),
 			 0);
 	/* every port of every slot holds the same class; IPv6 none */
-	cls = c.port[0].v4;
+	cls = c.port[0];
 	assert_true(cls & SLUICE_REF_LPM);
-	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++) {
-		assert_int_equal(c.port[i].v4, cls);
-		assert_int_equal(c.port[i].v6, 0);
-	}
+	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++)
+		assert_int_equal(c.port[i], i < SLUICE_FAM_SPACE ? cls : 0);
 	cls &= ~SLUICE_REF_LPM;
 
 	/* dst stage: /8 and /16, each pointing at a src class */
