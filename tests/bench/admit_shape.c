@@ -30,6 +30,7 @@
 #include "rules.h"
 #include "sluice.skel.h"
 #include "frame.h"
+#include "genutil.h"
 
 struct shape {
 	const char *name;
@@ -223,6 +224,31 @@ static void usage(void)
 	exit(2);
 }
 
+/* The value of option opt, or exit 2 naming what is wrong. */
+static uint32_t arg_u32(const char *opt, uint32_t lo, uint32_t hi)
+{
+	uint32_t v;
+
+	if (gen_parse_u32(optarg, lo, hi, &v)) {
+		fprintf(stderr, "admit_shape: --%s: %u to %u, not '%s'\n", opt,
+			lo, hi, optarg);
+		exit(2);
+	}
+	return v;
+}
+
+static double arg_ms(const char *opt)
+{
+	double v;
+
+	if (gen_parse_seconds(optarg, 60000, &v)) {
+		fprintf(stderr, "admit_shape: --%s: 0 to 60000 ms, not '%s'\n",
+			opt, optarg);
+		exit(2);
+	}
+	return v;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -244,29 +270,34 @@ int main(int argc, char **argv)
 	struct sl_dataplane dp;
 	uint64_t start_ns = 1000ULL * 1000000000ULL;
 	cpu_set_t cpus;
-	int c, err;
+	int c, err, end;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': one.count = strtoull(optarg, NULL, 10); break;
-		case 'r': one.rate = strtoull(optarg, NULL, 10); break;
-		case 's': one.seconds = strtoull(optarg, NULL, 10); break;
-		case 'o': one.on_ms = atof(optarg); break;
-		case 'f': one.off_ms = atof(optarg); break;
-		case 'R': one.ramp_ms = atof(optarg); break;
+		case 'c': one.count = arg_u32("count", 1, 100000000); break;
+		case 'r': one.rate = arg_u32("rate", 1, 100000000); break;
+		case 's': one.seconds = arg_u32("seconds", 3, 600); break;
+		case 'o': one.on_ms = arg_ms("on-ms"); break;
+		case 'f': one.off_ms = arg_ms("off-ms"); break;
+		case 'R': one.ramp_ms = arg_ms("ramp-ms"); break;
 		case 'w':
-			if (sscanf(optarg, "%d:%d", &one.warm_period_s,
-				   &one.warm_cold_factor) != 2)
-				usage();
+			/* the rule parser judges the values; 0 s would
+			 * mean no warm-up here */
+			if (sscanf(optarg, "%d:%d%n", &one.warm_period_s,
+				   &one.warm_cold_factor, &end) != 2 ||
+			    optarg[end] || one.warm_period_s < 1) {
+				fprintf(stderr, "admit_shape: --warm-up: "
+					"PERIOD_S:COLD_FACTOR, not '%s'\n",
+					optarg);
+				exit(2);
+			}
 			break;
-		case 'u': step_us = strtoul(optarg, NULL, 10); break;
+		case 'u': step_us = arg_u32("step-us", 1, 100000); break;
 		case 't': trace = true; break;
 		default: usage();
 		}
 	}
-	if (optind != argc || !step_us || 100000 % step_us ||
-	    (one.count && (!one.rate || one.seconds < 3)) ||
-	    (!one.count && one.rate))
+	if (optind != argc || 100000 % step_us || !one.count != !one.rate)
 		usage();
 	if (one.count) {
 		list = &one;
