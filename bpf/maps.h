@@ -59,8 +59,16 @@ struct {
 	__type(value, struct sluice_budget);
 } rule_budget SEC(".maps");
 
+/*
+ * Each CPU's state of each rule, at cpu * SLUICE_MAX_RULE_SLOTS + slot;
+ * user space sets max_entries to nr_cpus * SLUICE_MAX_RULE_SLOTS and reads
+ * it through mmap. A plain array, not a per-CPU one: a per-CPU lookup
+ * loads the element's pointer, and a flood's packets wait on that load
+ * (docs/benchmarks.md); here the address is arithmetic on the slot.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct sluice_rule_cpu);

@@ -30,7 +30,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	struct sluice_rule_cpu *rc;
 	struct sluice_rule_cfg *cfg;
 	struct sluice_pkt p;
-	__u32 ref, slot;
+	__u32 ref, slot, cpu_slot;
 	__u64 cost;
 	bool passed;
 	int rc_parse, verdict;
@@ -53,7 +53,8 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	slot = ref - 1;
-	rc = bpf_map_lookup_elem(&rule_cpu, &slot);
+	cpu_slot = bpf_get_smp_processor_id() * SLUICE_MAX_RULE_SLOTS + slot;
+	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	if (rc) {
 		verdict = judge_fast(rc, p.len);
 		if (verdict >= 0)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -210,20 +211,16 @@ static int adopt(struct sl_dataplane *dp)
 	return adopt_lpm(dp, active);
 }
 
-static size_t percpu_size(const struct sl_dataplane *dp, size_t value_size)
-{
-	return ((value_size + 7) & ~7UL) * dp->n_cpus;
-}
-
 struct slot_map {
 	struct bpf_map *map;
 	size_t value_size; /* as user space reads and writes it */
 };
 
-#define N_SLOT_STATE_MAPS 4
+#define N_SLOT_STATE_MAPS 3
 
-/* What packets and the source collector write for a slot: zero before the
- * slot serves a new rule. */
+/* What packets and the source collector write for a slot, besides
+ * rule_cpu (written through its mmap): zero before the slot serves a new
+ * rule. */
 static void slot_state_maps(const struct sl_dataplane *dp,
 			    struct slot_map out[N_SLOT_STATE_MAPS])
 {
@@ -231,11 +228,15 @@ static void slot_state_maps(const struct sl_dataplane *dp,
 
 	out[0] = (struct slot_map){ s->maps.rule_budget,
 				    sizeof(struct sluice_budget) };
-	out[1] = (struct slot_map){
-		s->maps.rule_cpu,
-		percpu_size(dp, sizeof(struct sluice_rule_cpu)) };
-	out[2] = (struct slot_map){ s->maps.rule_src_added, sizeof(uint64_t) };
-	out[3] = (struct slot_map){ s->maps.rule_src_freed, sizeof(uint64_t) };
+	out[1] = (struct slot_map){ s->maps.rule_src_added, sizeof(uint64_t) };
+	out[2] = (struct slot_map){ s->maps.rule_src_freed, sizeof(uint64_t) };
+}
+
+static bool map_pinned(const struct bpf_map *map)
+{
+	const char *path = bpf_map__pin_path(map);
+
+	return path && !access(path, F_OK);
 }
 
 /* Before the load: does an earlier agent's slot state wait at the pin
@@ -245,13 +246,37 @@ static bool slot_state_pinned(const struct sl_dataplane *dp)
 	struct slot_map maps[N_SLOT_STATE_MAPS];
 
 	slot_state_maps(dp, maps);
-	for (int i = 0; i < N_SLOT_STATE_MAPS; i++) {
-		const char *path = bpf_map__pin_path(maps[i].map);
-
-		if (path && !access(path, F_OK))
+	for (int i = 0; i < N_SLOT_STATE_MAPS; i++)
+		if (map_pinned(maps[i].map))
 			return true;
-	}
-	return false;
+	return map_pinned(dp->skel->maps.rule_cpu);
+}
+
+/* The mmap stride of rule_cpu is the kernel's element size, the value
+ * size rounded up to 8 bytes. */
+_Static_assert(sizeof(struct sluice_rule_cpu) % 8 == 0,
+	       "rule_cpu elements are their struct, back to back");
+
+static int map_rule_cpu(struct sl_dataplane *dp)
+{
+	const struct bpf_map *map = dp->skel->maps.rule_cpu;
+	void *mem;
+
+	dp->rule_cpu_len = (size_t)bpf_map__max_entries(map) *
+			   sizeof(struct sluice_rule_cpu);
+	mem = mmap(NULL, dp->rule_cpu_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		   bpf_map__fd(map), 0);
+	if (mem == MAP_FAILED)
+		return -errno;
+	dp->rule_cpu = mem;
+	return 0;
+}
+
+static void unmap_rule_cpu(struct sl_dataplane *dp)
+{
+	if (dp->rule_cpu)
+		munmap(dp->rule_cpu, dp->rule_cpu_len);
+	dp->rule_cpu = NULL;
 }
 
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
@@ -275,6 +300,10 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 		goto fail;
 	}
 	dp->skel->rodata->nr_cpus = dp->n_cpus;
+	err = bpf_map__set_max_entries(dp->skel->maps.rule_cpu,
+				       dp->n_cpus * SLUICE_MAX_RULE_SLOTS);
+	if (err)
+		goto fail;
 	dp->skel->rodata->test_clock = opts->test_clock;
 	dp->skel->rodata->malformed_verdict =
 		opts->drop_malformed ? XDP_DROP : XDP_PASS;
@@ -294,6 +323,8 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	/* libbpf reuses maps already pinned at their pin path, and pins
 	 * the ones it creates */
 	err = sluice_bpf__load(dp->skel);
+	if (!err)
+		err = map_rule_cpu(dp);
 	if (err)
 		goto fail;
 	/* created maps are all zeros */
@@ -306,6 +337,7 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	}
 	return 0;
 fail:
+	unmap_rule_cpu(dp);
 	sluice_bpf__destroy(dp->skel);
 	free(dp->slot_state);
 	memset(dp, 0, sizeof(*dp));
@@ -321,7 +353,7 @@ size_t sl_dp_slots_in_force(const struct sl_dataplane *dp)
 	return n;
 }
 
-/* Keys per batch: bounds the zero buffer of a per-CPU value. */
+/* Keys per batch: bounds the buffer of zeros. */
 #define BATCH_KEYS 256
 
 /*
@@ -449,6 +481,10 @@ static int clear_slots(struct sl_dataplane *dp, const uint32_t *keys,
 	for (int i = 0; i < N_SLOT_STATE_MAPS && !err; i++)
 		err = write_batch(bpf_map__fd(maps[i].map), keys, NULL,
 				  maps[i].value_size, n);
+	for (int c = 0; c < dp->n_cpus && !err; c++)
+		for (size_t i = 0; i < n; i++)
+			memset(sl_dp_rule_cpu(dp, c, keys[i]), 0,
+			       sizeof(struct sluice_rule_cpu));
 	return err;
 }
 
@@ -1018,6 +1054,7 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 		sl_dp_retire(dp);
 	for (int i = 0; i < dp->n_ifaces; i++)
 		close(dp->ifaces[i].link_fd);
+	unmap_rule_cpu(dp);
 	if (dp->skel)
 		sluice_bpf__destroy(dp->skel);
 	sl_ruleset_free(&dp->rules);

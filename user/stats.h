@@ -25,8 +25,8 @@ struct sl_rule_stats {
 int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 		     struct sl_rule_stats *st);
 
-/* Every rule in force at once (st[i] for dp->rules.rules[i]), reading the
- * per-CPU counters in batches rather than one lookup per rule. */
+/* Every rule in force at once (st[i] for dp->rules.rules[i]). Both read
+ * the CPUs' counters through rule_cpu's mmap, without a syscall. */
 int sl_dp_rules_stats(const struct sl_dataplane *dp, struct sl_rule_stats *st);
 
 int sl_dp_host_stats(const struct sl_dataplane *dp,

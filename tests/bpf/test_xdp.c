@@ -1991,32 +1991,32 @@ static void test_dst_cache(void)
 
 /* ---- slot reuse ------------------------------------------------------- */
 
+static bool value_zero(struct bpf_map *map, uint32_t key, size_t size)
+{
+	unsigned char *v = malloc(size);
+	bool zero = v && !bpf_map_lookup_elem(bpf_map__fd(map), &key, v);
+
+	for (size_t i = 0; zero && i < size; i++)
+		zero = !v[i];
+	free(v);
+	return zero;
+}
+
 /* Every byte of a slot's state that packets or the source collector write
- * (budget, per-CPU counters, source counts) is zero. */
+ * (budget, every CPU's counters, source counts) is zero, read with the
+ * syscall rather than the loader's mmap. */
 static bool slot_state_zero(const struct sl_dataplane *d, uint32_t slot)
 {
-	const struct {
-		struct bpf_map *map;
-		size_t size;
-	} maps[] = {
-		{ d->skel->maps.rule_budget, sizeof(struct sluice_budget) },
-		{ d->skel->maps.rule_cpu,
-		  ((sizeof(struct sluice_rule_cpu) + 7) & ~7UL) * d->n_cpus },
-		{ d->skel->maps.rule_src_added, sizeof(uint64_t) },
-		{ d->skel->maps.rule_src_freed, sizeof(uint64_t) },
-	};
-	bool zero = true;
+	bool zero =
+		value_zero(d->skel->maps.rule_budget, slot,
+			   sizeof(struct sluice_budget)) &&
+		value_zero(d->skel->maps.rule_src_added, slot, sizeof(uint64_t)) &&
+		value_zero(d->skel->maps.rule_src_freed, slot, sizeof(uint64_t));
 
-	for (size_t m = 0; m < ARRAY_SIZE(maps) && zero; m++) {
-		unsigned char *v = malloc(maps[m].size);
-
-		if (!v || bpf_map_lookup_elem(bpf_map__fd(maps[m].map), &slot,
-					      v))
-			zero = false;
-		for (size_t i = 0; zero && i < maps[m].size; i++)
-			zero = !v[i];
-		free(v);
-	}
+	for (int c = 0; c < d->n_cpus && zero; c++)
+		zero = value_zero(d->skel->maps.rule_cpu,
+				  c * SLUICE_MAX_RULE_SLOTS + slot,
+				  sizeof(struct sluice_rule_cpu));
 	return zero;
 }
 
@@ -2201,6 +2201,65 @@ out:
 	rmdir(dir);
 }
 
+/* ---- each CPU's rule state ------------------------------------------- */
+
+static bool run_on_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return !sched_setaffinity(0, sizeof(set), &set) && sched_getcpu() == cpu;
+}
+
+/* What CPU cpu passed for slot, read with the syscall at the element the
+ * program should use (bpf/maps.h); UINT64_MAX when the read fails. */
+static uint64_t cpu_passed(const struct sl_dataplane *d, int cpu,
+			   uint32_t slot)
+{
+	uint32_t key = cpu * SLUICE_MAX_RULE_SLOTS + slot;
+	struct sluice_rule_cpu rc;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(d->skel->maps.rule_cpu), &key, &rc))
+		return UINT64_MAX;
+	return rc.passed_pkts;
+}
+
+/* Packets judged on a CPU are counted in that CPU's element of rule_cpu,
+ * cpu x 8192 + slot, and the stats add the CPUs up. */
+static void test_cpu_elements(void)
+{
+	int home = sched_getcpu();
+	struct pkt p = udp_to(7100, NULL, 0);
+	struct sl_rule_stats st;
+	uint64_t n0, n1;
+	uint32_t slot;
+	long a0, a1;
+
+	next_scenario();
+	if (dp.n_cpus < 2 || !run_on_cpu(1)) {
+		tap_skip("needs CPUs 0 and 1", "each CPU's rule state");
+		return;
+	}
+	if (!tap(apply_one("cpus", 7100, "pps", 1000000, NULL) == 0,
+		 "cpu elements: rule applies"))
+		goto out;
+	slot = slot_of(&dp, "cpus");
+	a1 = burst(&dp, &p, 5);
+	a0 = run_on_cpu(0) ? burst(&dp, &p, 3) : -1;
+	n0 = cpu_passed(&dp, 0, slot);
+	n1 = cpu_passed(&dp, 1, slot);
+	st = rstats(&dp, "cpus");
+	tap(a0 == 3 && a1 == 5 && n0 == 3 && n1 == 5 && st.passed_pkts == 8,
+	    "cpu elements: 3 packets on CPU 0 and 5 on CPU 1 land in elements "
+	    "0 x 8192 + slot and 1 x 8192 + slot (%llu, %llu; passed %ld, %ld) "
+	    "and the stats add them (%llu)",
+	    (unsigned long long)n0, (unsigned long long)n1, a0, a1,
+	    (unsigned long long)st.passed_pkts);
+out:
+	run_on_cpu(home >= 0 ? home : 0);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static void pin_cpu(void)
@@ -2258,6 +2317,7 @@ int main(void)
 	test_dst_cache();
 	test_slot_reuse();
 	test_adopt_dirty_slot();
+	test_cpu_elements();
 
 	if (dp_drop_loaded)
 		sl_dp_destroy(&dp_drop);
