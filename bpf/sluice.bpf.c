@@ -53,7 +53,7 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	slot = ref - 1;
-	cpu_slot = bpf_get_smp_processor_id() * SLUICE_MAX_RULE_SLOTS + slot;
+	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot);
 	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	if (rc) {
 		verdict = judge_fast(rc, p.len);

@@ -41,6 +41,14 @@ sluice_port_key(__u32 family, __u32 slot, __u32 dport)
 	return base + SLUICE_PORTED_SLOTS * 65536 + (slot - SLUICE_PORTED_SLOTS);
 }
 
+/* A CPU's element of rule_cpu for a rule slot: a CPU's slots side by side,
+ * so that the address is arithmetic on the slot (bpf/maps.h). */
+static inline __attribute__((always_inline)) __u32
+sluice_cpu_slot(__u32 cpu, __u32 slot)
+{
+	return cpu * SLUICE_MAX_RULE_SLOTS + slot;
+}
+
 /*
  * A classification reference: 0 = no rule (pass), SLUICE_REF_LPM | id =
  * look the packet up again in the LPM trie of its family with class id,

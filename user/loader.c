@@ -257,15 +257,17 @@ static bool slot_state_pinned(const struct sl_dataplane *dp)
 _Static_assert(sizeof(struct sluice_rule_cpu) % 8 == 0,
 	       "rule_cpu elements are their struct, back to back");
 
+static size_t rule_cpu_bytes(const struct sl_dataplane *dp)
+{
+	return (size_t)dp->n_cpus * SLUICE_MAX_RULE_SLOTS *
+	       sizeof(struct sluice_rule_cpu);
+}
+
 static int map_rule_cpu(struct sl_dataplane *dp)
 {
-	const struct bpf_map *map = dp->skel->maps.rule_cpu;
-	void *mem;
+	void *mem = mmap(NULL, rule_cpu_bytes(dp), PROT_READ | PROT_WRITE,
+			 MAP_SHARED, bpf_map__fd(dp->skel->maps.rule_cpu), 0);
 
-	dp->rule_cpu_len = (size_t)bpf_map__max_entries(map) *
-			   sizeof(struct sluice_rule_cpu);
-	mem = mmap(NULL, dp->rule_cpu_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		   bpf_map__fd(map), 0);
 	if (mem == MAP_FAILED)
 		return -errno;
 	dp->rule_cpu = mem;
@@ -275,7 +277,7 @@ static int map_rule_cpu(struct sl_dataplane *dp)
 static void unmap_rule_cpu(struct sl_dataplane *dp)
 {
 	if (dp->rule_cpu)
-		munmap(dp->rule_cpu, dp->rule_cpu_len);
+		munmap(dp->rule_cpu, rule_cpu_bytes(dp));
 	dp->rule_cpu = NULL;
 }
 

@@ -58,9 +58,8 @@ struct sl_dataplane {
 	struct sl_iface ifaces[SL_MAX_IFACES];
 	int n_ifaces;
 	int n_cpus;
-	/* the rule_cpu map, mmapped: a CPU's slots side by side */
+	/* the rule_cpu map, mmapped: n_cpus x SLUICE_MAX_RULE_SLOTS */
 	struct sluice_rule_cpu *rule_cpu;
-	size_t rule_cpu_len;
 	struct sl_ruleset rules; /* in force, file order (after an apply) */
 	uint32_t *slots;	 /* slot of rules.rules[i] */
 	struct sl_slot_state *slot_state; /* SLUICE_MAX_RULE_SLOTS */
@@ -138,7 +137,7 @@ int sl_xdp_mode_parse(const char *s, enum sl_xdp_mode *mode);
 static inline struct sluice_rule_cpu *
 sl_dp_rule_cpu(const struct sl_dataplane *dp, int cpu, uint32_t slot)
 {
-	return &dp->rule_cpu[(size_t)cpu * SLUICE_MAX_RULE_SLOTS + slot];
+	return &dp->rule_cpu[sluice_cpu_slot(cpu, slot)];
 }
 
 /* Internal to the library: map fds by role. */
