@@ -8,8 +8,8 @@ BPFTOOL   ?= bpftool
 ARCH_INC  := -I/usr/include/$(shell uname -m)-linux-gnu
 
 CFLAGS    ?= -O2 -g
-CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE \
-	     -I$(BUILD) -Iuser -Ibpf
+CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE
+DEPFLAGS  := -MMD -MP
 LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lm -lpthread
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
@@ -20,12 +20,26 @@ BPF_HDRS  := $(wildcard bpf/*.h)
 BPF_OBJ   := $(BUILD)/sluice.bpf.o
 SKEL      := $(BUILD)/sluice.skel.h
 
-LIB_SRCS  := user/rules.c user/compile.c user/loader.c user/stats.c user/log.c \
-	     user/json_text.c user/snapshot.c user/ctl.c user/agent.c user/cli.c \
-	     user/proto.c user/quota.c user/secrets.c user/tokend.c \
-	     user/tokend_cmd.c user/lease.c user/cluster.c
-LIB_OBJS  := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRCS))
+# user/: the library (lib: pure; dp: the data plane, the only part that
+# touches the skeleton) and one folder per program. What a part may
+# include is its include path, so a layering slip does not compile
+# (docs/architecture.md).
+OBJ        := $(BUILD)/obj
+USER_PARTS := lib dp agent tokend cli
+INC_lib    := -Iuser/lib -Ibpf
+INC_dp     := $(INC_lib) -Iuser/dp -I$(BUILD)
+INC_tokend := $(INC_lib) -Iuser/tokend
+INC_agent  := $(INC_dp) -Iuser/agent -Iuser/tokend
+INC_cli    := $(INC_dp) -Iuser/cli
+INC_main   := $(INC_agent) -Iuser/cli
+# tests and benchmarks see every part
+INC_ALL    := $(INC_main)
+
+part_objs = $(patsubst user/%.c,$(OBJ)/%.o,$(wildcard user/$(1)/*.c))
 LIB       := $(BUILD)/libsluice.a
+LIB_OBJS  := $(call part_objs,lib) $(call part_objs,dp)
+# the programs, one archive each; a test links the ones it exercises
+PROG_LIBS := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
 SLUICE    := $(BUILD)/sluice
 
 .PHONY: all deps test bench demo clean vmtest format
@@ -55,14 +69,33 @@ $(BPF_OBJ): $(BPF_SRC) $(BPF_HDRS) | $(BUILD)
 $(SKEL): $(BPF_OBJ)
 	$(BPFTOOL) gen skeleton $< name sluice_bpf > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/%.o: user/%.c $(wildcard user/*.h) bpf/sluice_abi.h $(SKEL) | $(BUILD)
-	$(CC) $(CFLAGS) -c $< -o $@
+define part_rules
+$(OBJ)/$(1)/%.o: user/$(1)/%.c | $(OBJ)/$(1)
+	$$(CC) $$(CFLAGS) $$(DEPFLAGS) $$(INC_$(1)) -c $$< -o $$@
+$(OBJ)/$(1):
+	mkdir -p $$@
+endef
+$(foreach p,$(USER_PARTS),$(eval $(call part_rules,$(p))))
+
+# the skeleton is generated before anything that may include it
+$(call part_objs,dp) $(call part_objs,agent) $(call part_objs,cli): | $(SKEL)
+
+$(OBJ)/main.o: user/main.c | $(OBJ)/lib
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(INC_main) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	$(AR) rcs $@ $^
 
-$(SLUICE): $(BUILD)/main.o $(LIB)
+$(BUILD)/cli.a: $(call part_objs,cli)
+$(BUILD)/agent.a: $(call part_objs,agent)
+$(BUILD)/tokend.a: $(call part_objs,tokend)
+$(PROG_LIBS):
+	$(AR) rcs $@ $^
+
+$(SLUICE): $(OBJ)/main.o $(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
 
 include tests/tests.mk
 -include tests/gen/gen.mk
@@ -73,7 +106,7 @@ demo: deps all gen
 	./tests/demo.sh
 
 format:
-	clang-format -i bpf/*.c bpf/*.h user/*.c user/*.h
+	clang-format -i bpf/*.c bpf/*.h user/*.c user/*/*.c user/*/*.h
 
 clean:
 	rm -rf $(BUILD)

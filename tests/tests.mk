@@ -9,18 +9,19 @@ INTEG_TESTS := $(sort $(wildcard tests/integration/test_*.sh))
 $(BUILD)/tests:
 	mkdir -p $@
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) | $(BUILD)/tests
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(PROG_LIBS) $(LIB) | $(BUILD)/tests
+	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS) \
+		-lcmocka
 
 $(BPF_TEST): tests/bpf/test_xdp.c tests/bpf/pkt.h $(LIB) | $(BUILD)/tests
-	$(CC) $(CFLAGS) -Itests/bpf -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC_ALL) -Itests/bpf -o $@ $< $(LIB) $(LDLIBS)
 
 # libFuzzer needs clang; FUZZ_SECONDS bounds each run (tests/fuzz/run.sh).
 FUZZ_PROTO := $(BUILD)/fuzz/fuzz_proto
-$(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/proto.c user/proto.h
+$(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
 	mkdir -p $(dir $@)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser \
-		-o $@ tests/fuzz/fuzz_proto.c user/proto.c -lcrypto
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
+		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
 
 TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST)) \
 	     $(FUZZ_PROTO)

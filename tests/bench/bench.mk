@@ -26,8 +26,8 @@ bench: all gen bench-bins
 bench-tokend: all $(BENCH_TOKEND)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 
-$(BENCH_TOKEND): tests/bench/bench_tokend.c $(LIB)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BENCH_TOKEND): tests/bench/bench_tokend.c $(PROG_LIBS) $(LIB)
+	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS)
 
 $(BENCH_DIR):
 	mkdir -p $@
@@ -44,9 +44,9 @@ $(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o
 		$(GEN_OUT)/genutil.o $(LDLIBS)
 
 $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
-	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(INC_ALL) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
 
 $(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o
-	$(CC) $(CFLAGS) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
+	$(CC) $(CFLAGS) $(INC_ALL) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)
