@@ -10,6 +10,7 @@
 #include "compile.h"
 #include "rules.h"
 #include "tokend.h"
+#include "rules_parse.h"
 
 #define ERRBUF 8192
 

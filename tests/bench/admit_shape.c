@@ -31,6 +31,7 @@
 #include "sluice.skel.h"
 #include "frame.h"
 #include "genutil.h"
+#include "rules_parse.h"
 
 struct shape {
 	const char *name;

@@ -33,6 +33,7 @@
 #include "rules.h"
 #include "sluice.skel.h"
 #include "stats.h"
+#include "rules_parse.h"
 
 #define BENCH_RUNS	   7 /* runs per case; the median is reported */
 #define BENCH_MAX_RUNS	   101

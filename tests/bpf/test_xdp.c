@@ -27,6 +27,7 @@
 #include "stats.h"
 #include "sluice.skel.h"
 #include "pkt.h"
+#include "rules_parse.h"
 
 #define NSEC_PER_MSEC 1000000ULL
 #define NSEC_PER_SEC  1000000000ULL

@@ -20,6 +20,7 @@
 
 #include "compile.h"
 #include "rules.h"
+#include "rules_parse.h"
 
 static char err[4096];
 

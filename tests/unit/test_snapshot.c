@@ -23,6 +23,8 @@
 #include <openssl/evp.h>
 
 #include "snapshot.h"
+#include "rules_parse.h"
+#include "rules_json.h"
 
 #define ERR_LEN 65536
 

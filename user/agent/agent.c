@@ -33,6 +33,9 @@
 #include "snapshot.h"
 #include "stats.h"
 #include "tokend.h"
+#include "util.h"
+#include "rules_parse.h"
+#include "rules_json.h"
 
 #define ERRBUF 8192
 
@@ -40,7 +43,8 @@ struct agent {
 	const char *state_dir;
 	const char *pin_dir;
 	const char *rules_file;
-	char *ifaces; /* comma-separated, as given */
+	char ifaces[SL_MAX_IFACES][IF_NAMESIZE];
+	int n_ifaces;
 	enum sl_xdp_mode mode;
 	bool allow_empty;
 	bool drop_malformed;
@@ -72,23 +76,6 @@ static volatile sig_atomic_t stop;
 static void on_signal(int sig)
 {
 	stop = sig;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void iso_time(int64_t t, char *buf, size_t len)
-{
-	time_t tt = t;
-	struct tm tm;
-
-	gmtime_r(&tt, &tm);
-	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 static void usage(FILE *f)
@@ -131,7 +118,12 @@ static int parse_args(struct agent *a, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
-			a->ifaces = optarg;
+			if (sl_parse_ifaces(optarg, a->ifaces, SL_MAX_IFACES,
+					    &a->n_ifaces, a->err,
+					    sizeof(a->err))) {
+				pr_err("--iface: %s", a->err);
+				return 2;
+			}
 			break;
 		case 'S':
 			a->state_dir = optarg;
@@ -188,7 +180,7 @@ static int parse_args(struct agent *a, int argc, char **argv)
 		pr_err("unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
-	if (!a->ifaces || !*a->ifaces) {
+	if (!a->n_ifaces) {
 		pr_err("agent needs --iface IF[,IF...]");
 		usage(stderr);
 		return 2;
@@ -412,14 +404,14 @@ static cJSON *do_status(struct agent *a)
 	}
 	cJSON_AddBoolToObject(r, "ready", ready);
 	cJSON_AddNumberToObject(r, "pid", getpid());
-	cJSON_AddNumberToObject(r, "uptime_s", mono_s() - a->started);
+	cJSON_AddNumberToObject(r, "uptime_s", (sl_now_ns() / 1e9) - a->started);
 	cJSON_AddBoolToObject(r, "allow_empty", a->allow_empty);
 	cJSON_AddBoolToObject(r, "adopted", a->dp.adopted);
 	snap = cJSON_AddObjectToObject(r, "snapshot");
 	snprintf(path, sizeof(path), "%s/%s", a->state_dir, SL_SNAPSHOT_FILE);
 	cJSON_AddStringToObject(snap, "path", path);
 	cJSON_AddNumberToObject(snap, "version", a->snap.version);
-	iso_time(a->snap.updated_at, when, sizeof(when));
+	sl_format_utc(a->snap.updated_at * 1000, false, when);
 	cJSON_AddStringToObject(snap, "updated_at", when);
 	cJSON_AddNumberToObject(snap, "age_s",
 				(double)(time(NULL) - a->snap.updated_at));
@@ -517,19 +509,24 @@ static char *do_stats(struct agent *a)
 	return t.buf;
 }
 
-static cJSON *do_list(struct agent *a)
+/* The rule.list answer as text: the rules in their canonical form. */
+static char *do_list(struct agent *a)
 {
-	cJSON *r = ok_answer(), *rules;
-	char when[32];
+	char when[SL_UTC_MS_LEN + 1], *rules = sl_rules_text(&a->snap.rules);
+	struct sl_text t = { 0 };
 
-	cJSON_AddNumberToObject(r, "version", a->snap.version);
-	iso_time(a->snap.updated_at, when, sizeof(when));
-	cJSON_AddStringToObject(r, "updated_at", when);
-	rules = cJSON_AddArrayToObject(r, "rules");
-	for (size_t i = 0; i < a->snap.rules.n; i++)
-		cJSON_AddItemToArray(rules,
-				     sl_rule_to_json(&a->snap.rules.rules[i]));
-	return r;
+	if (!rules)
+		return NULL;
+	sl_format_utc(a->snap.updated_at * 1000, false, when);
+	sl_text_u64(&t, "{\"ok\":true,\"version\":", a->snap.version);
+	sl_text_printf(&t, ",\"updated_at\":\"%s\",\"rules\":%s}", when,
+		       rules);
+	free(rules);
+	if (t.nomem) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
 }
 
 enum change_op { CHANGE_ADD, CHANGE_DEL, CHANGE_REPLACE };
@@ -751,8 +748,6 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 		return error_answer("invalid", "request: 'cmd' is missing");
 	if (!strcmp(cmd->valuestring, "status"))
 		return do_status(a);
-	if (!strcmp(cmd->valuestring, "rule.list"))
-		return do_list(a);
 	if (!strcmp(cmd->valuestring, "rule.add"))
 		return do_change(a, CHANGE_ADD, req);
 	if (!strcmp(cmd->valuestring, "rule.del"))
@@ -782,6 +777,8 @@ static void serve_one(struct agent *a)
 							 : strerror(-err)));
 	else if (is_cmd(req, "stats"))
 		text = do_stats(a);
+	else if (is_cmd(req, "rule.list"))
+		text = do_list(a);
 	else
 		text = print_answer(dispatch(a, req));
 	if (text)
@@ -886,7 +883,6 @@ static int start(struct agent *a)
 {
 	struct sl_dp_opts o = { .drop_malformed = a->drop_malformed,
 				.pin_dir = a->pin_dir };
-	char *list, *tok, *save;
 	int err;
 
 	if (mkdir(a->state_dir, 0700) && errno != EEXIST) {
@@ -948,26 +944,22 @@ static int start(struct agent *a)
 			return err;
 	}
 
-	list = strdup(a->ifaces);
-	if (!list)
-		return -ENOMEM;
-	for (tok = strtok_r(list, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		err = sl_dp_attach(&a->dp, tok, a->mode);
+	for (int i = 0; i < a->n_ifaces; i++) {
+		const char *name = a->ifaces[i];
+
+		err = sl_dp_attach(&a->dp, name, a->mode);
 		if (err) {
-			pr_err("%s: cannot attach XDP (%s mode): %s", tok,
+			pr_err("%s: cannot attach XDP (%s mode): %s", name,
 			       sl_xdp_mode_str(a->mode), strerror(-err));
-			free(list);
 			return err;
 		}
 		pr_info("%s: %s in %s mode, %zu rules in force (snapshot "
-			"version %llu)", tok,
+			"version %llu)", name,
 			a->dp.ifaces[a->dp.n_ifaces - 1].adopted ? "adopted"
 								 : "attached",
 			sl_xdp_mode_str(a->dp.ifaces[a->dp.n_ifaces - 1].mode),
 			a->dp.rules.n, (unsigned long long)a->snap.version);
 	}
-	free(list);
 	notify_status(a, true);
 	return 0;
 }
@@ -982,20 +974,20 @@ int sl_agent_main(int argc, char **argv)
 	ret = parse_args(&a, argc, argv);
 	if (ret)
 		return ret < 0 ? 0 : ret;
-	a.started = mono_s();
+	a.started = (sl_now_ns() / 1e9);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
 	ret = start(&a) ? 1 : 0;
-	last_stats = last_gc = mono_s();
+	last_stats = last_gc = (sl_now_ns() / 1e9);
 	while (!ret && !stop) {
 		struct pollfd p = { .fd = a.listen_fd, .events = POLLIN };
 		double now;
 
 		if (poll(&p, 1, 100) > 0)
 			serve_one(&a);
-		now = mono_s();
+		now = (sl_now_ns() / 1e9);
 		if (a.stats_interval && now - last_stats >= a.stats_interval) {
 			print_stats(&a);
 			last_stats = now;

@@ -24,8 +24,8 @@
 #include "cluster.h"
 #include "log.h"
 #include "stats.h"
+#include "util.h"
 
-#define NS_PER_MS 1000000ULL
 
 enum sess_state {
 	SESS_IDLE,	 /* waiting for retry_ns */
@@ -90,14 +90,6 @@ struct sl_cluster_sync {
 	size_t *sent; /* flow index of each entry of the last SYNC */
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -113,62 +105,30 @@ void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
 int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 			     size_t max, size_t *n, char *err, size_t errlen)
 {
-	const char *p = list;
+	const char *cur = list, *it;
+	struct sl_hostport hp;
+	size_t len;
 
 	*n = 0;
 	if (!list || !*list) {
 		snprintf(err, errlen, "no token server given");
 		return -EINVAL;
 	}
-	while (*p) {
-		const char *end = strchr(p, ','), *colon, *host = p;
-		size_t len = end ? (size_t)(end - p) : strlen(p), hlen;
-		char *q;
-		long port;
-
+	while (sl_list_next(&cur, &it, &len)) {
 		if (*n == max) {
 			snprintf(err, errlen, "more than %zu token servers",
 				 max);
 			return -EINVAL;
 		}
-		if (*p == '[') {
-			colon = memchr(p, ']', len);
-			if (!colon || colon + 1 >= p + len || colon[1] != ':')
-				goto bad;
-			host = p + 1;
-			hlen = colon - host;
-			colon++;
-		} else {
-			colon = NULL;
-			for (const char *s = p; s < p + len; s++)
-				if (*s == ':')
-					colon = s;
-			if (!colon || memchr(p, ':', len) != colon)
-				goto bad;
-			hlen = colon - p;
+		if (sl_parse_hostport(it, len, &hp) || !hp.port) {
+			snprintf(err, errlen,
+				 "'%.*s' is not HOST:PORT ([ADDR6]:PORT for "
+				 "IPv6, port 1-65535)", (int)len, it);
+			return -EINVAL;
 		}
-		if (!hlen || hlen >= sizeof(out->host) ||
-		    (size_t)(p + len - colon - 1) >= sizeof(out->port) ||
-		    p + len - colon - 1 == 0)
-			goto bad;
-		memcpy(out[*n].host, host, hlen);
-		out[*n].host[hlen] = 0;
-		memcpy(out[*n].port, colon + 1, p + len - colon - 1);
-		out[*n].port[p + len - colon - 1] = 0;
-		errno = 0;
-		port = strtol(out[*n].port, &q, 10);
-		if (errno || *q || port < 1 || port > 65535)
-			goto bad;
+		snprintf(out[*n].host, sizeof(out[*n].host), "%s", hp.host);
+		snprintf(out[*n].port, sizeof(out[*n].port), "%u", hp.port);
 		(*n)++;
-		p += len;
-		if (*p == ',' && !*++p)
-			goto bad;
-		continue;
-bad:
-		snprintf(err, errlen,
-			 "'%.*s' is not HOST:PORT ([ADDR6]:PORT for IPv6, "
-			 "port 1-65535)", (int)len, p);
-		return -EINVAL;
 	}
 	return 0;
 }
@@ -272,7 +232,7 @@ int sl_cluster_new(const struct sl_cluster_cfg *cfg, struct sl_dataplane *dp,
 		goto fail;
 	}
 	pthread_mutex_init(&c->lock, NULL);
-	c->rnd = (uint32_t)mono_ns() ^ (uint32_t)getpid() << 8;
+	c->rnd = (uint32_t)sl_now_ns() ^ (uint32_t)getpid() << 8;
 	if (!c->rnd)
 		c->rnd = 1;
 	dp->first_limit = first_limit;
@@ -369,7 +329,7 @@ void sl_cluster_rules_changed(struct sl_cluster_sync *c)
 	const struct sl_ruleset *rs = &c->dp->rules;
 	struct flow *flows = calloc(rs->n + 1, sizeof(*flows));
 	struct session *sess = calloc(rs->n + 1, sizeof(*sess));
-	uint64_t now = mono_ns();
+	uint64_t now = sl_now_ns();
 	size_t nf = 0, ns = 0;
 
 	if (!flows || !sess) {
@@ -488,7 +448,7 @@ static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now
 		s->failures++;
 		s->retry_ns = now + sl_cluster_backoff_ms(&c->cfg, s->failures,
 							  next_rand(c)) *
-					    NS_PER_MS;
+					    NSEC_PER_MSEC;
 	}
 }
 
@@ -548,7 +508,7 @@ static void sess_connect(struct sl_cluster_sync *c, struct session *s,
 		return;
 	}
 	s->st = SESS_CONNECTING;
-	s->deadline_ns = now + c->cfg.connect_ms * NS_PER_MS;
+	s->deadline_ns = now + c->cfg.connect_ms * NSEC_PER_MSEC;
 }
 
 static void sess_hello(struct sl_cluster_sync *c, struct session *s, uint64_t now)
@@ -570,7 +530,7 @@ static void sess_hello(struct sl_cluster_sync *c, struct session *s, uint64_t no
 		return;
 	}
 	s->st = SESS_HELLO;
-	s->deadline_ns = now + c->cfg.handshake_ms * NS_PER_MS;
+	s->deadline_ns = now + c->cfg.handshake_ms * NSEC_PER_MSEC;
 }
 
 static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now)
@@ -584,7 +544,7 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 			if (&c->sess[c->flows[i].sess] == s)
 				sl_lease_on_miss(&c->flows[i].l);
 		if (now - s->sent_ns >=
-		    c->cfg.miss_limit * (uint64_t)s->sync_ms * NS_PER_MS) {
+		    c->cfg.miss_limit * (uint64_t)s->sync_ms * NSEC_PER_MSEC) {
 			sess_fail(c, s, now, false, "%u syncs unanswered",
 				  c->cfg.miss_limit);
 			return;
@@ -609,16 +569,16 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 				c->reports, n, &len);
 	if (err) {
 		/* the previous frames are still unsent: skip this period */
-		s->next_sync_ns = now + s->sync_ms * NS_PER_MS;
+		s->next_sync_ns = now + s->sync_ms * NSEC_PER_MSEC;
 		return;
 	}
 	s->out_len += len;
 	s->waiting = s->req_id;
 	s->sent_ns = now;
 	s->gen = c->gen;
-	s->next_sync_ns += s->sync_ms * NS_PER_MS;
+	s->next_sync_ns += s->sync_ms * NSEC_PER_MSEC;
 	if (s->next_sync_ns <= now)
-		s->next_sync_ns = now + s->sync_ms * NS_PER_MS;
+		s->next_sync_ns = now + s->sync_ms * NSEC_PER_MSEC;
 }
 
 static void on_grants(struct sl_cluster_sync *c, struct session *s,
@@ -810,8 +770,8 @@ static void *run(void *arg)
 
 		pthread_mutex_lock(c->dp_lock);
 		pthread_mutex_lock(&c->lock);
-		now = mono_ns();
-		next = now + 50 * NS_PER_MS;
+		now = sl_now_ns();
+		next = now + 50 * NSEC_PER_MSEC;
 		if (cap < c->n_sess + 1) {
 			free(pfd);
 			cap = c->n_sess + 1;
@@ -852,15 +812,15 @@ static void *run(void *arg)
 		}
 		pfd[n].fd = c->wake_fd;
 		pfd[n].events = POLLIN;
-		now = mono_ns();
-		timeout = next > now ? (next - now + NS_PER_MS - 1) / NS_PER_MS
+		now = sl_now_ns();
+		timeout = next > now ? (next - now + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC
 				     : 0;
 		if (poll(pfd, n + 1, timeout) <= 0)
 			continue;
 
 		pthread_mutex_lock(c->dp_lock);
 		pthread_mutex_lock(&c->lock);
-		now = mono_ns();
+		now = sl_now_ns();
 		for (size_t i = 0; i < n; i++) {
 			struct session *s = NULL;
 
@@ -912,20 +872,13 @@ static void add_u64(cJSON *o, const char *name, uint64_t v)
 
 static void add_time(cJSON *o, const char *name, uint64_t mono, uint64_t now)
 {
+	char buf[SL_UTC_MS_LEN + 1];
 	struct timespec ts;
-	struct tm tm;
-	int64_t wall_ms;
-	time_t t;
-	char buf[40];
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	wall_ms = ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 -
-		  (int64_t)((now - mono) / NS_PER_MS);
-	t = wall_ms / 1000;
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03dZ",
-		 (int)(wall_ms % 1000));
+	sl_format_utc(ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 -
+			      (int64_t)((now - mono) / NSEC_PER_MSEC),
+		      true, buf);
 	cJSON_AddStringToObject(o, name, buf);
 }
 
@@ -965,7 +918,7 @@ static void add_token_server(cJSON *e, const struct sl_cluster_sync *c,
 cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 {
 	cJSON *o = cJSON_CreateObject(), *a, *fl, *ss;
-	uint64_t now = mono_ns();
+	uint64_t now = sl_now_ns();
 	char buf[300];
 
 	if (!o)
@@ -1007,12 +960,12 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 		cJSON_AddStringToObject(e, "state",
 					sl_lease_state_str(f->l.state));
 		add_time(e, "since", f->l.since_ns, now);
-		add_u64(e, "since_ms_ago", (now - f->l.since_ns) / NS_PER_MS);
+		add_u64(e, "since_ms_ago", (now - f->l.since_ns) / NSEC_PER_MSEC);
 		add_u64(e, "limit", f->l.limit);
 		add_u64(e, "grant", f->l.grant);
 		add_u64(e, "lease_expires_in_ms",
 			leased && f->l.lease_end_ns > now
-				? (f->l.lease_end_ns - now) / NS_PER_MS
+				? (f->l.lease_end_ns - now) / NSEC_PER_MSEC
 				: 0);
 		add_token_server(e, c, s);
 		add_u64(e, "last_sync_rtt_us", s->rtt_us);

@@ -25,6 +25,9 @@
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
+#include "rules_parse.h"
+#include "rules_json.h"
+#include "util.h"
 
 #define ERRBUF		  65536 /* parser errors: one line per problem */
 #define MAX_IF_VERSION	  ((1ULL << 53) - 1) /* exact as a JSON number */
@@ -1428,45 +1431,25 @@ static int cmd_stats(const struct cli *c)
 
 /* ---- down ---- */
 
-static int check_ifaces(const struct cli *c)
-{
-	const char *p = c->ifaces;
-
-	if (!p)
-		return usage_err(c->verb, "missing --iface IF[,IF...] (the "
-					  "interfaces to take down)");
-	for (;;) {
-		size_t len = strcspn(p, ",");
-
-		if (!len)
-			return usage_err(c->verb,
-					 "--iface: empty interface name in "
-					 "'%s'",
-					 c->ifaces);
-		if (len >= IF_NAMESIZE)
-			return usage_err(c->verb,
-					 "--iface: '%.*s' is longer than an "
-					 "interface name (%d bytes)",
-					 (int)len, p, IF_NAMESIZE - 1);
-		if (!p[len])
-			return 0;
-		p += len + 1;
-	}
-}
-
 static int cmd_down(const struct cli *c)
 {
-	const char *p = c->ifaces;
-	int ret = SL_CLI_OK, err;
+	char names[SL_MAX_IFACES][IF_NAMESIZE], why[256];
+	int ret = SL_CLI_OK, n, err;
 	bool any = false;
 
-	if (check_ifaces(c))
+	if (!c->ifaces) {
+		usage_err(c->verb, "missing --iface IF[,IF...] (the "
+				   "interfaces to take down)");
 		return SL_CLI_USAGE;
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		char name[IF_NAMESIZE];
+	}
+	if (sl_parse_ifaces(c->ifaces, names, SL_MAX_IFACES, &n, why,
+			    sizeof(why))) {
+		usage_err(c->verb, "--iface: %s", why);
+		return SL_CLI_USAGE;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i];
 
-		snprintf(name, sizeof(name), "%.*s", (int)len, p);
 		err = sl_pins_down(c->pin_dir, name);
 		if (!err) {
 			printf("%s: detached, link unpinned from %s\n", name,
@@ -1482,9 +1465,6 @@ static int cmd_down(const struct cli *c)
 			       strerror(-err));
 			ret = SL_CLI_FAILED;
 		}
-		if (!p[len])
-			break;
-		p += len + 1;
 	}
 	if (any && access(c->pin_dir, F_OK) && errno == ENOENT)
 		printf("%s: no link left, pinned maps removed\n", c->pin_dir);

@@ -22,6 +22,8 @@
 #include "loader.h"
 #include "log.h"
 #include "sluice.skel.h"
+#include "rules_json.h"
+#include "util.h"
 
 /* Class ids of the two rule sets never overlap in the tries. */
 static const uint32_t set_class_base[SLUICE_NUM_SETS] = { 1, 0x40000000 };
@@ -604,37 +606,16 @@ static int copy_ruleset(const struct sl_ruleset *rs, struct sl_ruleset *out)
 	return 0;
 }
 
-static uint64_t name_hash(const char *name)
+/* Slots in force, found by name. */
+static int index_slots(struct sl_dataplane *dp, struct sl_index *ix)
 {
-	uint64_t h = 1469598103934665603ULL;
+	int err = sl_index_init(ix, SLUICE_MAX_RULE_SLOTS);
 
-	while (*name) {
-		h ^= (uint8_t)*name++;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
-/* Slots in force, found by name through an open-addressing table. */
-static uint32_t *index_slots(struct sl_dataplane *dp, size_t *size)
-{
-	size_t n = 2 * SLUICE_MAX_RULE_SLOTS;
-	uint32_t *t = calloc(n, sizeof(*t));
-
-	if (!t)
-		return NULL;
-	for (uint32_t s = 0; s < SLUICE_MAX_RULE_SLOTS; s++) {
-		size_t b;
-
-		if (!dp->slot_state[s].in_force)
-			continue;
-		b = name_hash(dp->slot_state[s].name) & (n - 1);
-		while (t[b])
-			b = (b + 1) & (n - 1);
-		t[b] = s + 1;
-	}
-	*size = n;
-	return t;
+	for (uint32_t s = 0; !err && s < SLUICE_MAX_RULE_SLOTS; s++)
+		if (dp->slot_state[s].in_force)
+			err = sl_index_add(ix, sl_fnv1a_str(dp->slot_state[s].name),
+					   s);
+	return err;
 }
 
 static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
@@ -642,23 +623,22 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			char *err, size_t errlen)
 {
 	uint8_t *taken = calloc(SLUICE_MAX_RULE_SLOTS, 1);
-	size_t size = 0;
-	uint32_t *index = index_slots(dp, &size);
+	struct sl_index index = { 0 };
 	uint32_t next = 0;
 
-	if (!taken || !index) {
+	if (!taken || index_slots(dp, &index)) {
 		free(taken);
-		free(index);
+		sl_index_free(&index);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < rs->n; i++) {
 		const char *name = rs->rules[i].name;
-		uint64_t h = hashes[i];
+		uint64_t h = hashes[i], nh = sl_fnv1a_str(name);
+		size_t cursor = 0;
+		int64_t s;
 
 		fresh[i] = true;
-		for (size_t b = name_hash(name) & (size - 1); index[b];
-		     b = (b + 1) & (size - 1)) {
-			uint32_t s = index[b] - 1;
+		while ((s = sl_index_next(&index, nh, &cursor)) >= 0) {
 			struct sl_slot_state *st = &dp->slot_state[s];
 
 			if (!taken[s] && st->def_hash == h &&
@@ -670,7 +650,7 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			}
 		}
 	}
-	free(index);
+	sl_index_free(&index);
 	for (size_t i = 0; i < rs->n; i++) {
 		if (!fresh[i])
 			continue;
@@ -1023,12 +1003,9 @@ void sl_dp_set_test_time(struct sl_dataplane *dp, uint64_t now_ns)
 
 uint64_t sl_dp_now(const struct sl_dataplane *dp)
 {
-	struct timespec ts;
-
 	if (dp->skel->rodata->test_clock)
 		return dp->skel->bss->test_now_ns;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+	return sl_now_ns();
 }
 
 static bool recently_seen(struct sl_dataplane *dp,

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "compile.h"
+#include "util.h"
 
 static int cmp_u32(uint32_t a, uint32_t b)
 {
@@ -75,50 +76,16 @@ struct ctx {
 	struct sl_compiled *out;
 	char *err;
 	size_t errlen;
-	/* classes already built: a rank list -> its references, found through
-	 * an open-addressing table of indexes + 1 (htab_size is a power of 2,
-	 * at least twice n_known) */
+	/* classes already built: a rank list -> its references, found by
+	 * the list's hash */
 	struct known {
 		uint32_t *ranks;
 		uint32_t n;
-		uint64_t hash;
 		struct class_refs ref;
 	} *known;
 	size_t n_known, cap_known;
-	uint32_t *htab;
-	size_t htab_size;
+	struct sl_index index;
 };
-
-static uint64_t hash_ranks(const uint32_t *ranks, uint32_t n)
-{
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-
-	for (uint32_t i = 0; i < n; i++) {
-		h ^= ranks[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
-static int htab_grow(struct ctx *x)
-{
-	size_t size = x->htab_size ? x->htab_size * 2 : 256;
-	uint32_t *t = calloc(size, sizeof(*t));
-
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < x->n_known; i++) {
-		size_t b = x->known[i].hash & (size - 1);
-
-		while (t[b])
-			b = (b + 1) & (size - 1);
-		t[b] = i + 1;
-	}
-	free(x->htab);
-	x->htab = t;
-	x->htab_size = size;
-	return 0;
-}
 
 static const struct sl_rule *by_rank(struct ctx *x, uint32_t rank)
 {
@@ -284,17 +251,15 @@ out:
 static int class_ref(struct ctx *x, uint32_t *ranks, uint32_t n,
 		     struct class_refs *ref)
 {
-	uint64_t hash = hash_ranks(ranks, n);
+	uint64_t hash = sl_fnv1a(SL_FNV1A_INIT, ranks, n * sizeof(*ranks));
 	struct known *kn;
-	size_t b;
+	size_t cursor = 0;
+	int64_t k;
 	int err;
 
-	if (x->htab_size < 2 * (x->n_known + 1) && (err = htab_grow(x)))
-		return err;
-	for (b = hash & (x->htab_size - 1); x->htab[b];
-	     b = (b + 1) & (x->htab_size - 1)) {
-		kn = &x->known[x->htab[b] - 1];
-		if (kn->hash == hash && kn->n == n &&
+	while ((k = sl_index_next(&x->index, hash, &cursor)) >= 0) {
+		kn = &x->known[k];
+		if (kn->n == n &&
 		    !memcmp(kn->ranks, ranks, n * sizeof(*ranks))) {
 			*ref = kn->ref;
 			return 0;
@@ -319,24 +284,23 @@ static int class_ref(struct ctx *x, uint32_t *ranks, uint32_t n,
 		x->known = p;
 		x->cap_known = cap;
 	}
-	kn = &x->known[x->n_known++];
+	kn = &x->known[x->n_known];
 	kn->ranks = malloc(n * sizeof(*ranks));
 	if (!kn->ranks)
 		return -ENOMEM;
+	x->n_known++;
 	memcpy(kn->ranks, ranks, n * sizeof(*ranks));
 	kn->n = n;
-	kn->hash = hash;
 	kn->ref = *ref;
-	x->htab[b] = x->n_known;
-	return 0;
+	return sl_index_add(&x->index, hash, x->n_known - 1);
 }
 
-static const struct sl_ruleset *sort_rs;
-
-static int cmp_rank(const void *a, const void *b)
+static int cmp_rank(const void *a, const void *b, void *rs)
 {
-	return sl_rule_cmp(&sort_rs->rules[*(const uint32_t *)a],
-			   &sort_rs->rules[*(const uint32_t *)b]);
+	const struct sl_rule *rules = ((const struct sl_ruleset *)rs)->rules;
+
+	return sl_rule_cmp(&rules[*(const uint32_t *)a],
+			   &rules[*(const uint32_t *)b]);
 }
 
 /* A rule's dport range starts (add) or has just ended (!add) at port. */
@@ -444,12 +408,11 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	out->port = calloc(SLUICE_SET_SPACE, sizeof(*out->port));
 	x.order = calloc(rs->n ? rs->n : 1, sizeof(*x.order));
 	ranks = calloc(rs->n ? rs->n : 1, sizeof(*ranks));
-	if (!out->port || !x.order || !ranks)
+	if (!out->port || !x.order || !ranks || sl_index_init(&x.index, 256))
 		goto out;
 	for (uint32_t i = 0; i < rs->n; i++)
 		x.order[i] = i;
-	sort_rs = rs;
-	qsort(x.order, rs->n, sizeof(*x.order), cmp_rank);
+	qsort_r(x.order, rs->n, sizeof(*x.order), cmp_rank, (void *)rs);
 
 	for (int s = 0; s < SLUICE_SLOT_MAX; s++) {
 		ret = build_slot(&x, s, ranks);
@@ -463,7 +426,7 @@ out:
 	for (size_t i = 0; i < x.n_known; i++)
 		free(x.known[i].ranks);
 	free(x.known);
-	free(x.htab);
+	sl_index_free(&x.index);
 	free(x.order);
 	free(ranks);
 	if (ret)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "util.h"
 
 void sl_ctl_path(const char *state_dir, char *buf, size_t len)
 {
@@ -59,18 +60,10 @@ int sl_ctl_listen(const char *path)
 	return fd;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* Read until EOF, within the deadline and the size limit. */
 static int read_all(int fd, char **out, size_t *outlen, int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = (long long)sl_now_ms() + timeout_ms;
 	size_t len = 0, cap = 4096;
 	char *buf = malloc(cap);
 
@@ -78,7 +71,7 @@ static int read_all(int fd, char **out, size_t *outlen, int timeout_ms)
 		return -ENOMEM;
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long long left = deadline - now_ms();
+		long long left = deadline - (long long)sl_now_ms();
 		ssize_t n;
 
 		if (left <= 0) {
@@ -144,11 +137,11 @@ int sl_ctl_recv(int fd, cJSON **msg)
 
 static int write_all(int fd, const char *buf, size_t len, int timeout_ms)
 {
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = (long long)sl_now_ms() + timeout_ms;
 
 	while (len) {
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		long long left = deadline - now_ms();
+		long long left = deadline - (long long)sl_now_ms();
 		ssize_t n;
 
 		if (left <= 0)

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "lease.h"
+#include "util.h"
 
-#define NS_PER_MS 1000000ULL
 
 uint64_t sl_lease_fallback(const struct sl_rule *r, const char *node,
 			   uint32_t holders, const struct sl_lease *l)
@@ -78,7 +78,7 @@ static void renew(struct sl_lease *l, uint64_t grant, uint32_t ttl_ms,
 		  uint64_t now_ns)
 {
 	l->grant = grant;
-	l->lease_end_ns = now_ns + ttl_ms * NS_PER_MS;
+	l->lease_end_ns = now_ns + ttl_ms * NSEC_PER_MSEC;
 	l->last_ok_ns = now_ns;
 	l->last_lease = grant;
 	l->has_last_lease = true;
@@ -133,7 +133,7 @@ void sl_lease_on_grant(struct sl_lease *l, const struct sl_rule *r,
 
 void sl_lease_on_keep(struct sl_lease *l, uint32_t ttl_ms, uint64_t now_ns)
 {
-	uint64_t end = now_ns + ttl_ms * NS_PER_MS;
+	uint64_t end = now_ns + ttl_ms * NSEC_PER_MSEC;
 
 	if (l->state != SL_LEASE_CLUSTER)
 		return;
@@ -160,7 +160,7 @@ void sl_lease_tick(struct sl_lease *l, const struct sl_rule *r,
 {
 	/* N periods and half a period of slack for a late answer */
 	uint64_t window = (cfg->miss_limit * 2ULL + 1) * cfg->sync_ms *
-			  NS_PER_MS / 2;
+			  NSEC_PER_MSEC / 2;
 
 	if (l->state != SL_LEASE_CLUSTER) {
 		if (!l->good)

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Rule files: parsing, validation and the canonical form (docs/rules.md). */
+/*
+ * The rule model: what a rule is (docs/rules.md), the enums as rule files
+ * spell them, and prefix helpers. rules_parse.h reads rule files,
+ * rules_json.h writes the canonical form.
+ */
 #ifndef SLUICE_RULES_H
 #define SLUICE_RULES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cjson/cJSON.h>
-
-#include "json_text.h"
 
 #define SL_NAME_MAX	     63
 #define SL_MAX_RULES	     4096
@@ -127,69 +127,21 @@ struct sl_ruleset {
 	size_t n;
 };
 
-/*
- * Parse and validate a rule document. On failure returns -EINVAL and
- * writes every error found, one per line, each naming the rule and the
- * field, into err (truncated to errlen). *out is untouched on failure.
- */
-int sl_rules_parse(const char *json, size_t len, struct sl_ruleset *out,
-		   char *err, size_t errlen);
-
-/*
- * As sl_rules_parse, for a document the caller already holds parsed
- * ({"rules": [...]}); doc is not modified.
- */
-int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
-			size_t errlen);
-
-/* As sl_rules_parse, reading path; I/O errors name the file. */
-int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
-		       size_t errlen);
-
 void sl_ruleset_free(struct sl_ruleset *set);
 
-/*
- * The rule in the file format with every field explicit, in a fixed key
- * order: name, match {proto, dport, dst, src}, grade, count, window,
- * per_source (if set), mode, priority (if set), behavior, cluster (if
- * set; quotas sorted by node). dport is an
- * integer for one port, "lo-hi" for a range; dport, dst and src are left
- * out when they match anything. Parsing the result gives *r back (but for
- * file_index). Integers are raw items (cJSON_IsRaw), for printing only:
- * parse the printed text to read them. NULL when out of memory; free with
- * cJSON_Delete().
- */
-cJSON *sl_rule_to_json(const struct sl_rule *r);
+/* The enums as rule files spell them, indexed by value. */
+#define SL_PROTO_COUNT	   (SL_PROTO_ICMPV6 + 1)
+#define SL_GRADE_COUNT	   (SL_GRADE_CPS + 1)
+#define SL_MODE_COUNT	   (SL_MODE_SHADOW + 1)
+#define SL_THRESHOLD_COUNT (SL_THRESH_MANUAL + 1)
+#define SL_FALLBACK_COUNT  (SL_FB_FIXED + 1)
+extern const char *const sl_proto_names[SL_PROTO_COUNT];
+extern const char *const sl_grade_names[SL_GRADE_COUNT];
+extern const char *const sl_mode_names[SL_MODE_COUNT];
+extern const char *const sl_threshold_names[SL_THRESHOLD_COUNT];
+extern const char *const sl_fallback_names[SL_FALLBACK_COUNT];
 
-/*
- * sl_rule_to_json(r) as cJSON_PrintUnformatted() prints it, appended to t
- * without building the tree: the canonical text.
- */
-void sl_rule_text(struct sl_text *t, const struct sl_rule *r);
-
-/* [sl_rule_text() of each rule] on one line; malloc'd, NULL when out of
- * memory. */
-char *sl_rules_text(const struct sl_ruleset *rs);
-
-/*
- * {"rules": [...]} of sl_rule_to_json() for each rule, pretty-printed (as
- * cJSON_Print() would) or on one line. malloc'd, free with free(); NULL
- * with errno ENOMEM.
- */
-char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
-
-/*
- * FNV-1a 64 of the canonical one-line JSON of the rule without priority
- * (priority only steers classification): equal hashes mean the same
- * definition, a changed one is a new rule. 0 only if out of memory, which
- * callers must treat as "changed".
- */
-uint64_t sl_rule_def_hash(const struct sl_rule *r);
-
-/* sl_rule_def_hash() of each rule of rs into out[i], one buffer for all. */
-void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out);
-
-/* Strings for the enums, as they appear in rule files. */
+/* The same, "?" for a value out of range. */
 const char *sl_proto_str(enum sl_proto p);
 const char *sl_grade_str(enum sl_grade g);
 const char *sl_mode_str(enum sl_mode m);

@@ -25,12 +25,15 @@
 #include <openssl/evp.h>
 
 #include "snapshot.h"
+#include "util.h"
+#include "rules_parse.h"
+#include "rules_json.h"
 
 #define SL_SNAPSHOT_FILE_MAX (64u << 20) /* as for rule files */
 #define SL_SHA256_LEN	     32
 #define SL_CHECKSUM_PREFIX   "sha256:"
 #define SL_CHECKSUM_LEN	     (7 + 2 * SL_SHA256_LEN) /* "sha256:" hex */
-#define SL_TIME_LEN	     20	   /* "2026-11-29T18:00:00Z" */
+#define SL_TIME_LEN	     SL_UTC_LEN /* "2026-11-29T18:00:00Z" */
 #define SL_SUB_ERR_LEN	     16384 /* a rule parser error list */
 
 _Static_assert(sizeof(SL_CHECKSUM_PREFIX) - 1 == 7, "checksum prefix length");
@@ -165,17 +168,6 @@ static int parse_rules_array(const cJSON *arr, struct sl_ruleset *out,
 	ret = sl_rules_from_cjson(wrap, out, err, errlen);
 	cJSON_Delete(wrap);
 	return ret;
-}
-
-static void format_time(int64_t t, char out[SL_TIME_LEN + 1])
-{
-	time_t tt = (time_t) t;
-	struct tm tm;
-
-	if (!gmtime_r(&tt, &tm) ||
-	    strftime(out, SL_TIME_LEN + 1, "%Y-%m-%dT%H:%M:%SZ", &tm) !=
-		SL_TIME_LEN)
-		snprintf(out, SL_TIME_LEN + 1, "1970-01-01T00:00:00Z");
 }
 
 /* Exactly "YYYY-MM-DDTHH:MM:SSZ", a real UTC time (no Feb 30, no :60). */
@@ -645,13 +637,13 @@ static int open_dir(const char *dir, bool create, char *err, size_t errlen)
 static char *snapshot_text(const char *canon, const char *sum,
 			   uint64_t version, int64_t now)
 {
-	char when[SL_TIME_LEN + 1];
+	char when[SL_UTC_MS_LEN + 1];
 	struct sl_text t = {0};
 	struct sl_json j = {
 		.p = canon, .end = canon + strlen(canon), .out = &t,
 	};
 
-	format_time(now, when);
+	sl_format_utc(now * 1000, false, when);
 	sl_text_printf(&t,
 		       "{\n\t\"sluice_snapshot\":\t%d,\n\t\"version\":\t%llu,\n"
 		       "\t\"updated_at\":\t\"%s\",\n\t\"checksum\":\t\"%s\",\n"
@@ -962,7 +954,7 @@ int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
 			  bool *used_prev, char *err, size_t errlen)
 {
 	char *cur = NULL, *prev = NULL, *e1 = NULL, *e2 = NULL;
-	char when[SL_TIME_LEN + 1];
+	char when[SL_UTC_MS_LEN + 1];
 	struct sl_snapshot snap = {0};
 	int r1, r2, ret;
 
@@ -996,7 +988,7 @@ int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
 		*out = snap;
 		if (used_prev)
 			*used_prev = true;
-		format_time(snap.updated_at, when);
+		sl_format_utc(snap.updated_at * 1000, false, when);
 		set_err(err, errlen,
 			"%s; booting from %s instead (version %llu, written "
 			"%s)",

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "tokend.h"
+#include "rules_parse.h"
 
 #define ERRBUF 8192
 

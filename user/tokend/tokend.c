@@ -22,6 +22,7 @@
 #include "proto.h"
 #include "quota.h"
 #include "tokend.h"
+#include "util.h"
 
 #define IN_INIT	     4096
 #define EVENTS	     256
@@ -104,14 +105,6 @@ struct sl_tokend {
 	struct sl_flow_grant *grants; /* one SYNC's answer */
 	struct sl_tokend_stats st;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
 {
@@ -885,7 +878,7 @@ int sl_tokend_run(struct sl_tokend *td)
 		n = epoll_wait(td->epfd, ev, EVENTS, tick);
 		if (n < 0 && errno != EINTR)
 			return -errno;
-		now = now_ms();
+		now = sl_now_ms();
 		for (i = 0; i < n; i++) {
 			void *p = ev[i].data.ptr;
 
@@ -905,7 +898,7 @@ int sl_tokend_run(struct sl_tokend *td)
 		struct conn *c = td->conns;
 
 		if (c->state == CONN_READY &&
-		    !fail_conn(td, c, 0, SL_ERR_SHUTDOWN, now_ms()))
+		    !fail_conn(td, c, 0, SL_ERR_SHUTDOWN, sl_now_ms()))
 			flush(c);
 		conn_close(td, c);
 	}
@@ -928,32 +921,22 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss,
 {
 	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
 				 .ai_socktype = SOCK_STREAM};
-	char host[INET6_ADDRSTRLEN + 2];
-	const char *colon = strrchr(s ? s : "", ':');
+	struct sl_hostport hp;
 	struct addrinfo *ai;
-	size_t hl;
+	char port[8];
 	int ret;
 
-	if (!colon || colon == s || !colon[1]) {
-		snprintf(err, errlen, "listen address '%s': expected ADDR:PORT",
-			 s ? s : "");
+	if (!s || sl_parse_hostport(s, strlen(s), &hp)) {
+		snprintf(err, errlen,
+			 "listen address '%s': expected ADDR:PORT "
+			 "([ADDR6]:PORT for IPv6, port 0-65535)", s ? s : "");
 		return -EINVAL;
 	}
-	hl = colon - s;
-	if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
-		s++;
-		hl -= 2;
-	}
-	if (hl >= sizeof(host)) {
-		snprintf(err, errlen, "listen address: host too long");
-		return -EINVAL;
-	}
-	memcpy(host, s, hl);
-	host[hl] = '\0';
-	ret = getaddrinfo(host, colon + 1, &hints, &ai);
+	snprintf(port, sizeof(port), "%u", hp.port);
+	ret = getaddrinfo(hp.host, port, &hints, &ai);
 	if (ret) {
-		snprintf(err, errlen, "listen address '%s:%s': %s", host,
-			 colon + 1, gai_strerror(ret));
+		snprintf(err, errlen, "listen address '%s': %s", s,
+			 gai_strerror(ret));
 		return -EINVAL;
 	}
 	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
@@ -1127,7 +1110,7 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 		ret = -errno;
 		goto fail;
 	}
-	td->start = td->last_sweep = now_ms();
+	td->start = td->last_sweep = sl_now_ms();
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		td->ns[i].tokens = cfg->ns_rate / 5.0 + 1;
 		td->ns[i].tokens_at = td->start;

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The canonical form of rules: every field explicit, in a fixed key order,
+ * laid out exactly as cJSON prints it, written without building a tree.
+ * Snapshot checksums and the definition hashes of pinned rule slots are
+ * taken over it, so it must not change with the cJSON version.
+ */
+#ifndef SLUICE_RULES_JSON_H
+#define SLUICE_RULES_JSON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "json_text.h"
+#include "rules.h"
+
+/*
+ * The rule in the file format, appended to t on one line: name, match
+ * {proto, dport, dst, src}, grade, count, window, per_source (if set),
+ * mode, priority (if set), behavior, cluster (if set; quotas sorted by
+ * node). dport is an integer for one port, "lo-hi" for a range; dport,
+ * dst and src are left out when they match anything. Parsing the result
+ * gives *r back (but for file_index).
+ */
+void sl_rule_text(struct sl_text *t, const struct sl_rule *r);
+
+/* [sl_rule_text() of each rule] on one line; malloc'd, NULL when out of
+ * memory. */
+char *sl_rules_text(const struct sl_ruleset *rs);
+
+/*
+ * {"rules": [...]}, pretty-printed (as cJSON_Print() would) or on one
+ * line. malloc'd, free with free(); NULL with errno ENOMEM.
+ */
+char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
+
+/*
+ * FNV-1a 64 of the canonical one-line text of the rule without priority
+ * (priority only steers classification): equal hashes mean the same
+ * definition, a changed one is a new rule. 0 only if out of memory, which
+ * callers must treat as "changed".
+ */
+uint64_t sl_rule_def_hash(const struct sl_rule *r);
+
+/* sl_rule_def_hash() of each rule of rs into out[i], one buffer for all. */
+void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out);
+
+#endif

@@ -1,0 +1,1381 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Rule files: parse with cJSON, validate every field, collect every error.
+ * The format is documented in docs/rules.md and rules/schema.json.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* the strerror_r that returns a string */
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h> /* isfinite(), a macro: no libm */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "rules_parse.h"
+#include "util.h"
+
+#define SL_RULES_FILE_MAX   (64u << 20) /* larger is surely a mistake */
+#define SL_ERR_MAX_MSGS	    50
+#define SL_MAX_SOURCES	    1048576
+#define SL_MIN_BUCKET_MS    5
+#define SL_DEF_INTERVAL_MS  1000
+#define SL_DEF_SAMPLE_COUNT 2
+#define SL_DEF_PREFIX_V4    32
+#define SL_DEF_PREFIX_V6    64
+#define SL_KEY_SHOW_MAX	    64 /* longest key or value echoed in errors */
+
+/* Error collector: one message per line, capped, always NUL-terminated. */
+struct errbuf {
+	char *buf;
+	size_t len;
+	size_t used;
+	unsigned int n;
+	unsigned int dropped;
+};
+
+/* Per-rule context for error prefixes: "rule 'web'" or "rule #3", made
+ * only when there is an error to print. */
+struct rule_ctx {
+	struct errbuf *eb;
+	const char *label; /* "document"; NULL: a rule */
+	const char *name;  /* the rule's valid name, or NULL */
+	size_t num;	   /* the rule's position, from 1 */
+	int errors;
+};
+
+static void eb_append(struct errbuf *eb, const char *s)
+{
+	size_t room, n;
+
+	if (!eb->buf || !eb->len || eb->used >= eb->len - 1)
+		return;
+	room = eb->len - 1 - eb->used;
+	n = strlen(s);
+	if (n > room)
+		n = room;
+	memcpy(eb->buf + eb->used, s, n);
+	eb->used += n;
+	eb->buf[eb->used] = '\0';
+}
+
+static void eb_vadd(struct errbuf *eb, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	if (eb->n >= SL_ERR_MAX_MSGS) {
+		eb->dropped++;
+		return;
+	}
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (eb->n)
+		eb_append(eb, "\n");
+	eb_append(eb, line);
+	eb->n++;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+eb_add(struct errbuf *eb, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	eb_vadd(eb, fmt, ap);
+	va_end(ap);
+}
+
+static void eb_finish(struct errbuf *eb)
+{
+	char line[64];
+
+	if (!eb->dropped)
+		return;
+	snprintf(line, sizeof(line), "\n... %u more errors", eb->dropped);
+	eb_append(eb, line);
+}
+
+static unsigned int eb_total(const struct errbuf *eb)
+{
+	return eb->n + eb->dropped;
+}
+
+/* "rule 'NAME': field 'FIELD': message" */
+static void __attribute__((format(printf, 3, 4)))
+rule_err(struct rule_ctx *rc, const char *field, const char *fmt, ...)
+{
+	char msg[400], label[SL_NAME_MAX + 16];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	rc->errors++;
+	if (rc->label)
+		snprintf(label, sizeof(label), "%s", rc->label);
+	else if (rc->name)
+		snprintf(label, sizeof(label), "rule '%s'", rc->name);
+	else
+		snprintf(label, sizeof(label), "rule #%zu", rc->num);
+	if (field)
+		eb_add(rc->eb, "%s: field '%s': %s", label, field, msg);
+	else
+		eb_add(rc->eb, "%s: %s", label, msg);
+}
+
+/*
+ * Copy untrusted text for an error message: keys and values may hold
+ * newlines or control bytes that would break one-error-per-line output.
+ */
+static void show(const char *s, char *out, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0, i;
+
+	for (i = 0; s[i] && o + 5 < len; i++) {
+		unsigned char c = s[i];
+
+		if (i >= SL_KEY_SHOW_MAX) {
+			memcpy(out + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+			out[o++] = c;
+		} else {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	out[o] = '\0';
+}
+
+static const char *json_type(const cJSON *it)
+{
+	if (cJSON_IsBool(it))
+		return "boolean";
+	if (cJSON_IsNull(it))
+		return "null";
+	if (cJSON_IsNumber(it))
+		return "number";
+	if (cJSON_IsString(it))
+		return "string";
+	if (cJSON_IsArray(it))
+		return "array";
+	if (cJSON_IsObject(it))
+		return "object";
+	return "invalid value";
+}
+
+/*
+ * Edit distance counting a swap of neighbours as one edit ("dprot" is one
+ * from "dport", not two, so it is not mistaken for "proto"). Optimal
+ * string alignment over three rolling rows; callers bound the lengths.
+ */
+static unsigned int edit_distance(const char *a, const char *b)
+{
+	unsigned int rows[3][SL_KEY_SHOW_MAX + 1];
+	unsigned int *pp, *prev, *cur;
+	size_t la = strlen(a), lb = strlen(b), i, j;
+
+	if (la > SL_KEY_SHOW_MAX || lb > SL_KEY_SHOW_MAX)
+		return ~0u;
+	/* Row i lives in rows[i % 3]. */
+	for (j = 0; j <= lb; j++)
+		rows[0][j] = j;
+	for (i = 1; i <= la; i++) {
+		cur = rows[i % 3];
+		prev = rows[(i + 2) % 3];
+		pp = rows[(i + 1) % 3];
+		cur[0] = i;
+		for (j = 1; j <= lb; j++) {
+			unsigned int best =
+			    prev[j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (prev[j] + 1 < best)
+				best = prev[j] + 1;
+			if (cur[j - 1] + 1 < best)
+				best = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
+				best = pp[j - 2] + 1;
+			cur[j] = best;
+		}
+	}
+	return rows[la % 3][lb];
+}
+
+/*
+ * Report keys of obj that are not in known (NULL-terminated) and keys that
+ * appear twice: cJSON keeps duplicates and a lookup would silently take
+ * the first one. where is the object's own path ("match") or NULL.
+ */
+static void report_keys(struct rule_ctx *rc, const cJSON *obj,
+			const char *where, const char *const *known)
+{
+	const cJSON *it, *prev;
+
+	for (it = obj->child; it; it = it->next) {
+		const char *best = NULL;
+		unsigned int bestd = 3, k;
+		char key[SL_KEY_SHOW_MAX * 4 + 8];
+		bool found = false;
+
+		for (prev = obj->child; prev != it; prev = prev->next) {
+			if (!strcmp(prev->string, it->string))
+				break;
+		}
+		for (k = 0; prev == it && known[k] && !found; k++)
+			found = !strcmp(it->string, known[k]);
+		if (found)
+			continue;
+		show(it->string, key, sizeof(key));
+		if (prev != it) {
+			rule_err(rc, where, "field '%s' given more than once",
+				 key);
+			continue;
+		}
+		/* a suggestion only for an unknown key: the rare case */
+		for (k = 0; known[k]; k++) {
+			unsigned int d = edit_distance(it->string, known[k]);
+
+			if (d < bestd) {
+				bestd = d;
+				best = known[k];
+			}
+		}
+		if (best)
+			rule_err(rc, where,
+				 "unknown field '%s' (did you mean '%s'?)", key,
+				 best);
+		else
+			rule_err(rc, where, "unknown field '%s'", key);
+	}
+}
+
+/* Ours have <= 10 keys; bounds report_keys()' quadratic duplicate check. */
+#define SL_MAX_FIELDS 32
+
+/*
+ * got[k] = the member of obj named known[k] (the first, as
+ * cJSON_GetObjectItemCaseSensitive() finds it) or NULL, all in one walk
+ * of obj; an unknown or repeated key is reported by report_keys().
+ */
+static void get_fields(struct rule_ctx *rc, const cJSON *obj,
+		       const char *where, const char *const *known,
+		       const cJSON **got)
+{
+	int n = 0, n_known = 0;
+	bool odd = false;
+
+	while (known[n_known])
+		got[n_known++] = NULL;
+	for (const cJSON *it = obj->child; it; it = it->next, n++) {
+		int k = 0;
+
+		while (known[k] && (known[k][0] != it->string[0] ||
+				    strcmp(known[k], it->string)))
+			k++;
+		if (known[k] && !got[k])
+			got[k] = it;
+		else
+			odd = true;
+	}
+	if (n > SL_MAX_FIELDS)
+		rule_err(rc, where, "has %d fields; at most %d are defined", n,
+			 n_known);
+	else if (odd)
+		report_keys(rc, obj, where, known);
+}
+
+/*
+ * An integer-valued JSON number in [lo, hi]. cJSON keeps numbers as
+ * double, which is exact for every integer we accept (<= 1e11 < 2^53).
+ */
+static int get_uint(struct rule_ctx *rc, const cJSON *it, const char *field,
+		    uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	double d;
+
+	if (!cJSON_IsNumber(it)) {
+		rule_err(rc, field, "must be an integer number, got %s",
+			 json_type(it));
+		return -EINVAL;
+	}
+	d = it->valuedouble;
+	if (isfinite(d) && d > -9e18 && d < 9e18 && (double) (int64_t) d != d) {
+		rule_err(rc, field, "must be an integer, got %.15g", d);
+		return -EINVAL;
+	}
+	if (!(d >= (double) lo && d <= (double) hi)) {
+		rule_err(rc, field, "must be between %llu and %llu, got %.15g",
+			 (unsigned long long) lo, (unsigned long long) hi, d);
+		return -EINVAL;
+	}
+	*out = (uint64_t) d;
+	return 0;
+}
+
+static const char *get_string(struct rule_ctx *rc, const cJSON *it,
+			      const char *field)
+{
+	if (!cJSON_IsString(it) || !it->valuestring) {
+		rule_err(rc, field, "must be a string, got %s", json_type(it));
+		return NULL;
+	}
+	return it->valuestring;
+}
+
+static bool get_object(struct rule_ctx *rc, const cJSON *it, const char *field)
+{
+	if (!cJSON_IsObject(it)) {
+		rule_err(rc, field, "must be an object, got %s", json_type(it));
+		return false;
+	}
+	return true;
+}
+
+static bool name_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		char c = s[i];
+
+		if (i >= SL_NAME_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
+/* A name (a rule's, a cluster namespace) into out, SL_NAME_MAX + 1 bytes. */
+static void get_name(struct rule_ctx *rc, const cJSON *it, const char *field,
+		     char *out)
+{
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+
+	if (!get_string(rc, it, field))
+		return;
+	if (name_valid(it->valuestring)) {
+		strcpy(out, it->valuestring);
+		return;
+	}
+	show(it->valuestring, shown, sizeof(shown));
+	rule_err(rc, field,
+		 "'%s' must be 1-%d characters of a-z, 0-9, '_', '.', '-'",
+		 shown, SL_NAME_MAX);
+}
+
+/* The rule's name if it is a valid one, else NULL. */
+static const char *rule_name(const cJSON *rule)
+{
+	const cJSON *n;
+
+	if (!cJSON_IsObject(rule))
+		return NULL;
+	n = cJSON_GetObjectItemCaseSensitive(rule, "name");
+	if (!cJSON_IsString(n) || !n->valuestring ||
+	    !name_valid(n->valuestring))
+		return NULL;
+	return n->valuestring;
+}
+
+/* Decimal digits only, no sign or spaces, at most 5 digits. */
+static int parse_port(const char *s, size_t n, unsigned int *out)
+{
+	unsigned int v = 0;
+	size_t i;
+
+	if (n == 0 || n > 5)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_dport(struct rule_ctx *rc, const cJSON *it, struct sl_rule *r)
+{
+	static const char *const f = "match.dport";
+	unsigned int lo, hi;
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+	uint64_t v;
+
+	if (cJSON_IsNumber(it)) {
+		if (get_uint(rc, it, f, 1, 65535, &v))
+			return -EINVAL;
+		r->dport_lo = r->dport_hi = v;
+		return 0;
+	}
+	if (!cJSON_IsString(it) || !it->valuestring) {
+		rule_err(rc, f,
+			 "must be a port number 1-65535 or a string \"lo-hi\", "
+			 "got %s",
+			 json_type(it));
+		return -EINVAL;
+	}
+	show(it->valuestring, shown, sizeof(shown));
+	{
+		const char *s = it->valuestring, *dash = strchr(s, '-');
+		int e;
+
+		if (dash) {
+			e = parse_port(s, dash - s, &lo);
+			if (!e)
+				e = parse_port(dash + 1, strlen(dash + 1), &hi);
+		} else {
+			e = parse_port(s, strlen(s), &lo);
+			hi = lo;
+		}
+		if (e) {
+			rule_err(rc, f,
+				 "'%s' is not a port or a range \"lo-hi\" "
+				 "(e.g. \"8000-8080\")",
+				 shown);
+			return -EINVAL;
+		}
+	}
+	if (lo < 1 || hi < 1 || lo > 65535 || hi > 65535) {
+		rule_err(rc, f, "'%s': ports must be between 1 and 65535",
+			 shown);
+		return -EINVAL;
+	}
+	if (lo > hi) {
+		rule_err(rc, f, "'%s': range is reversed (%u > %u)", shown, lo,
+			 hi);
+		return -EINVAL;
+	}
+	r->dport_lo = lo;
+	r->dport_hi = hi;
+	return 0;
+}
+
+static void mask_prefix(struct sl_prefix *p)
+{
+	unsigned int bytes = p->family == AF_INET ? 4 : 16, i;
+
+	for (i = 0; i < bytes; i++) {
+		unsigned int bit = i * 8;
+
+		if (bit >= p->len)
+			p->addr[i] = 0;
+		else if (bit + 8 > p->len)
+			p->addr[i] &= (uint8_t) (0xff << (8 - (p->len - bit)));
+	}
+	for (; i < sizeof(p->addr); i++)
+		p->addr[i] = 0;
+}
+
+static int parse_prefix(struct rule_ctx *rc, const cJSON *it, const char *field,
+			struct sl_prefix *p)
+{
+	char addr[INET6_ADDRSTRLEN + 8], shown[SL_KEY_SHOW_MAX * 4 + 8];
+	const char *s, *slash;
+	unsigned int len, max;
+	struct sl_prefix m;
+	size_t alen;
+
+	s = get_string(rc, it, field);
+	if (!s)
+		return -EINVAL;
+	show(s, shown, sizeof(shown));
+	slash = strchr(s, '/');
+	alen = slash ? (size_t) (slash - s) : strlen(s);
+	if (alen >= sizeof(addr)) {
+		rule_err(rc, field, "'%s' is not an IPv4 or IPv6 prefix",
+			 shown);
+		return -EINVAL;
+	}
+	memcpy(addr, s, alen);
+	addr[alen] = '\0';
+	memset(p, 0, sizeof(*p));
+	if (inet_pton(AF_INET, addr, p->addr) == 1) {
+		p->family = AF_INET;
+		max = 32;
+	} else if (inet_pton(AF_INET6, addr, p->addr) == 1) {
+		p->family = AF_INET6;
+		max = 128;
+	} else {
+		rule_err(rc, field,
+			 "'%s' is not an IPv4 or IPv6 prefix (e.g. "
+			 "\"198.18.0.0/15\", \"2001:db8::/32\")",
+			 shown);
+		return -EINVAL;
+	}
+	len = max;
+	if (slash) {
+		const char *d = slash + 1;
+		size_t n = strlen(d), i;
+
+		len = 0;
+		for (i = 0; i < n && i < 4; i++) {
+			if (d[i] < '0' || d[i] > '9')
+				break;
+			len = len * 10 + (d[i] - '0');
+		}
+		if (n == 0 || i != n || len > max) {
+			rule_err(rc, field, "'%s': prefix length must be 0-%u",
+				 shown, max);
+			return -EINVAL;
+		}
+	}
+	p->len = len;
+	m = *p;
+	mask_prefix(&m);
+	if (memcmp(m.addr, p->addr, sizeof(m.addr))) {
+		char fix[INET6_ADDRSTRLEN + 8];
+
+		sl_prefix_str(&m, fix, sizeof(fix));
+		rule_err(rc, field, "'%s': host bits set; did you mean %s?",
+			 shown, fix);
+		return -EINVAL;
+	}
+	/* XDP sees IPv4 packets as IPv4: a ::ffff:a.b.c.d rule never hits. */
+	if (p->family == AF_INET6 && p->len >= 96 &&
+	    !memcmp(p->addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
+		rule_err(rc, field,
+			 "'%s' is an IPv4-mapped IPv6 prefix and never "
+			 "matches; write it as an IPv4 prefix",
+			 shown);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+
+/* Index of s in names, or -1 after reporting the allowed values. */
+static int get_enum(struct rule_ctx *rc, const cJSON *it, const char *field,
+		    const char *const *names, size_t n)
+{
+	char allowed[128] = "", shown[SL_KEY_SHOW_MAX * 4 + 8];
+	const char *s;
+	size_t i;
+
+	s = get_string(rc, it, field);
+	if (!s)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!strcmp(s, names[i]))
+			return i;
+	}
+	for (i = 0; i < n; i++) {
+		strncat(allowed, i ? ", " : "",
+			sizeof(allowed) - strlen(allowed) - 1);
+		strncat(allowed, names[i],
+			sizeof(allowed) - strlen(allowed) - 1);
+	}
+	show(s, shown, sizeof(shown));
+	rule_err(rc, field, "must be one of %s; got '%s'", allowed, shown);
+	return -1;
+}
+
+static const char *family_str(uint8_t family)
+{
+	return family == AF_INET ? "IPv4" : "IPv6";
+}
+
+/* Returns true when r->proto is known good (cross-checks may use it). */
+static bool parse_match(struct rule_ctx *rc, const cJSON *m, struct sl_rule *r)
+{
+	enum { M_PROTO, M_DPORT, M_DST, M_SRC, M_N };
+	static const char *const known[] = {
+	    [M_PROTO] = "proto", [M_DPORT] = "dport", [M_DST] = "dst",
+	    [M_SRC] = "src",	 [M_N] = NULL};
+	const cJSON *f[M_N], *proto, *dport, *dst, *src;
+	bool proto_ok = true, dst_ok = false, src_ok = false;
+	int v;
+
+	if (!get_object(rc, m, "match"))
+		return false;
+	get_fields(rc, m, "match", known, f);
+	proto = f[M_PROTO];
+	dport = f[M_DPORT];
+	dst = f[M_DST];
+	src = f[M_SRC];
+
+	r->proto = SL_PROTO_ANY;
+	if (proto) {
+		v = get_enum(rc, proto, "match.proto", sl_proto_names,
+			     ARRAY_SIZE(sl_proto_names));
+		if (v < 0)
+			proto_ok = false;
+		else
+			r->proto = v;
+	}
+	if (dport && parse_dport(rc, dport, r) == 0 && proto_ok &&
+	    r->proto != SL_PROTO_TCP && r->proto != SL_PROTO_UDP)
+		rule_err(rc, "match.dport",
+			 "only allowed with proto tcp or udp (proto is '%s')",
+			 sl_proto_str(r->proto));
+	if (dst)
+		dst_ok = parse_prefix(rc, dst, "match.dst", &r->dst) == 0;
+	if (src)
+		src_ok = parse_prefix(rc, src, "match.src", &r->src) == 0;
+	if (dst_ok && src_ok && r->dst.family != r->src.family)
+		rule_err(rc, "match.src",
+			 "is %s but match.dst is %s; no packet can match both",
+			 family_str(r->src.family), family_str(r->dst.family));
+	if (!proto_ok)
+		return false;
+	if (r->proto == SL_PROTO_ICMP) {
+		if (dst_ok && r->dst.family == AF_INET6)
+			rule_err(rc, "match.dst",
+				 "proto icmp is IPv4 only; use icmpv6 for an "
+				 "IPv6 prefix");
+		if (src_ok && r->src.family == AF_INET6)
+			rule_err(rc, "match.src",
+				 "proto icmp is IPv4 only; use icmpv6 for an "
+				 "IPv6 prefix");
+	} else if (r->proto == SL_PROTO_ICMPV6) {
+		if (dst_ok && r->dst.family == AF_INET)
+			rule_err(rc, "match.dst",
+				 "proto icmpv6 is IPv6 only; use icmp for an "
+				 "IPv4 prefix");
+		if (src_ok && r->src.family == AF_INET)
+			rule_err(rc, "match.src",
+				 "proto icmpv6 is IPv6 only; use icmp for an "
+				 "IPv4 prefix");
+	}
+	return true;
+}
+
+static void parse_window(struct rule_ctx *rc, const cJSON *w, struct sl_rule *r)
+{
+	static const char *const known[] = {"interval_ms", "sample_count",
+					    NULL};
+	const cJSON *f[2], *it;
+	bool ok = true;
+	uint64_t v;
+
+	r->interval_ms = SL_DEF_INTERVAL_MS;
+	r->sample_count = SL_DEF_SAMPLE_COUNT;
+	if (!w)
+		return;
+	if (!get_object(rc, w, "window"))
+		return;
+	get_fields(rc, w, "window", known, f);
+	it = f[0];
+	if (it) {
+		if (get_uint(rc, it, "window.interval_ms", 10,
+			     SL_MAX_INTERVAL_MS, &v) == 0)
+			r->interval_ms = v;
+		else
+			ok = false;
+	}
+	it = f[1];
+	if (it) {
+		if (get_uint(rc, it, "window.sample_count", 1,
+			     SL_MAX_SAMPLE_COUNT, &v) == 0)
+			r->sample_count = v;
+		else
+			ok = false;
+	}
+	if (!ok)
+		return;
+	if (r->interval_ms % r->sample_count) {
+		rule_err(rc, "window",
+			 "interval_ms %u does not divide evenly into "
+			 "sample_count %u buckets",
+			 r->interval_ms, r->sample_count);
+		return;
+	}
+	if (r->interval_ms / r->sample_count < SL_MIN_BUCKET_MS)
+		rule_err(rc, "window",
+			 "buckets of interval_ms/sample_count = %u ms are "
+			 "shorter than the minimum %u ms",
+			 r->interval_ms / r->sample_count, SL_MIN_BUCKET_MS);
+}
+
+static void parse_per_source(struct rule_ctx *rc, const cJSON *ps,
+			     struct sl_rule *r)
+{
+	static const char *const known[] = {"prefix_v4", "prefix_v6",
+					    "max_sources", NULL};
+	const cJSON *f[3], *it;
+	uint64_t v;
+
+	r->per_source = false;
+	r->src_prefix_v4 = SL_DEF_PREFIX_V4;
+	r->src_prefix_v6 = SL_DEF_PREFIX_V6;
+	r->max_sources = 0;
+	if (!ps)
+		return;
+	if (!get_object(rc, ps, "per_source"))
+		return;
+	r->per_source = true;
+	get_fields(rc, ps, "per_source", known, f);
+	it = f[0];
+	if (it && get_uint(rc, it, "per_source.prefix_v4", 1, 32, &v) == 0)
+		r->src_prefix_v4 = v;
+	it = f[1];
+	if (it && get_uint(rc, it, "per_source.prefix_v6", 1, 128, &v) == 0)
+		r->src_prefix_v6 = v;
+	it = f[2];
+	if (!it)
+		rule_err(rc, "per_source.max_sources",
+			 "required (it bounds the memory of the source table)");
+	else if (get_uint(rc, it, "per_source.max_sources", 1, SL_MAX_SOURCES,
+			  &v) == 0)
+		r->max_sources = v;
+}
+
+/*
+ * "reject", or {"warm_up": {"period_s": P, "cold_factor": F}}. The ramp
+ * itself (count / F up to count over P seconds) is the data plane's.
+ */
+static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
+			   struct sl_rule *r)
+{
+	static const char *const known[] = {"warm_up", NULL};
+	static const char *const warm_known[] = {"period_s", "cold_factor",
+						 NULL};
+	const cJSON *w, *it, *wf[2];
+	uint32_t period = 0, cold = SL_DEF_COLD_FACTOR;
+	bool ok = true;
+	uint64_t v;
+
+	r->warm_up = false;
+	r->warm_period_s = 0;
+	r->cold_factor = 0;
+	if (!b)
+		return;
+	if (cJSON_IsString(b) && b->valuestring) {
+		char shown[SL_KEY_SHOW_MAX * 4 + 8];
+
+		if (!strcmp(b->valuestring, "reject"))
+			return;
+		show(b->valuestring, shown, sizeof(shown));
+		if (!strcmp(b->valuestring, "warm_up"))
+			rule_err(rc, "behavior",
+				 "warm_up needs its parameters: "
+				 "{\"warm_up\": {\"period_s\": 10}}");
+		else
+			rule_err(rc, "behavior",
+				 "must be \"reject\" or {\"warm_up\": "
+				 "{...}}; got '%s'",
+				 shown);
+		return;
+	}
+	if (!cJSON_IsObject(b)) {
+		rule_err(rc, "behavior",
+			 "must be \"reject\" or an object {\"warm_up\": "
+			 "{...}}, got %s",
+			 json_type(b));
+		return;
+	}
+	get_fields(rc, b, "behavior", known, &w);
+	if (!w) {
+		rule_err(rc, "behavior.warm_up",
+			 "required in a behavior object (or write "
+			 "\"behavior\": \"reject\")");
+		return;
+	}
+	if (!get_object(rc, w, "behavior.warm_up"))
+		return;
+	get_fields(rc, w, "behavior.warm_up", warm_known, wf);
+	it = wf[0];
+	if (!it) {
+		rule_err(rc, "behavior.warm_up.period_s",
+			 "required (seconds to ramp up to count)");
+		ok = false;
+	} else if (get_uint(rc, it, "behavior.warm_up.period_s", 1,
+			    SL_MAX_WARM_PERIOD_S, &v) == 0) {
+		period = v;
+	} else {
+		ok = false;
+	}
+	it = wf[1];
+	if (it) {
+		if (get_uint(rc, it, "behavior.warm_up.cold_factor",
+			     SL_MIN_COLD_FACTOR, SL_MAX_COLD_FACTOR, &v) == 0)
+			cold = v;
+		else
+			ok = false;
+	}
+	if (!ok)
+		return;
+	r->warm_up = true;
+	r->warm_period_s = period;
+	r->cold_factor = cold;
+}
+
+
+
+/* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
+static bool node_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		char c = s[i];
+
+		if (i >= SL_NODE_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == ':' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
+static int quota_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sl_quota *)a)->node,
+		      ((const struct sl_quota *)b)->node);
+}
+
+/* {"node-a": 500, ...}: unique valid node ids, sorted for the canon. */
+static void parse_quotas(struct rule_ctx *rc, const cJSON *q,
+			 struct sl_cluster *c)
+{
+	char shown[SL_KEY_SHOW_MAX * 4 + 8], field[sizeof(shown) + 16];
+	const cJSON *it, *prev;
+	uint64_t v;
+	int n;
+
+	if (!get_object(rc, q, "cluster.quotas"))
+		return;
+	n = cJSON_GetArraySize(q);
+	if (n < 1 || n > SL_MAX_QUOTAS) {
+		rule_err(rc, "cluster.quotas",
+			 "must name 1 to %d nodes, got %d", SL_MAX_QUOTAS, n);
+		return;
+	}
+	c->quotas = calloc(n, sizeof(*c->quotas));
+	if (!c->quotas) {
+		rule_err(rc, "cluster.quotas", "out of memory");
+		return;
+	}
+	for (it = q->child; it; it = it->next) {
+		show(it->string, shown, sizeof(shown));
+		for (prev = q->child; prev != it; prev = prev->next) {
+			if (!strcmp(prev->string, it->string))
+				break;
+		}
+		if (prev != it) {
+			rule_err(rc, "cluster.quotas",
+				 "node '%s' given more than once", shown);
+			continue;
+		}
+		if (!node_valid(it->string)) {
+			rule_err(rc, "cluster.quotas",
+				 "node id '%s' must be 1-%d characters of "
+				 "A-Z, a-z, 0-9, '_', '.', ':', '-'",
+				 shown, SL_NODE_MAX);
+			continue;
+		}
+		snprintf(field, sizeof(field), "cluster.quotas.%s", shown);
+		if (get_uint(rc, it, field, 0, SL_MAX_COUNT, &v))
+			continue;
+		strcpy(c->quotas[c->n_quotas].node, it->string);
+		c->quotas[c->n_quotas++].count = v;
+	}
+	qsort(c->quotas, c->n_quotas, sizeof(c->quotas[0]), quota_cmp);
+}
+
+/* "share" ... "pass", or {"fixed": N}. */
+static void parse_fallback(struct rule_ctx *rc, const cJSON *f,
+			   struct sl_cluster *c)
+{
+	static const char *const known[] = {"fixed", NULL};
+	const cJSON *it;
+	uint64_t v;
+	int e;
+
+	c->fallback = SL_FB_SHARE;
+	if (!f)
+		return;
+	if (cJSON_IsObject(f)) {
+		get_fields(rc, f, "cluster.fallback", known, &it);
+		if (!it) {
+			rule_err(rc, "cluster.fallback.fixed",
+				 "required in a fallback object (the "
+				 "threshold per node while degraded)");
+		} else if (get_uint(rc, it, "cluster.fallback.fixed", 1,
+				    SL_MAX_COUNT, &v) == 0) {
+			c->fallback = SL_FB_FIXED;
+			c->fallback_fixed = v;
+		}
+		return;
+	}
+	if (!cJSON_IsString(f)) {
+		rule_err(rc, "cluster.fallback",
+			 "must be a string or {\"fixed\": N}, got %s",
+			 json_type(f));
+		return;
+	}
+	/* "fixed" alone lacks its N: not one of the string forms. */
+	e = get_enum(rc, f, "cluster.fallback", sl_fallback_names,
+		     ARRAY_SIZE(sl_fallback_names) - 1);
+	if (e >= 0)
+		c->fallback = e;
+}
+
+static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
+			  struct sl_rule *r)
+{
+	enum { C_NS, C_FLOW, C_THRESH, C_QUOTAS, C_FALLBACK, C_N };
+	static const char *const known[] = {
+	    [C_NS] = "namespace",	  [C_FLOW] = "flow_id",
+	    [C_THRESH] = "threshold_type", [C_QUOTAS] = "quotas",
+	    [C_FALLBACK] = "fallback",	  [C_N] = NULL};
+	struct sl_cluster *c = &r->cluster;
+	const cJSON *f[C_N], *it;
+	uint64_t v;
+	int e;
+
+	memset(c, 0, sizeof(*c));
+	if (!cl || !get_object(rc, cl, "cluster"))
+		return;
+	c->enabled = true;
+	get_fields(rc, cl, "cluster", known, f);
+
+	it = f[C_NS];
+	if (!it)
+		rule_err(rc, "cluster.namespace",
+			 "required (flow ids are scoped by namespace)");
+	else
+		get_name(rc, it, "cluster.namespace", c->ns);
+
+	it = f[C_FLOW];
+	if (!it)
+		rule_err(rc, "cluster.flow_id", "required");
+	else if (get_uint(rc, it, "cluster.flow_id", 1, UINT32_MAX, &v) == 0)
+		c->flow_id = v;
+
+	it = f[C_THRESH];
+	e = -1;
+	if (!it)
+		rule_err(rc, "cluster.threshold_type",
+			 "required (global, avg_local or manual: count means "
+			 "different totals)");
+	else
+		e = get_enum(rc, it, "cluster.threshold_type",
+			     sl_threshold_names, ARRAY_SIZE(sl_threshold_names));
+	if (e >= 0)
+		c->threshold = e;
+
+	it = f[C_QUOTAS];
+	if (e == SL_THRESH_MANUAL && !it)
+		rule_err(rc, "cluster.quotas",
+			 "required with threshold_type manual");
+	else if (e >= 0 && e != SL_THRESH_MANUAL && it)
+		rule_err(rc, "cluster.quotas",
+			 "only with threshold_type manual (this rule is %s)",
+			 sl_threshold_names[e]);
+	else if (it)
+		parse_quotas(rc, it, c);
+
+	parse_fallback(rc, f[C_FALLBACK], c);
+}
+
+static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
+{
+	enum { R_NAME, R_MATCH, R_GRADE, R_COUNT, R_WINDOW, R_PER_SOURCE,
+	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_N };
+	static const char *const known[] = {
+	    [R_NAME] = "name",		   [R_MATCH] = "match",
+	    [R_GRADE] = "grade",	   [R_COUNT] = "count",
+	    [R_WINDOW] = "window",	   [R_PER_SOURCE] = "per_source",
+	    [R_MODE] = "mode",		   [R_PRIORITY] = "priority",
+	    [R_BEHAVIOR] = "behavior",	   [R_CLUSTER] = "cluster",
+	    [R_N] = NULL};
+	const cJSON *f[R_N], *name, *match, *grade, *count, *mode, *prio;
+	bool proto_known;
+	uint64_t v;
+	int e;
+
+	if (!cJSON_IsObject(obj)) {
+		rule_err(rc, NULL, "must be an object, got %s", json_type(obj));
+		return;
+	}
+	get_fields(rc, obj, NULL, known, f);
+
+	name = f[R_NAME];
+	if (!name)
+		rule_err(rc, "name", "required");
+	else
+		get_name(rc, name, "name", r->name);
+
+	match = f[R_MATCH];
+	r->proto = SL_PROTO_ANY;
+	proto_known = false;
+	if (!match)
+		rule_err(rc, "match", "required (use {} to match all traffic)");
+	else
+		proto_known = parse_match(rc, match, r);
+
+	grade = f[R_GRADE];
+	if (!grade) {
+		rule_err(rc, "grade", "required (pps, bps or cps)");
+	} else {
+		e = get_enum(rc, grade, "grade", sl_grade_names,
+			     ARRAY_SIZE(sl_grade_names));
+		if (e >= 0) {
+			r->grade = e;
+			if (r->grade == SL_GRADE_CPS && proto_known &&
+			    r->proto != SL_PROTO_TCP)
+				rule_err(rc, "grade",
+					 "cps counts TCP SYNs and needs "
+					 "match.proto \"tcp\" (proto is '%s')",
+					 sl_proto_str(r->proto));
+		}
+	}
+
+	count = f[R_COUNT];
+	if (!count)
+		rule_err(rc, "count", "required (the limit per second)");
+	else if (get_uint(rc, count, "count", 1, SL_MAX_COUNT, &v) == 0)
+		r->count = v;
+
+	parse_window(rc, f[R_WINDOW], r);
+	parse_per_source(rc, f[R_PER_SOURCE], r);
+
+	r->mode = SL_MODE_ENFORCE;
+	mode = f[R_MODE];
+	if (mode) {
+		e = get_enum(rc, mode, "mode", sl_mode_names,
+			     ARRAY_SIZE(sl_mode_names));
+		if (e >= 0)
+			r->mode = e;
+	}
+
+	r->has_priority = false;
+	r->priority = 0;
+	prio = f[R_PRIORITY];
+	if (prio &&
+	    get_uint(rc, prio, "priority", 1, SL_MAX_PRIORITY, &v) == 0) {
+		r->has_priority = true;
+		r->priority = v;
+	}
+
+	parse_behavior(rc, f[R_BEHAVIOR], r);
+	/* A ramp starting at count / cold_factor = 0 would drop everything. */
+	if (r->warm_up && r->count && r->count < r->cold_factor)
+		rule_err(rc, "behavior.warm_up.cold_factor",
+			 "%u is larger than count %llu: the ramp would start "
+			 "at a threshold of 0; lower cold_factor or raise "
+			 "count",
+			 r->cold_factor, (unsigned long long) r->count);
+
+	parse_cluster(rc, f[R_CLUSTER], r);
+	if (r->cluster.enabled && r->per_source)
+		rule_err(rc, "cluster",
+			 "cannot be combined with per_source (a cluster "
+			 "grant is one budget, not one per source)");
+	if (r->cluster.threshold == SL_THRESH_MANUAL && r->count) {
+		uint64_t sum = 0;
+
+		for (uint32_t i = 0; i < r->cluster.n_quotas; i++)
+			sum += r->cluster.quotas[i].count;
+		if (sum > r->count)
+			rule_err(rc, "cluster.quotas",
+				 "sum to %llu, more than count %llu (the "
+				 "cluster bound)",
+				 (unsigned long long) sum,
+				 (unsigned long long) r->count);
+	}
+}
+
+/*
+ * names[i] = the valid name of the n rules' rule i or NULL; first_of[i] =
+ * index of the first rule named like rule i, or i itself. A hash table
+ * keeps this O(n) for SL_MAX_RULES rules.
+ */
+static int find_duplicates(const cJSON *rules, size_t n, const char **names,
+			   size_t *first_of)
+{
+	struct sl_index ix;
+	const cJSON *it;
+	size_t i = 0;
+
+	if (sl_index_init(&ix, n))
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, rules)
+	{
+		const char *name = rule_name(it);
+		size_t cursor = 0;
+		uint64_t h;
+		int64_t j;
+
+		names[i] = name;
+		first_of[i] = i;
+		if (name) {
+			h = sl_fnv1a_str(name);
+			while ((j = sl_index_next(&ix, h, &cursor)) >= 0 &&
+			       strcmp(names[j], name))
+				;
+			if (j >= 0)
+				first_of[i] = j;
+			else if (sl_index_add(&ix, h, i)) {
+				sl_index_free(&ix);
+				return -ENOMEM;
+			}
+		}
+		i++;
+	}
+	sl_index_free(&ix);
+	return 0;
+}
+
+static void syntax_error(struct errbuf *eb, const char *json, size_t len,
+			 const char *at)
+{
+	size_t off = at ? (size_t) (at - json) : 0, i;
+	unsigned int line = 1, col = 1;
+	char near[40];
+
+	if (off > len)
+		off = len;
+	for (i = 0; i < off; i++) {
+		if (json[i] == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	if (off >= len) {
+		eb_add(eb,
+		       "document: JSON syntax error at line %u, column %u: "
+		       "unexpected end of input",
+		       line, col);
+		return;
+	}
+	for (i = 0; i < 20 && off + i < len && json[off + i] != '\n'; i++)
+		near[i] = json[off + i];
+	near[i] = '\0';
+	{
+		char shown[sizeof(near) * 4 + 8];
+
+		show(near, shown, sizeof(shown));
+		eb_add(eb,
+		       "document: JSON syntax error at line %u, column %u near "
+		       "'%s'",
+		       line, col, shown);
+	}
+}
+
+static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
+		     size_t *n_out, struct errbuf *eb)
+{
+	static const char *const known[] = {"rules", NULL};
+	struct rule_ctx rc = {.eb = eb, .label = "document"};
+	struct sl_rule *rules = NULL;
+	const char **names = NULL;
+	size_t *first_of = NULL;
+	const cJSON *arr, *it;
+	size_t n, i;
+
+	if (!cJSON_IsObject(doc)) {
+		eb_add(eb,
+		       "document: must be an object {\"rules\": [...]}, got %s",
+		       json_type(doc));
+		return -EINVAL;
+	}
+	get_fields(&rc, doc, NULL, known, &arr);
+	if (!arr) {
+		rule_err(&rc, "rules", "required");
+		return -EINVAL;
+	}
+	if (!cJSON_IsArray(arr)) {
+		rule_err(&rc, "rules", "must be an array, got %s",
+			 json_type(arr));
+		return -EINVAL;
+	}
+	n = cJSON_GetArraySize(arr);
+	if (n > SL_MAX_RULES) {
+		rule_err(&rc, "rules", "%zu rules, at most %d are allowed", n,
+			 SL_MAX_RULES);
+		return -EINVAL;
+	}
+	if (n) {
+		rules = calloc(n, sizeof(*rules));
+		names = calloc(n, sizeof(*names));
+		first_of = calloc(n, sizeof(*first_of));
+		if (!rules || !names || !first_of ||
+		    find_duplicates(arr, n, names, first_of)) {
+			free(rules);
+			free(names);
+			free(first_of);
+			return -ENOMEM;
+		}
+	}
+	i = 0;
+	cJSON_ArrayForEach(it, arr)
+	{
+		struct rule_ctx r = {.eb = eb, .name = names[i], .num = i + 1};
+
+		rules[i].file_index = i;
+		parse_rule(&r, it, &rules[i]);
+		if (first_of[i] != i)
+			rule_err(&r, "name",
+				 "duplicate name: rules #%zu and #%zu are both "
+				 "named '%s'",
+				 first_of[i] + 1, i + 1, names[i]);
+		i++;
+	}
+	free(names);
+	free(first_of);
+	if (eb_total(eb)) {
+		for (i = 0; i < n; i++)
+			sl_rule_release(&rules[i]);
+		free(rules);
+		return -EINVAL;
+	}
+	*rules_out = rules;
+	*n_out = n;
+	return 0;
+}
+
+int sl_rules_parse(const char *json, size_t len, struct sl_ruleset *out,
+		   char *err, size_t errlen)
+{
+	struct errbuf eb = {.buf = err, .len = errlen};
+	const char *end = NULL;
+	cJSON *doc;
+	char *copy;
+	int ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!json || !out)
+		return -EINVAL;
+	if (memchr(json, '\0', len)) {
+		eb_add(&eb, "document: contains a NUL byte; not a JSON text");
+		return -EINVAL;
+	}
+	/* cJSON rejects trailing garbage only when it sees the terminator. */
+	copy = malloc(len + 1);
+	if (!copy) {
+		eb_add(&eb, "document: out of memory");
+		return -ENOMEM;
+	}
+	memcpy(copy, json, len);
+	copy[len] = '\0';
+	doc = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	if (!doc) {
+		syntax_error(&eb, copy, len, end);
+		free(copy);
+		return -EINVAL;
+	}
+	free(copy);
+	ret = sl_rules_from_cjson(doc, out, err, errlen);
+	cJSON_Delete(doc);
+	return ret;
+}
+
+int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
+			size_t errlen)
+{
+	struct errbuf eb = {.buf = err, .len = errlen};
+	struct sl_rule *rules = NULL;
+	size_t n = 0;
+	int ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!out)
+		return -EINVAL;
+	if (!doc) {
+		eb_add(&eb, "document: missing");
+		return -EINVAL;
+	}
+	ret = parse_doc(doc, &rules, &n, &eb);
+	if (ret == -ENOMEM)
+		eb_add(&eb, "document: out of memory");
+	eb_finish(&eb);
+	if (ret)
+		return ret;
+	out->rules = rules;
+	out->n = n;
+	return 0;
+}
+
+static void path_err(char *err, size_t errlen, const char *path,
+		     const char *what, int e)
+{
+	char buf[128];
+
+	if (!err || !errlen)
+		return;
+	if (e)
+		snprintf(err, errlen, "%s: %s: %s", path, what,
+			 strerror_r(e, buf, sizeof(buf)));
+	else
+		snprintf(err, errlen, "%s: %s", path, what);
+}
+
+int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
+		       size_t errlen)
+{
+	size_t used = 0, cap = 0;
+	char *buf = NULL;
+	int fd, ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		path_err(err, errlen, path, "cannot open", -ret);
+		return ret;
+	}
+	/* Read to EOF rather than trust st_size: pipes and procfs lie. */
+	for (;;) {
+		ssize_t got;
+
+		if (used == cap) {
+			size_t ncap = cap ? cap * 2 : 64 << 10;
+			char *nbuf;
+
+			if (ncap > SL_RULES_FILE_MAX + 1)
+				ncap = SL_RULES_FILE_MAX + 1;
+			nbuf = realloc(buf, ncap);
+			if (!nbuf) {
+				ret = -ENOMEM;
+				path_err(err, errlen, path, "cannot read",
+					 ENOMEM);
+				goto out;
+			}
+			buf = nbuf;
+			cap = ncap;
+		}
+		got = read(fd, buf + used, cap - used);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ret = -errno;
+			path_err(err, errlen, path, "cannot read", -ret);
+			goto out;
+		}
+		if (got == 0)
+			break;
+		used += got;
+		if (used > SL_RULES_FILE_MAX) {
+			ret = -EFBIG;
+			path_err(err, errlen, path,
+				 "larger than 64 MiB; refusing to parse", 0);
+			goto out;
+		}
+	}
+	ret = sl_rules_parse(buf ? buf : "", used, out, err, errlen);
+out:
+	free(buf);
+	close(fd);
+	return ret;
+}

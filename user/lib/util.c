@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+uint64_t sl_fnv1a_str(const char *s)
+{
+	return sl_fnv1a(SL_FNV1A_INIT, s, strlen(s));
+}
+
+/* ---- index ---- */
+
+static int index_resize(struct sl_index *ix, size_t size)
+{
+	struct sl_index_slot *t = calloc(size, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < ix->size; i++) {
+		size_t b;
+
+		if (!ix->slot[i].item)
+			continue;
+		for (b = ix->slot[i].hash & (size - 1); t[b].item;
+		     b = (b + 1) & (size - 1))
+			;
+		t[b] = ix->slot[i];
+	}
+	free(ix->slot);
+	ix->slot = t;
+	ix->size = size;
+	return 0;
+}
+
+int sl_index_init(struct sl_index *ix, size_t expect)
+{
+	size_t size = 16;
+
+	while (size < 2 * expect)
+		size *= 2;
+	*ix = (struct sl_index){ 0 };
+	return index_resize(ix, size);
+}
+
+int sl_index_add(struct sl_index *ix, uint64_t hash, uint32_t item)
+{
+	size_t b;
+	int err;
+
+	if (2 * (ix->n + 1) > ix->size &&
+	    (err = index_resize(ix, ix->size ? 2 * ix->size : 16)))
+		return err;
+	for (b = hash & (ix->size - 1); ix->slot[b].item;
+	     b = (b + 1) & (ix->size - 1))
+		;
+	ix->slot[b] = (struct sl_index_slot){ .hash = hash, .item = item + 1 };
+	ix->n++;
+	return 0;
+}
+
+int64_t sl_index_next(const struct sl_index *ix, uint64_t hash,
+		      size_t *cursor)
+{
+	size_t mask = ix->size - 1;
+
+	if (!ix->size)
+		return -1;
+	/* the cursor counts the slots probed so far */
+	for (size_t b = (hash + *cursor) & mask; ix->slot[b].item;
+	     b = (b + 1) & mask) {
+		++*cursor;
+		if (ix->slot[b].hash == hash)
+			return ix->slot[b].item - 1;
+	}
+	return -1;
+}
+
+void sl_index_free(struct sl_index *ix)
+{
+	free(ix->slot);
+	*ix = (struct sl_index){ 0 };
+}
+
+/* ---- parsers ---- */
+
+int sl_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (*p - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (*p - '0');
+	}
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int sl_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
+{
+	uint64_t v;
+	int err = sl_parse_u64(s, min, max, &v);
+
+	if (!err)
+		*out = v;
+	return err;
+}
+
+int sl_parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	/* strtod would take spaces, signs, hex, "inf" and "nan" */
+	if (!s || !((*s >= '0' && *s <= '9') || *s == '.') ||
+	    s[strspn(s, "0123456789.eE+-")])
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end)
+		return -EINVAL;
+	if (errno == ERANGE || !isfinite(v) || v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+bool sl_list_next(const char **cursor, const char **item, size_t *len)
+{
+	const char *p = *cursor;
+
+	if (!p)
+		return false;
+	*item = p;
+	*len = strcspn(p, ",");
+	/* past the comma, or NULL after the last item */
+	*cursor = p[*len] ? p + *len + 1 : NULL;
+	return true;
+}
+
+int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out)
+{
+	const char *end = s + len, *host = s, *colon;
+	char port[8];
+	size_t hlen, plen;
+	uint32_t v;
+
+	if (len && *s == '[') {
+		const char *close = memchr(s, ']', len);
+
+		if (!close || close + 1 == end || close[1] != ':')
+			return -EINVAL;
+		host = s + 1;
+		hlen = close - host;
+		colon = close + 1;
+	} else {
+		colon = memchr(s, ':', len);
+		/* a bare IPv6 address needs its brackets */
+		if (!colon || memchr(colon + 1, ':', end - colon - 1))
+			return -EINVAL;
+		hlen = colon - s;
+	}
+	plen = end - colon - 1;
+	if (!hlen || hlen > SL_HOST_MAX || !plen || plen >= sizeof(port))
+		return -EINVAL;
+	memcpy(port, colon + 1, plen);
+	port[plen] = '\0';
+	if (sl_parse_u32(port, 0, 65535, &v))
+		return -EINVAL;
+	memcpy(out->host, host, hlen);
+	out->host[hlen] = '\0';
+	out->port = v;
+	return 0;
+}
+
+int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max,
+		    int *n, char *err, size_t errlen)
+{
+	const char *cur = list, *it;
+	size_t len;
+
+	*n = 0;
+	while (sl_list_next(&cur, &it, &len)) {
+		if (!len) {
+			snprintf(err, errlen, "empty interface name in '%s'",
+				 list);
+			return -EINVAL;
+		}
+		if (len >= IF_NAMESIZE) {
+			snprintf(err, errlen,
+				 "'%.*s' is longer than an interface name "
+				 "(%d bytes)", (int)len, it, IF_NAMESIZE - 1);
+			return -EINVAL;
+		}
+		if (*n == max) {
+			snprintf(err, errlen, "more than %d interfaces in '%s'",
+				 max, list);
+			return -EINVAL;
+		}
+		memcpy(names[*n], it, len);
+		names[(*n)++][len] = '\0';
+	}
+	return 0;
+}
+
+/* ---- time ---- */
+
+uint64_t sl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+void sl_format_utc(int64_t unix_ms, bool millis, char out[SL_UTC_MS_LEN + 1])
+{
+	time_t t = unix_ms / 1000;
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) ||
+	    strftime(out, SL_UTC_MS_LEN + 1, "%Y-%m-%dT%H:%M:%S", &tm) !=
+		    SL_UTC_LEN - 1) {
+		/* a year past 9999 or before 0: the epoch, not a garbled text */
+		t = 0;
+		gmtime_r(&t, &tm);
+		strftime(out, SL_UTC_MS_LEN + 1, "%Y-%m-%dT%H:%M:%S", &tm);
+		unix_ms = 0;
+	}
+	out += SL_UTC_LEN - 1;
+	if (millis) {
+		unsigned int ms = (unsigned int)(unix_ms % 1000);
+
+		*out++ = '.';
+		*out++ = '0' + ms / 100;
+		*out++ = '0' + ms / 10 % 10;
+		*out++ = '0' + ms % 10;
+	}
+	*out++ = 'Z';
+	*out = '\0';
+}

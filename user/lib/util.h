@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * One copy of each small helper: hashing, an index for hash lookups, the
+ * checked parsers for command-line and protocol values, the clock and time
+ * formatting. Pure: no global state.
+ */
+#ifndef SLUICE_UTIL_H
+#define SLUICE_UTIL_H
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- hashing ---- */
+
+#define SL_FNV1A_INIT 0xcbf29ce484222325ULL /* FNV-1a 64 offset basis */
+
+/* FNV-1a 64 of n bytes, continuing from h (SL_FNV1A_INIT to start). */
+static inline uint64_t sl_fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL; /* FNV 64 prime */
+	}
+	return h;
+}
+
+uint64_t sl_fnv1a_str(const char *s);
+
+/*
+ * An index from 64-bit hashes to the items (0, 1, ...) of the caller's
+ * array, which holds the keys: open addressing with linear probing, the
+ * size a power of two kept at least twice the number of items. Equal
+ * hashes are candidates the caller compares.
+ */
+struct sl_index {
+	struct sl_index_slot {
+		uint64_t hash;
+		uint32_t item; /* + 1; 0: empty */
+	} *slot;
+	size_t size, n;
+};
+
+/* Room for expect items before it grows; -ENOMEM. */
+int sl_index_init(struct sl_index *ix, size_t expect);
+
+/* Add item under hash; -ENOMEM. */
+int sl_index_add(struct sl_index *ix, uint64_t hash, uint32_t item);
+
+/*
+ * The items stored under hash, one per call: start with *cursor = 0;
+ * returns the next item, or -1 when there is none.
+ */
+int64_t sl_index_next(const struct sl_index *ix, uint64_t hash,
+		      size_t *cursor);
+
+void sl_index_free(struct sl_index *ix);
+
+/* ---- checked parsers ----
+ * The whole text is the value: empty text, a leading space or sign,
+ * trailing characters and overflow are errors. -EINVAL when it is not a
+ * number, -ERANGE when it is one outside [min, max].
+ */
+
+/* A decimal integer. */
+int sl_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int sl_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out);
+
+/* A decimal number, fractions and exponents allowed, finite. */
+int sl_parse_double(const char *s, double min, double max, double *out);
+
+/*
+ * The items of a comma-separated list, one per call: *item and *len set,
+ * false at the end. An empty item (",," or a trailing ',') comes back
+ * with len 0 for the caller to refuse.
+ */
+bool sl_list_next(const char **cursor, const char **item, size_t *len);
+
+#define SL_HOST_MAX 255
+
+struct sl_hostport {
+	char host[SL_HOST_MAX + 1]; /* an IPv6 address without brackets */
+	uint16_t port;
+};
+
+/*
+ * "HOST:PORT" or "[IPV6]:PORT" (len bytes of s), port 0 to 65535; -EINVAL
+ * when it is not one.
+ */
+int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out);
+
+/*
+ * A list of interface names, IF[,IF...], each 1 to IF_NAMESIZE - 1 bytes,
+ * at most max of them. -EINVAL with the reason in err (which quotes the
+ * list).
+ */
+int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *n,
+		    char *err, size_t errlen);
+
+/* ---- time ---- */
+
+/* CLOCK_MONOTONIC in ns: what durations and deadlines are measured in. */
+uint64_t sl_now_ns(void);
+
+#define NSEC_PER_MSEC 1000000ULL
+#define NSEC_PER_SEC  1000000000ULL
+
+static inline uint64_t sl_now_ms(void)
+{
+	return sl_now_ns() / NSEC_PER_MSEC;
+}
+
+/* "YYYY-MM-DDTHH:MM:SSZ", or with millis "YYYY-MM-DDTHH:MM:SS.mmmZ". */
+#define SL_UTC_LEN	  20
+#define SL_UTC_MS_LEN	  24
+void sl_format_utc(int64_t unix_ms, bool millis, char out[SL_UTC_MS_LEN + 1]);
+
+#endif
