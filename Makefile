@@ -33,13 +33,14 @@ INC_agent  := $(INC_dp) -Iuser/agent -Iuser/tokend
 INC_cli    := $(INC_dp) -Iuser/cli
 INC_main   := $(INC_agent) -Iuser/cli
 # tests and benchmarks see every part
-INC_ALL    := $(INC_main)
+INC_ALL    := $(INC_main) -Iuser
 
 part_objs = $(patsubst user/%.c,$(OBJ)/%.o,$(wildcard user/$(1)/*.c))
 LIB       := $(BUILD)/libsluice.a
-LIB_OBJS  := $(call part_objs,lib) $(call part_objs,dp)
-# the programs, one archive each; a test links the ones it exercises
-PROG_LIBS := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
+LIB_OBJS  := $(call part_objs,lib) $(call part_objs,dp) $(OBJ)/version.o
+# the programs, one archive each, and the command table over them
+PROG_ARS  := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
+PROG_LIBS := $(OBJ)/sluice.o $(PROG_ARS)
 SLUICE    := $(BUILD)/sluice
 
 .PHONY: all deps test bench demo clean vmtest format
@@ -80,8 +81,17 @@ $(foreach p,$(USER_PARTS),$(eval $(call part_rules,$(p))))
 # the skeleton is generated before anything that may include it
 $(call part_objs,dp) $(call part_objs,agent) $(call part_objs,cli): | $(SKEL)
 
-$(OBJ)/main.o: user/main.c | $(OBJ)/lib
-	$(CC) $(CFLAGS) $(DEPFLAGS) $(INC_main) -c $< -o $@
+$(OBJ)/main.o $(OBJ)/sluice.o: $(OBJ)/%.o: user/%.c | $(OBJ)/lib
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(INC_main) -I user -c $< -o $@
+
+# rewritten only when the version changes, so nothing rebuilds for nothing
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/version.c: FORCE | $(BUILD)
+	@echo 'const char sl_version[] = "$(VERSION)";' > $@.tmp
+	@cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@
+$(OBJ)/version.o: $(BUILD)/version.c | $(OBJ)/lib
+	$(CC) $(CFLAGS) -c $< -o $@
+.PHONY: FORCE
 
 $(LIB): $(LIB_OBJS)
 	$(AR) rcs $@ $^
@@ -89,8 +99,8 @@ $(LIB): $(LIB_OBJS)
 $(BUILD)/cli.a: $(call part_objs,cli)
 $(BUILD)/agent.a: $(call part_objs,agent)
 $(BUILD)/tokend.a: $(call part_objs,tokend)
-$(PROG_LIBS):
-	$(AR) rcs $@ $^
+$(PROG_ARS):
+	rm -f $@ && $(AR) rcs $@ $^
 
 $(SLUICE): $(OBJ)/main.o $(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)

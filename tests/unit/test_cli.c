@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Unit tests for the CLI (user/cli.c): command-line errors, an unreachable
+ * Unit tests for the CLI (user/cli/): command-line errors, an unreachable
  * agent, local validation of rule files, and the requests and answers on
  * the control socket, against a fake agent served from a thread.
  */
@@ -24,7 +24,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "sluice.h"
 #include "ctl.h"
 
 #define OUT_MAX (1 << 16)
@@ -70,7 +70,7 @@ static int run_cli(char **argv, const char *stdin_text)
 	}
 	dup2(tmp[1], 1);
 	dup2(tmp[2], 2);
-	ret = sl_cli_main(argc, argv);
+	ret = sl_main(argc, argv);
 	fflush(stdout);
 	fflush(stderr);
 	for (int i = 0; i < 3; i++) {

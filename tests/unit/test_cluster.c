@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "cluster.h"
+#include "sluice.h"
 #include "lease.h"
 
 #define MS 1000000ULL
@@ -390,8 +391,8 @@ static void test_agent_args(void **state)
 	char *a2[] = { "agent", "--iface", "lo", "--secrets", "/x", NULL };
 
 	/* cluster options without a token server are refused up front */
-	assert_int_equal(sl_agent_main(5, a1), 2);
-	assert_int_equal(sl_agent_main(5, a2), 2);
+	assert_int_equal(sl_main(5, a1), 2);
+	assert_int_equal(sl_main(5, a2), 2);
 }
 
 int main(void)

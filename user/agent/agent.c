@@ -24,6 +24,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "params.h"
 #include "cluster.h"
 #include "ctl.h"
 #include "json_text.h"
@@ -43,12 +44,11 @@ struct agent {
 	const char *state_dir;
 	const char *pin_dir;
 	const char *rules_file;
-	char ifaces[SL_MAX_IFACES][IF_NAMESIZE];
-	int n_ifaces;
+	struct sl_ifaces ifaces;
 	enum sl_xdp_mode mode;
 	bool allow_empty;
 	bool drop_malformed;
-	long stats_interval;
+	uint32_t stats_interval;
 	char sock_path[PATH_MAX];
 	int listen_fd;
 	struct sl_dataplane dp;
@@ -78,121 +78,15 @@ static void on_signal(int sig)
 	stop = sig;
 }
 
-static void usage(FILE *f)
+/* What the table cannot say: options that need others. */
+static int check_args(const struct sl_cmd *cmd, struct agent *a)
 {
-	fprintf(f,
-		"usage: sluice agent --iface IF[,IF...] [--state-dir DIR] "
-		"[--pin-dir DIR]\n"
-		"                    [--rules FILE] [--xdp-mode native|generic|auto]\n"
-		"                    [--allow-empty] [--stats-interval SECONDS]\n"
-		"                    [--drop-malformed]\n"
-		"                    [--token-server HOST:PORT[,HOST:PORT...]] "
-		"[--node-id ID]\n"
-		"                    [--secrets FILE] [--serve-tokens ADDR:PORT]\n");
-}
-
-static int parse_args(struct agent *a, int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "iface", required_argument, NULL, 'i' },
-		{ "state-dir", required_argument, NULL, 'S' },
-		{ "pin-dir", required_argument, NULL, 'P' },
-		{ "rules", required_argument, NULL, 'r' },
-		{ "xdp-mode", required_argument, NULL, 'm' },
-		{ "stats-interval", required_argument, NULL, 's' },
-		{ "allow-empty", no_argument, NULL, 'e' },
-		{ "drop-malformed", no_argument, NULL, 'd' },
-		{ "token-server", required_argument, NULL, 'T' },
-		{ "node-id", required_argument, NULL, 'N' },
-		{ "secrets", required_argument, NULL, 'K' },
-		{ "serve-tokens", required_argument, NULL, 'L' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
-	};
-	char *end;
-	int c;
-
-	a->state_dir = "/var/lib/sluice";
-	a->pin_dir = "/sys/fs/bpf/sluice";
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			if (sl_parse_ifaces(optarg, a->ifaces, SL_MAX_IFACES,
-					    &a->n_ifaces, a->err,
-					    sizeof(a->err))) {
-				pr_err("--iface: %s", a->err);
-				return 2;
-			}
-			break;
-		case 'S':
-			a->state_dir = optarg;
-			break;
-		case 'P':
-			a->pin_dir = optarg;
-			break;
-		case 'r':
-			a->rules_file = optarg;
-			break;
-		case 'm':
-			if (sl_xdp_mode_parse(optarg, &a->mode)) {
-				pr_err("--xdp-mode: '%s' is not native, generic "
-				       "or auto", optarg);
-				return 2;
-			}
-			break;
-		case 's':
-			errno = 0;
-			a->stats_interval = strtol(optarg, &end, 10);
-			if (errno || *end || a->stats_interval < 0) {
-				pr_err("--stats-interval: '%s' is not a number "
-				       "of seconds >= 0", optarg);
-				return 2;
-			}
-			break;
-		case 'e':
-			a->allow_empty = true;
-			break;
-		case 'd':
-			a->drop_malformed = true;
-			break;
-		case 'T':
-			a->token_servers = optarg;
-			break;
-		case 'N':
-			a->node_id = optarg;
-			break;
-		case 'K':
-			a->secrets_file = optarg;
-			break;
-		case 'L':
-			a->serve_tokens = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return -1;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		pr_err("unexpected argument '%s'", argv[optind]);
-		return 2;
-	}
-	if (!a->n_ifaces) {
-		pr_err("agent needs --iface IF[,IF...]");
-		usage(stderr);
-		return 2;
-	}
 	/* the embedded server is this agent's token server unless told */
 	if (a->serve_tokens && !a->token_servers)
 		a->token_servers = a->serve_tokens;
-	if ((a->node_id || a->secrets_file) && !a->token_servers) {
-		pr_err("--node-id and --secrets need --token-server or "
-		       "--serve-tokens");
-		return 2;
-	}
+	if ((a->node_id || a->secrets_file) && !a->token_servers)
+		return sl_params_error(cmd, "--node-id and --secrets need "
+					    "--token-server or --serve-tokens");
 	return 0;
 }
 
@@ -944,8 +838,8 @@ static int start(struct agent *a)
 			return err;
 	}
 
-	for (int i = 0; i < a->n_ifaces; i++) {
-		const char *name = a->ifaces[i];
+	for (int i = 0; i < a->ifaces.n; i++) {
+		const char *name = a->ifaces.name[i];
 
 		err = sl_dp_attach(&a->dp, name, a->mode);
 		if (err) {
@@ -964,38 +858,47 @@ static int start(struct agent *a)
 	return 0;
 }
 
-int sl_agent_main(int argc, char **argv)
+static void defaults(void *opts)
 {
-	struct agent a = { .listen_fd = -1,
-			   .dp_lock = PTHREAD_MUTEX_INITIALIZER };
+	struct agent *a = opts;
+
+	a->state_dir = "/var/lib/sluice";
+	a->pin_dir = "/sys/fs/bpf/sluice";
+	a->listen_fd = -1;
+	pthread_mutex_init(&a->dp_lock, NULL);
+}
+
+static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
+{
+	struct agent *a = opts;
 	double last_stats, last_gc;
 	int ret;
 
-	ret = parse_args(&a, argc, argv);
+	ret = check_args(cmd, a);
 	if (ret)
-		return ret < 0 ? 0 : ret;
-	a.started = (sl_now_ns() / 1e9);
+		return ret;
+	a->started = sl_now_ns() / 1e9;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
-	ret = start(&a) ? 1 : 0;
-	last_stats = last_gc = (sl_now_ns() / 1e9);
+	ret = start(a) ? 1 : 0;
+	last_stats = last_gc = sl_now_ns() / 1e9;
 	while (!ret && !stop) {
-		struct pollfd p = { .fd = a.listen_fd, .events = POLLIN };
+		struct pollfd p = { .fd = a->listen_fd, .events = POLLIN };
 		double now;
 
 		if (poll(&p, 1, 100) > 0)
-			serve_one(&a);
-		now = (sl_now_ns() / 1e9);
-		if (a.stats_interval && now - last_stats >= a.stats_interval) {
-			print_stats(&a);
+			serve_one(a);
+		now = sl_now_ns() / 1e9;
+		if (a->stats_interval && now - last_stats >= a->stats_interval) {
+			print_stats(a);
 			last_stats = now;
 		}
 		if (now - last_gc >= 1.0) {
-			pthread_mutex_lock(&a.dp_lock);
-			sl_dp_gc_sources(&a.dp);
-			pthread_mutex_unlock(&a.dp_lock);
+			pthread_mutex_lock(&a->dp_lock);
+			sl_dp_gc_sources(&a->dp);
+			pthread_mutex_unlock(&a->dp_lock);
 			last_gc = now;
 		}
 	}
@@ -1003,21 +906,77 @@ int sl_agent_main(int argc, char **argv)
 		pr_info("signal %d: exiting; the data plane stays attached "
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
-	if (a.listen_fd >= 0) {
-		close(a.listen_fd);
-		unlink(a.sock_path);
+	if (a->listen_fd >= 0) {
+		close(a->listen_fd);
+		unlink(a->sock_path);
 	}
 	/* the thresholds in force stay: the data plane outlives us */
-	sl_cluster_free(a.cluster);
-	if (a.tokend) {
-		sl_tokend_command(a.tokend, SL_TOKEND_STOP);
-		pthread_join(a.tokend_thread, NULL);
-		sl_tokend_free(a.tokend);
+	sl_cluster_free(a->cluster);
+	if (a->tokend) {
+		sl_tokend_command(a->tokend, SL_TOKEND_STOP);
+		pthread_join(a->tokend_thread, NULL);
+		sl_tokend_free(a->tokend);
 	}
-	sl_ruleset_free(&a.served);
-	sl_secrets_free(&a.secrets);
-	sl_dp_destroy(&a.dp);
-	sl_snapshot_free(&a.snap);
-	sl_snapshot_mark_free(&a.mark);
+	sl_ruleset_free(&a->served);
+	sl_secrets_free(&a->secrets);
+	sl_dp_destroy(&a->dp);
+	sl_snapshot_free(&a->snap);
+	sl_snapshot_mark_free(&a->mark);
 	return ret;
 }
+
+static const struct sl_opt agent_opts[] = {
+	{ .name = "iface", .type = SL_OPT_IFACES,
+	  .field = SL_FIELD(struct agent, ifaces), .metavar = "IF[,IF...]",
+	  .required = true, .help = "the interfaces to attach to" },
+	{ .name = "state-dir", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, state_dir), .metavar = "DIR",
+	  .help = "snapshot and control socket (/var/lib/sluice)" },
+	{ .name = "pin-dir", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, pin_dir), .metavar = "DIR",
+	  .help = "bpffs directory of the pins (/sys/fs/bpf/sluice)" },
+	{ .name = "rules", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, rules_file), .metavar = "FILE",
+	  .help = "make FILE the snapshot before the boot" },
+	{ .name = "xdp-mode", .type = SL_OPT_CHOICE,
+	  .field = SL_FIELD(struct agent, mode), .metavar = "MODE",
+	  .choices = (const char *const[]){ "auto", "native", "generic",
+					    NULL },
+	  .help = "native, generic or auto (native where the driver has it)" },
+	{ .name = "allow-empty", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct agent, allow_empty),
+	  .help = "an empty rule set counts as ready" },
+	{ .name = "stats-interval", .type = SL_OPT_U32,
+	  .field = SL_FIELD(struct agent, stats_interval),
+	  .metavar = "SECONDS", .max = 86400,
+	  .help = "print the counters every SECONDS (0: never)" },
+	{ .name = "drop-malformed", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct agent, drop_malformed),
+	  .help = "drop packets with truncated or invalid headers" },
+	{ .name = "token-server", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, token_servers),
+	  .metavar = "HOST:PORT[,HOST:PORT...]",
+	  .help = "token servers of the cluster rules, in order" },
+	{ .name = "node-id", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, node_id), .metavar = "ID",
+	  .help = "this host to the token server (its host name)" },
+	{ .name = "secrets", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, secrets_file), .metavar = "FILE",
+	  .help = "namespace secrets for the token protocol" },
+	{ .name = "serve-tokens", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, serve_tokens),
+	  .metavar = "ADDR:PORT",
+	  .help = "serve the cluster rules' tokens (embedded token server)" },
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_agent = {
+	.name = "agent",
+	.opts = agent_opts,
+	.opts_size = sizeof(struct agent),
+	.defaults = defaults,
+	.run = run,
+	.summary = "the daemon: puts the snapshot's rules in force, attaches, "
+		   "serves the CLI;\nthe data plane stays attached when it "
+		   "exits",
+};

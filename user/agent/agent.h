@@ -3,6 +3,8 @@
 #ifndef SLUICE_AGENT_H
 #define SLUICE_AGENT_H
 
-int sl_agent_main(int argc, char **argv);
+#include "params.h"
+
+extern const struct sl_cmd sl_cmd_agent;
 
 #endif

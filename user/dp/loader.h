@@ -13,8 +13,8 @@
 
 #include "compile.h"
 #include "rules.h"
+#include "util.h"
 
-#define SL_MAX_IFACES 16
 
 enum sl_xdp_mode {
 	SL_XDP_AUTO = 0,

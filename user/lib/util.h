@@ -14,6 +14,9 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* This build's version: `git describe` of the tree it was built from. */
+extern const char sl_version[];
+
 /* ---- hashing ---- */
 
 #define SL_FNV1A_INIT 0xcbf29ce484222325ULL /* FNV-1a 64 offset basis */
@@ -93,6 +96,8 @@ struct sl_hostport {
  * when it is not one.
  */
 int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out);
+
+#define SL_MAX_IFACES 16 /* interfaces one agent attaches to */
 
 /*
  * A list of interface names, IF[,IF...], each 1 to IF_NAMESIZE - 1 bytes,

@@ -2,7 +2,6 @@
 /* `sluice tokend`: the token server as a process (docs/cluster.md). */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,8 +12,9 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "tokend.h"
+#include "params.h"
 #include "rules_parse.h"
+#include "tokend.h"
 
 #define ERRBUF 8192
 
@@ -25,33 +25,6 @@ static void on_signal(int sig)
 	if (running)
 		sl_tokend_command(running, sig == SIGUSR1 ? SL_TOKEND_DRAIN
 							 : SL_TOKEND_STOP);
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: sluice tokend --listen ADDR:PORT --rules FILE "
-		"--state-dir DIR\n"
-		"                     [--secrets FILE] [--lease-ttl-ms MS] "
-		"[--sync-ms MS]\n"
-		"                     [--learn-ms MS] [--max-conns N] "
-		"[--ns-rate SYNCS_PER_S]\n"
-		"SIGUSR1 drains (every lease to TTL 0), SIGTERM stops.\n");
-}
-
-static int parse_u32(const char *opt, const char *s, uint32_t *out)
-{
-	unsigned long v;
-	char *end;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || !*s || v > UINT32_MAX || s[0] == '-') {
-		pr_err("%s: '%s' is not a number", opt, s);
-		return -EINVAL;
-	}
-	*out = v;
-	return 0;
 }
 
 /* One server per state directory: an flock held for the process's life. */
@@ -78,84 +51,30 @@ static int lock_state_dir(const char *dir)
 	return fd;
 }
 
-int sl_tokend_main(int argc, char **argv)
+struct tokend_opts {
+	struct sl_tokend_cfg cfg;
+	const char *rules, *state_dir, *secrets;
+	bool learn_given;
+};
+
+static void defaults(void *opts)
 {
-	static const struct option opts[] = {
-		{"listen", required_argument, NULL, 'l'},
-		{"rules", required_argument, NULL, 'r'},
-		{"state-dir", required_argument, NULL, 'S'},
-		{"secrets", required_argument, NULL, 'k'},
-		{"lease-ttl-ms", required_argument, NULL, 't'},
-		{"sync-ms", required_argument, NULL, 'p'},
-		{"learn-ms", required_argument, NULL, 'L'},
-		{"max-conns", required_argument, NULL, 'c'},
-		{"ns-rate", required_argument, NULL, 'n'},
-		{"help", no_argument, NULL, 'h'},
-		{},
-	};
-	const char *rules = NULL, *state_dir = NULL, *secrets_file = NULL;
+	sl_tokend_cfg_default(&((struct tokend_opts *)opts)->cfg);
+}
+
+static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
+{
+	struct tokend_opts *o = opts;
+	const char *rules = o->rules, *state_dir = o->state_dir;
+	const char *secrets_file = o->secrets;
+	struct sl_tokend_cfg cfg = o->cfg;
 	struct sl_secrets secrets = {0};
 	struct sl_ruleset rs = {0};
-	struct sl_tokend_cfg cfg;
 	struct sl_tokend *td = NULL;
-	bool learn_set = false;
 	char *err = NULL;
-	int c, ret = 1, lock_fd = -1;
+	int ret = 1, lock_fd = -1;
 
-	sl_tokend_cfg_default(&cfg);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int e = 0;
-
-		switch (c) {
-		case 'l':
-			cfg.listen = optarg;
-			break;
-		case 'r':
-			rules = optarg;
-			break;
-		case 'S':
-			state_dir = optarg;
-			break;
-		case 'k':
-			secrets_file = optarg;
-			break;
-		case 't':
-			e = parse_u32("--lease-ttl-ms", optarg, &cfg.ttl_ms);
-			break;
-		case 'p':
-			e = parse_u32("--sync-ms", optarg, &cfg.sync_ms);
-			break;
-		case 'L':
-			e = parse_u32("--learn-ms", optarg, &cfg.learn_ms);
-			learn_set = true;
-			break;
-		case 'c':
-			e = parse_u32("--max-conns", optarg, &cfg.max_conns);
-			break;
-		case 'n':
-			e = parse_u32("--ns-rate", optarg, &cfg.ns_rate);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-		if (e)
-			return 2;
-	}
-	if (optind != argc || !cfg.listen || !rules || !state_dir) {
-		if (optind != argc)
-			pr_err("unexpected argument '%s'", argv[optind]);
-		else
-			pr_err("tokend needs --listen, --rules and "
-			       "--state-dir");
-		usage(stderr);
-		return 2;
-	}
-	if (!learn_set)
+	if (!o->learn_given)
 		cfg.learn_ms = cfg.ttl_ms;
 	err = calloc(1, ERRBUF);
 	if (!err)
@@ -200,3 +119,47 @@ out:
 	free(err);
 	return ret;
 }
+
+#define CFG(member) SL_FIELD(struct tokend_opts, cfg.member)
+
+static const struct sl_opt tokend_opts[] = {
+	{ .name = "listen", .type = SL_OPT_STRING, .field = CFG(listen),
+	  .metavar = "ADDR:PORT", .required = true,
+	  .help = "where agents connect ([ADDR6]:PORT for IPv6)" },
+	{ .name = "rules", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, rules), .metavar = "FILE",
+	  .required = true, .help = "the cluster rules to serve" },
+	{ .name = "state-dir", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, state_dir), .metavar = "DIR",
+	  .required = true, .help = "one server per directory (a lock)" },
+	{ .name = "secrets", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, secrets), .metavar = "FILE",
+	  .help = "namespace secrets; without, loopback only" },
+	{ .name = "lease-ttl-ms", .type = SL_OPT_U32, .field = CFG(ttl_ms),
+	  .metavar = "MS", .min = 1, .max = UINT32_MAX,
+	  .help = "lease TTL (1000)" },
+	{ .name = "sync-ms", .type = SL_OPT_U32, .field = CFG(sync_ms),
+	  .metavar = "MS", .min = 1, .max = UINT32_MAX,
+	  .help = "sync period advised to agents (100)" },
+	{ .name = "learn-ms", .type = SL_OPT_U32, .field = CFG(learn_ms),
+	  .given = SL_FIELD(struct tokend_opts, learn_given), .metavar = "MS",
+	  .max = UINT32_MAX,
+	  .help = "after start, grant no more than agents hold (the TTL)" },
+	{ .name = "max-conns", .type = SL_OPT_U32, .field = CFG(max_conns),
+	  .metavar = "N", .max = UINT32_MAX,
+	  .help = "connections at most (4096)" },
+	{ .name = "ns-rate", .type = SL_OPT_U32, .field = CFG(ns_rate),
+	  .metavar = "SYNCS_PER_S", .max = UINT32_MAX,
+	  .help = "SYNC frames/s per namespace (100000; 0: no limit)" },
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_tokend = {
+	.name = "tokend",
+	.opts = tokend_opts,
+	.opts_size = sizeof(struct tokend_opts),
+	.defaults = defaults,
+	.run = run,
+	.summary = "the token server for cluster rules (docs/cluster.md);\n"
+		   "SIGUSR1 drains (every lease to TTL 0), SIGTERM stops",
+};

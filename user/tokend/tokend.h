@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "params.h"
 #include "proto.h"
 #include "rules.h"
 #include "secrets.h"
@@ -99,7 +100,7 @@ void sl_tokend_get_stats(const struct sl_tokend *td,
 
 void sl_tokend_free(struct sl_tokend *td);
 
-/* `sluice tokend ...` (user/tokend_cmd.c): exit status. */
-int sl_tokend_main(int argc, char **argv);
+/* `sluice tokend` (user/tokend/main.c). */
+extern const struct sl_cmd sl_cmd_tokend;
 
 #endif

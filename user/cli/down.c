@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0
+/* `sluice down`: detach and unpin what an agent left, without an agent. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "loader.h"
+#include "log.h"
+
+static int run_down(const struct sl_cmd *cmd, void *opts, int argc,
+		    char **argv)
+{
+	struct cli *c = opts;
+	int ret = SL_CLI_OK, err;
+	bool any = false;
+
+	for (int i = 0; i < c->ifaces.n; i++) {
+		const char *name = c->ifaces.name[i];
+
+		err = sl_pins_down(c->pin_dir, name);
+		if (!err) {
+			printf("%s: detached, link unpinned from %s\n", name,
+			       c->pin_dir);
+			any = true;
+		} else if (err == -ENOENT) {
+			pr_err("%s: nothing pinned under %s", name,
+			       c->pin_dir);
+			ret = SL_CLI_FAILED;
+		} else {
+			pr_err("%s: cannot take down the data plane pinned "
+			       "under %s: %s", name, c->pin_dir,
+			       strerror(-err));
+			ret = SL_CLI_FAILED;
+		}
+	}
+	if (any && access(c->pin_dir, F_OK) && errno == ENOENT)
+		printf("%s: no link left, pinned maps removed\n", c->pin_dir);
+	else if (any)
+		printf("%s: links of other interfaces left, pinned maps "
+		       "kept\n", c->pin_dir);
+	fflush(stdout);
+	return ret;
+}
+
+static const struct sl_opt down_opts[] = {
+	{ .name = "iface", .type = SL_OPT_IFACES,
+	  .field = SL_FIELD(struct cli, ifaces), .metavar = "IF[,IF...]",
+	  .required = true, .help = "the interfaces to take down" },
+	{ .name = "pin-dir", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct cli, pin_dir), .metavar = "DIR",
+	  .help = "the agent's bpffs directory (" SL_CLI_DEF_PIN_DIR ")" },
+	/* accepted like every verb's, though down needs no agent */
+	{ .name = "state-dir", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct cli, state_dir), .metavar = "DIR",
+	  .hidden = true },
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_down = {
+	.name = "down",
+	.opts = down_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_down,
+	.summary = "detach and unpin the data plane an agent left on each IF; "
+		   "the\npinned maps go with the last link (needs no agent)",
+};

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+/* `sluice rule add|del|replace|list`. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "ctl.h"
+#include "log.h"
+#include "rules_json.h"
+#include "rules_parse.h"
+
+#define ERRBUF 65536 /* parser errors: one line per problem */
+
+static void print_change(const cJSON *resp)
+{
+	char v[32], n[32];
+
+	printf("rules at version %s: %s in force\n",
+	       cli_cell(cli_get(resp, "version"), v, sizeof(v)),
+	       cli_cell(cli_get(resp, "rules_in_force"), n, sizeof(n)));
+}
+
+static int read_stdin(char **out, size_t *outlen)
+{
+	size_t len = 0, cap = 0;
+	char *buf = NULL;
+
+	for (;;) {
+		ssize_t n;
+
+		if (len == cap) {
+			size_t ncap = cap ? cap * 2 : 64 << 10;
+			char *nb;
+
+			if (cap >= SL_CTL_MAX_MSG) {
+				free(buf);
+				return -EFBIG;
+			}
+			nb = realloc(buf, ncap);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		n = read(STDIN_FILENO, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+
+			free(buf);
+			return err;
+		}
+		if (!n)
+			break;
+		len += n;
+	}
+	*out = buf;
+	*outlen = len;
+	return 0;
+}
+
+/* The canonical rules of file ("-": stdin), validated like the agent
+ * will; the errors are in err. */
+static int load_rules(const char *file, char **rules, char *err,
+		      size_t errlen)
+{
+	struct sl_ruleset rs = { 0 };
+	char *arr;
+	int ret;
+
+	if (!strcmp(file, "-")) {
+		size_t len = 0;
+		char *buf = NULL;
+
+		ret = read_stdin(&buf, &len);
+		if (ret) {
+			snprintf(err, errlen, "cannot read stdin: %s",
+				 strerror(-ret));
+			return ret;
+		}
+		ret = sl_rules_parse(buf, len, &rs, err, errlen);
+		free(buf);
+	} else {
+		ret = sl_rules_load_file(file, &rs, err, errlen);
+	}
+	if (ret)
+		return ret;
+	arr = sl_rules_text(&rs);
+	sl_ruleset_free(&rs);
+	if (!arr) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	*rules = arr;
+	return 0;
+}
+
+/* rule.add, rule.del, rule.replace: the request, sent. */
+static int change(struct cli *c, const char *cmd_name, bool names)
+{
+	cJSON *req = cli_request(cmd_name), *list = NULL;
+	char *rules = NULL;
+	int ret;
+
+	if (!req)
+		goto nomem;
+	if (names) {
+		list = cJSON_AddArrayToObject(req, "names");
+		for (int i = 0; list && i < c->n_args; i++)
+			if (!cJSON_AddItemToArray(
+				    list, cJSON_CreateString(c->args[i])))
+				list = NULL;
+		if (!list)
+			goto nomem;
+	} else {
+		const char *file = c->args[0];
+		char *err = calloc(1, ERRBUF);
+
+		if (!err)
+			goto nomem;
+		ret = load_rules(file, &rules, err, ERRBUF);
+		if (ret == -EINVAL)
+			pr_err("%s: invalid rule file, nothing sent to the "
+			       "agent:\n%s",
+			       strcmp(file, "-") ? file : "<stdin>", err);
+		else if (ret)
+			pr_err("%s", err);
+		free(err);
+		if (ret) {
+			cJSON_Delete(req);
+			return SL_CLI_FAILED;
+		}
+		/* the canonical text as it is: no tree to build and print */
+		list = cJSON_AddRawToObject(req, "rules", rules);
+		free(rules);
+		if (!list)
+			goto nomem;
+	}
+	if (c->has_if_version &&
+	    !cJSON_AddNumberToObject(req, "if_version", (double)c->if_version))
+		goto nomem;
+	return cli_run(c, req, print_change);
+nomem:
+	cJSON_Delete(req);
+	pr_err("%s: out of memory", c->cmd->name);
+	return SL_CLI_FAILED;
+}
+
+static int run_add(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
+{
+	struct cli *c = opts;
+
+	return cli_start(c, cmd, argc, argv) ?: change(c, "rule.add", false);
+}
+
+static int run_del(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
+{
+	struct cli *c = opts;
+
+	return cli_start(c, cmd, argc, argv) ?: change(c, "rule.del", true);
+}
+
+static int run_replace(const struct sl_cmd *cmd, void *opts, int argc,
+		       char **argv)
+{
+	struct cli *c = opts;
+
+	return cli_start(c, cmd, argc, argv) ?:
+		       change(c, "rule.replace", false);
+}
+
+static void list_row(struct table *t, const cJSON *r)
+{
+	const cJSON *m = cli_get(r, "match"), *w = cli_get(r, "window");
+	const cJSON *ps = cli_get(r, "per_source"), *b = cli_get(r, "behavior");
+	char buf[64], n1[32], n2[32], n3[32];
+
+	table_add(t, cli_get_str(r, "name", "?"));
+	table_add(t, cli_get_str(m, "proto", "any"));
+	table_add(t, cli_get(m, "dport") ? cli_cell(cli_get(m, "dport"), n1, sizeof(n1))
+				     : "any");
+	table_add(t, cli_get_str(m, "dst", "any"));
+	table_add(t, cli_get_str(m, "src", "any"));
+	table_add(t, cli_get_str(r, "grade", "?"));
+	table_add(t, cli_cell(cli_get(r, "count"), n1, sizeof(n1)));
+	table_addf(t, "%sms/%s", cli_cell(cli_get(w, "interval_ms"), n1, sizeof(n1)),
+		   cli_cell(cli_get(w, "sample_count"), n2, sizeof(n2)));
+	table_add(t, cli_get_str(r, "mode", "enforce"));
+	table_add(t, cli_cell(cli_get(r, "priority"), n1, sizeof(n1)));
+	if (cJSON_IsObject(ps))
+		table_addf(t, "/%s,/%s max %s",
+			   cli_cell(cli_get(ps, "prefix_v4"), n1, sizeof(n1)),
+			   cli_cell(cli_get(ps, "prefix_v6"), n2, sizeof(n2)),
+			   cli_cell(cli_get(ps, "max_sources"), n3, sizeof(n3)));
+	else
+		table_add(t, "-");
+	if (cJSON_IsObject(b)) {
+		const cJSON *wu = cli_get(b, "warm_up");
+
+		snprintf(buf, sizeof(buf), "warm_up %ss/%s",
+			 cli_cell(cli_get(wu, "period_s"), n1, sizeof(n1)),
+			 cli_cell(cli_get(wu, "cold_factor"), n2, sizeof(n2)));
+		table_add(t, buf);
+	} else {
+		table_add(t, cli_get_str(r, "behavior", "reject"));
+	}
+}
+
+static void print_list(const cJSON *resp)
+{
+	static const char *const heads[] = {
+		"name", "proto", "dport", "dst", "src", "grade", "count",
+		"window", "mode", "priority", "per_source", "behavior",
+	};
+	struct table t = {
+		.ncols = 12, .heads = heads, .right = 1u << 6 | 1u << 9
+	};
+	const cJSON *rules = cli_get(resp, "rules"), *r;
+	char v[32];
+
+	printf("version %s, updated %s, %d rules\n",
+	       cli_cell(cli_get(resp, "version"), v, sizeof(v)),
+	       cli_get_str(resp, "updated_at", "-"), cJSON_GetArraySize(rules));
+	if (!cJSON_GetArraySize(rules))
+		return;
+	cJSON_ArrayForEach(r, rules)
+		if (cJSON_IsObject(r))
+			list_row(&t, r);
+	table_done(&t);
+}
+
+static int run_list(const struct sl_cmd *cmd, void *opts, int argc,
+		    char **argv)
+{
+	struct cli *c = opts;
+
+	return cli_start(c, cmd, argc, argv) ?:
+		       cli_run(c, cli_request("rule.list"), print_list);
+}
+
+#define OPT_IF_VERSION                                                       \
+	{ .name = "if-version", .type = SL_OPT_U64,                         \
+	  .field = SL_FIELD(struct cli, if_version),                        \
+	  .given = SL_FIELD(struct cli, has_if_version), .metavar = "N",    \
+	  .max = SL_CLI_MAX_VERSION,                                         \
+	  .what = "a version number (an integer 0 to 9007199254740991)",    \
+	  .help = "only if the rules are still at version N" }
+
+static const struct sl_opt change_opts[] = {
+	OPT_IF_VERSION,
+	CLI_OPT_JSON,
+	CLI_OPT_STATE_DIR,
+	{ 0 },
+};
+
+static const struct sl_opt list_opts[] = {
+	CLI_OPT_JSON,
+	CLI_OPT_STATE_DIR,
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_rule_add = {
+	.name = "rule add",
+	.args = "FILE|-",
+	.min_args = 1,
+	.max_args = 1,
+	.missing = "FILE (a rule file, or - for stdin)",
+	.opts = change_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_add,
+	.summary = "add the rules in FILE (- reads stdin) to the rules in "
+		   "force",
+};
+
+const struct sl_cmd sl_cmd_rule_del = {
+	.name = "rule del",
+	.args = "NAME [NAME...]",
+	.min_args = 1,
+	.max_args = -1,
+	.missing = "NAME (the rule to delete)",
+	.opts = change_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_del,
+	.summary = "delete the named rules",
+};
+
+const struct sl_cmd sl_cmd_rule_replace = {
+	.name = "rule replace",
+	.args = "FILE|-",
+	.min_args = 1,
+	.max_args = 1,
+	.missing = "FILE (a rule file, or - for stdin)",
+	.opts = change_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_replace,
+	.summary = "make the rules in FILE (- reads stdin) the whole rule set",
+};
+
+const struct sl_cmd sl_cmd_rule_list = {
+	.name = "rule list",
+	.opts = list_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_list,
+	.summary = "show the agent's rules",
+};

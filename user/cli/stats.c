@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0
+/* `sluice stats`: per-rule rates and counters, once or --watch. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "log.h"
+
+#define MIN_WATCH_S  0.1
+#define MAX_WATCH_S  86400.0
+#define CLEAR_SCREEN "\033[H\033[2J"
+
+static const char *grade_unit(const char *grade)
+{
+	if (!strcmp(grade, "bps"))
+		return "B/s";
+	if (!strcmp(grade, "cps"))
+		return "SYN/s";
+	return "pkt/s";
+}
+
+static const char *num(const cJSON *r, const char *key, char *buf, size_t len)
+{
+	return cli_num_cell(cli_get_num(r, key, -1), buf, len);
+}
+
+/* Returns true for a shadow rule. */
+static bool stats_row(struct table *t, const cJSON *r)
+{
+	const char *mode = cli_get_str(r, "mode", "?");
+	const char *grade = cli_get_str(r, "grade", "pps");
+	const char *state = cli_get_str(r, "cluster_state", NULL);
+	bool shadow = !strcmp(mode, "shadow"), bytes = !strcmp(grade, "bps");
+	char n1[32], n2[32];
+	double over;
+
+	table_add(t, cli_get_str(r, "name", "?"));
+	if (state)
+		table_addf(t, "%s, %s", mode, state);
+	else
+		table_add(t, mode);
+	table_addf(t, "%s %s", num(r, "count", n1, sizeof(n1)),
+		   grade_unit(grade));
+	/* rates in the unit of the limit */
+	table_add(t, cli_rate_cell(cli_get_num(r, bytes ? "passed_Bps"
+							: "passed_pps", -1),
+				   n1, sizeof(n1)));
+	over = cli_get_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
+	table_add(t, shadow ? "-" : cli_rate_cell(over, n1, sizeof(n1)));
+	table_add(t, shadow ? cli_rate_cell(over, n1, sizeof(n1)) : "-");
+	table_add(t, num(r, "passed_pkts", n1, sizeof(n1)));
+	if (shadow)
+		table_addf(t, "(%s)", num(r, "blocked_pkts", n1, sizeof(n1)));
+	else
+		table_add(t, num(r, "blocked_pkts", n1, sizeof(n1)));
+	if (cli_get_bool(r, "per_source")) {
+		table_addf(t, "%s/%s", num(r, "sources", n1, sizeof(n1)),
+			   num(r, "max_sources", n2, sizeof(n2)));
+		table_add(t, num(r, "source_overflow", n1, sizeof(n1)));
+	} else {
+		table_add(t, "-");
+		table_add(t, "-");
+	}
+	return shadow;
+}
+
+static void print_host(const cJSON *host)
+{
+	const char *sep = "";
+	const cJSON *m;
+	char n[32];
+
+	printf("host:");
+	cJSON_ArrayForEach(m, host) {
+		printf("%s %s %s", sep, m->string,
+		       cJSON_IsNumber(m) ? cli_num_cell(m->valuedouble, n,
+							sizeof(n))
+					 : "-");
+		sep = ",";
+	}
+	putchar('\n');
+}
+
+static void print_stats(const cJSON *resp)
+{
+	static const char *const heads[] = {
+		"rule", "mode", "limit", "passed/s", "dropped/s",
+		"would-drop/s", "passed", "dropped", "sources", "overflow",
+	};
+	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
+	bool shadow = false, any = false;
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, cli_get(resp, "rules")) {
+		if (!cJSON_IsObject(r))
+			continue;
+		shadow |= stats_row(&t, r);
+		any = true;
+	}
+	if (any) {
+		table_done(&t);
+		if (shadow)
+			printf("shadow rules drop nothing: would-drop/s and "
+			       "(n) are what they would have dropped\n");
+	} else {
+		printf("no rules in force\n");
+	}
+	print_host(cli_get(resp, "host"));
+	fflush(stdout);
+}
+
+/* One request: the table (after header, which may be NULL) or -j. */
+static int stats_once(const struct cli *c, const char *header)
+{
+	cJSON *req = cli_request("stats"), *resp = NULL;
+	int err;
+
+	if (!req)
+		return -ENOMEM;
+	if (c->json) {
+		err = cli_call_json(c, req);
+	} else {
+		err = cli_call(c, req, &resp);
+		if (!err) {
+			if (header)
+				fputs(header, stdout);
+			print_stats(resp);
+		}
+	}
+	cJSON_Delete(req);
+	cJSON_Delete(resp);
+	return err;
+}
+
+static volatile sig_atomic_t watch_stop;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	watch_stop = 1;
+}
+
+/* Sleep s seconds, or less when SIGINT comes. */
+static void watch_sleep(double s)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)s,
+		.tv_nsec = (long)((s - (time_t)s) * 1e9),
+	};
+
+	while (!watch_stop && nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static int watch_stats(const struct cli *c)
+{
+	struct sigaction sa = { .sa_handler = on_sigint }, old;
+	bool tty = !c->json && isatty(STDOUT_FILENO);
+	double every = c->watch_s > 0 ? c->watch_s : 1;
+	bool answered = false;
+	int err = 0;
+
+	watch_stop = 0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old);
+	while (!watch_stop) {
+		char when[16], header[64];
+		time_t now = time(NULL);
+
+		strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+		snprintf(header, sizeof(header),
+			 "%s%s  every %gs, Ctrl-C to stop\n",
+			 tty ? CLEAR_SCREEN : "", when, every);
+		err = stats_once(c, header);
+		/* once it has answered, an agent restart is worth riding out */
+		if (err && !answered)
+			break;
+		answered |= !err;
+		if (!err && !c->json && !tty)
+			putchar('\n');
+		fflush(stdout);
+		watch_sleep(every);
+	}
+	sigaction(SIGINT, &old, NULL);
+	if (err == -ENOMEM)
+		pr_err("stats: out of memory");
+	return cli_exit_code(err);
+}
+
+static int run_stats(const struct sl_cmd *cmd, void *opts, int argc,
+		     char **argv)
+{
+	struct cli *c = opts;
+	int err = cli_start(c, cmd, argc, argv);
+
+	if (err)
+		return err;
+	if (c->watch)
+		return watch_stats(c);
+	err = stats_once(c, NULL);
+	if (err == -ENOMEM)
+		pr_err("stats: out of memory");
+	return cli_exit_code(err);
+}
+
+static const struct sl_opt stats_opts[] = {
+	CLI_OPT_JSON,
+	{ .name = "watch", .type = SL_OPT_SECONDS,
+	  .field = SL_FIELD(struct cli, watch_s),
+	  .given = SL_FIELD(struct cli, watch), .metavar = "SECONDS",
+	  .optional_value = true, .fmin = MIN_WATCH_S, .fmax = MAX_WATCH_S,
+	  .help = "repeat every SECONDS (1) until Ctrl-C" },
+	CLI_OPT_STATE_DIR,
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_stats = {
+	.name = "stats",
+	.opts = stats_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_stats,
+	.summary = "show per-rule rates and counters; --watch repeats every "
+		   "SECONDS\n(default 1) until Ctrl-C",
+};

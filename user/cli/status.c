@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0
+/* `sluice status`: readiness, snapshot, interfaces, cluster flows. */
+#include <errno.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "log.h"
+
+static void print_ifaces(const cJSON *ifs, const char *snap_rules)
+{
+	static const char *const heads[] = {
+		"interface", "ifindex", "mode", "attached", "adopted", "rules",
+	};
+	struct table t = { .ncols = 6, .heads = heads, .right = 1u << 1 };
+	const cJSON *i;
+	char n[32];
+
+	cJSON_ArrayForEach(i, ifs) {
+		table_add(&t, cli_get_str(i, "name", "?"));
+		table_add(&t, cli_cell(cli_get(i, "ifindex"), n, sizeof(n)));
+		table_add(&t, cli_get_str(i, "mode", "-"));
+		table_add(&t, cli_cell(cli_get(i, "attached"), n, sizeof(n)));
+		table_add(&t, cli_cell(cli_get(i, "adopted"), n, sizeof(n)));
+		table_addf(&t, "%s/%s",
+			   cli_cell(cli_get(i, "rules_in_force"), n, sizeof(n)),
+			   snap_rules);
+	}
+	table_done(&t);
+}
+
+/* One row per cluster flow, then sessions that are not syncing. */
+static void print_cluster(const cJSON *cl)
+{
+	static const char *const heads[] = {
+		"flow", "ns/id", "state", "since", "limit", "grant",
+		"lease ms", "token server", "rtt us", "holders",
+	};
+	struct table t = { .ncols = 10, .heads = heads, .right = 0x3f0 };
+	const cJSON *f, *s;
+	char n[32];
+
+	printf("\ncluster:   node %s\n", cli_get_str(cl, "node_id", "?"));
+	cJSON_ArrayForEach(f, cli_get(cl, "flows")) {
+		table_add(&t, cli_get_str(f, "name", "?"));
+		table_addf(&t, "%s/%s", cli_get_str(f, "namespace", "?"),
+			   cli_cell(cli_get(f, "flow_id"), n, sizeof(n)));
+		table_add(&t, cli_get_str(f, "state", "?"));
+		table_add(&t, cli_get_str(f, "since", "-"));
+		table_add(&t, cli_cell(cli_get(f, "limit"), n, sizeof(n)));
+		table_add(&t, cli_cell(cli_get(f, "grant"), n, sizeof(n)));
+		table_add(&t, cli_cell(cli_get(f, "lease_expires_in_ms"), n,
+				   sizeof(n)));
+		table_add(&t, cli_get_str(f, "token_server", "-"));
+		table_add(&t, cli_cell(cli_get(f, "last_sync_rtt_us"), n, sizeof(n)));
+		table_add(&t, cli_cell(cli_get(f, "holders"), n, sizeof(n)));
+	}
+	table_done(&t);
+	cJSON_ArrayForEach(s, cli_get(cl, "sessions"))
+		if (*cli_get_str(s, "last_error", ""))
+			printf("namespace %s: %s (%s)\n",
+			       cli_get_str(s, "namespace", "?"),
+			       cli_get_str(s, "state", "?"),
+			       cli_get_str(s, "last_error", ""));
+}
+
+static void print_status(const cJSON *resp)
+{
+	const cJSON *snap = cli_get(resp, "snapshot"), *ifs, *why;
+	char a[32], b[32], snap_rules[32] = "-";
+
+	if (cli_get_bool(resp, "ready")) {
+		printf("ready\n");
+	} else {
+		printf("NOT READY\n");
+		cJSON_ArrayForEach(why, cli_get(resp, "not_ready"))
+			if (cJSON_IsString(why))
+				printf("  - %s\n", why->valuestring);
+	}
+	printf("agent:     pid %s, up %s%s%s\n",
+	       cli_cell(cli_get(resp, "pid"), a, sizeof(a)),
+	       cli_dur_cell(cli_get_num(resp, "uptime_s", -1), b, sizeof(b)),
+	       cli_get_bool(resp, "adopted") ? ", took over a running data plane"
+					 : "",
+	       cli_get_bool(resp, "allow_empty") ? ", --allow-empty" : "");
+	if (cJSON_IsObject(snap) && !cli_get_num(snap, "version", 0)) {
+		/* versions start at 1: nothing has been written yet */
+		printf("snapshot:  none yet (%s)\n",
+		       cli_get_str(snap, "path", "-"));
+	} else if (cJSON_IsObject(snap)) {
+		cli_cell(cli_get(snap, "rules"), snap_rules, sizeof(snap_rules));
+		printf("snapshot:  version %s, %s rules, updated %s (%s ago)\n",
+		       cli_cell(cli_get(snap, "version"), a, sizeof(a)), snap_rules,
+		       cli_get_str(snap, "updated_at", "-"),
+		       cli_dur_cell(cli_get_num(snap, "age_s", -1), b, sizeof(b)));
+		printf("           %s%s\n", cli_get_str(snap, "path", "-"),
+		       cli_get_bool(snap, "from_prev")
+			       ? " (read from the .prev copy: the current "
+				 "file was unusable)"
+			       : "");
+	} else {
+		printf("snapshot:  none\n");
+	}
+	printf("in force:  %s rules, version %s (the snapshot holds %s)\n",
+	       cli_cell(cli_get(resp, "rules_in_force"), a, sizeof(a)),
+	       cli_cell(cli_get(resp, "in_force_version"), b, sizeof(b)), snap_rules);
+	ifs = cli_get(resp, "interfaces");
+	if (cJSON_GetArraySize(ifs)) {
+		putchar('\n');
+		print_ifaces(ifs, snap_rules);
+	} else {
+		printf("interfaces: none\n");
+	}
+	if (cJSON_IsObject(cli_get(resp, "cluster")))
+		print_cluster(cli_get(resp, "cluster"));
+}
+
+static int status(const struct cli *c)
+{
+	cJSON *req = cli_request("status"), *resp;
+	const cJSON *why;
+	int err;
+
+	if (!c->ready)
+		return cli_run(c, req, print_status);
+	if (!req) {
+		pr_err("status: out of memory");
+		return SL_CLI_FAILED;
+	}
+	/* a probe: silent when ready, the reasons on stderr when not */
+	err = cli_call(c, req, &resp);
+	cJSON_Delete(req);
+	if (!err && !cli_get_bool(resp, "ready")) {
+		err = -EREMOTEIO;
+		pr_err("the agent is not ready");
+		cJSON_ArrayForEach(why, cli_get(resp, "not_ready"))
+			if (cJSON_IsString(why))
+				fprintf(stderr, "  - %s\n", why->valuestring);
+	}
+	cJSON_Delete(resp);
+	return cli_exit_code(err);
+}
+
+
+static int run_status(const struct sl_cmd *cmd, void *opts, int argc,
+		      char **argv)
+{
+	struct cli *c = opts;
+
+	return cli_start(c, cmd, argc, argv) ?: status(c);
+}
+
+static const struct sl_opt status_opts[] = {
+	CLI_OPT_JSON,
+	{ .name = "ready", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct cli, ready),
+	  .help = "print nothing, exit 0 only if the agent is ready" },
+	CLI_OPT_STATE_DIR,
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_status = {
+	.name = "status",
+	.opts = status_opts,
+	.opts_size = sizeof(struct cli),
+	.defaults = cli_defaults,
+	.run = run_status,
+	.summary = "show the agent's state; with --ready print nothing and "
+		   "exit 0\nonly if the agent is ready (1 if not, with the "
+		   "reasons)",
+};
