@@ -37,6 +37,7 @@
 #include "util.h"
 #include "rules_parse.h"
 #include "rules_json.h"
+#include "ruleset.h"
 
 #define ERRBUF 8192
 
@@ -425,133 +426,82 @@ static char *do_list(struct agent *a)
 
 enum change_op { CHANGE_ADD, CHANGE_DEL, CHANGE_REPLACE };
 
-/* The rule set a change asks for, validated; NULL answer on success. */
-static cJSON *build_change(struct agent *a, enum change_op op,
-			   const cJSON *req, struct sl_ruleset *out)
+/* The rules of a request ("rules": [...]), validated into *in. */
+static cJSON *request_rules(struct agent *a, const cJSON *req,
+			    struct sl_ruleset *in)
 {
-	const struct sl_ruleset *cur = &a->snap.rules;
-	struct sl_ruleset in = { 0 };
-	cJSON *doc, *names;
-	size_t n = 0;
+	const cJSON *rules = cJSON_GetObjectItemCaseSensitive(req, "rules");
+	cJSON *doc;
+	int err;
 
-	if (op != CHANGE_DEL) {
-		const cJSON *rules = cJSON_GetObjectItemCaseSensitive(req,
-								      "rules");
-
-		if (!cJSON_IsArray(rules))
-			return error_answer("invalid",
-					    "request: 'rules' must be an array");
-		/* a reference: doc borrows the request's rules */
-		doc = cJSON_CreateObject();
-		if (!doc || !cJSON_AddItemReferenceToObject(doc, "rules",
-							    (cJSON *)rules)) {
-			cJSON_Delete(doc);
-			return error_answer("internal", "out of memory");
-		}
-		if (sl_rules_from_cjson(doc, &in, a->err, sizeof(a->err))) {
-			cJSON_Delete(doc);
-			return error_answer("invalid", "%s", a->err);
-		}
+	if (!cJSON_IsArray(rules))
+		return error_answer("invalid",
+				    "request: 'rules' must be an array");
+	/* a reference: doc borrows the request's rules */
+	doc = cJSON_CreateObject();
+	if (!doc || !cJSON_AddItemReferenceToObject(doc, "rules",
+						    (cJSON *)rules)) {
 		cJSON_Delete(doc);
-	}
-	if (op == CHANGE_REPLACE) {
-		*out = in;
-		return NULL;
-	}
-
-	out->rules = calloc(cur->n + in.n + 1, sizeof(*out->rules));
-	if (!out->rules) {
-		sl_ruleset_free(&in);
 		return error_answer("internal", "out of memory");
 	}
-	if (op == CHANGE_ADD) {
-		for (size_t i = 0; i < in.n; i++) {
-			for (size_t j = 0; j < cur->n; j++) {
-				if (strcmp(in.rules[i].name, cur->rules[j].name))
-					continue;
-				cJSON *e = error_answer(
-					"conflict",
-					"rule '%s' exists already; delete it "
-					"first or use `rule replace`",
-					in.rules[i].name);
-				sl_ruleset_free(&in);
-				sl_ruleset_free(out);
-				return e;
-			}
-		}
-		for (; out->n < cur->n; out->n++)
-			if (sl_rule_copy(&out->rules[out->n],
-					 &cur->rules[out->n])) {
-				sl_ruleset_free(&in);
-				sl_ruleset_free(out);
-				return error_answer("internal",
-						    "out of memory");
-			}
-		/* the new rules move over, with what they own */
-		memcpy(out->rules + cur->n, in.rules,
-		       in.n * sizeof(*in.rules));
-		n = out->n = cur->n + in.n;
-		in.n = 0;
-		sl_ruleset_free(&in);
-		if (n > SL_MAX_RULES) {
-			sl_ruleset_free(out);
-			return error_answer("invalid",
-					    "%zu rules would exceed the limit "
-					    "of %d",
-					    n, SL_MAX_RULES);
-		}
-	} else {
-		const cJSON *name;
+	err = sl_rules_from_cjson(doc, in, a->err, sizeof(a->err));
+	cJSON_Delete(doc);
+	return err ? error_answer("invalid", "%s", a->err) : NULL;
+}
 
-		names = cJSON_GetObjectItemCaseSensitive(req, "names");
-		if (!cJSON_IsArray(names) || !cJSON_GetArraySize(names)) {
-			sl_ruleset_free(out);
-			return error_answer("invalid", "request: 'names' must "
-						       "be a non-empty array");
-		}
-		cJSON_ArrayForEach(name, names) {
-			if (cJSON_IsString(name))
-				continue;
-			sl_ruleset_free(out);
+/* The names of a rule.del request, borrowed from it, into *names. */
+static cJSON *request_names(const cJSON *req, const char ***names, size_t *n)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(req, "names");
+	const cJSON *name;
+
+	*n = 0;
+	if (!cJSON_IsArray(list) || !cJSON_GetArraySize(list))
+		return error_answer("invalid", "request: 'names' must be a "
+					       "non-empty array");
+	*names = calloc(cJSON_GetArraySize(list), sizeof(**names));
+	if (!*names)
+		return error_answer("internal", "out of memory");
+	cJSON_ArrayForEach(name, list) {
+		if (!cJSON_IsString(name)) {
+			free(*names);
 			return error_answer("invalid", "request: 'names' must "
 						       "be an array of strings");
 		}
-		cJSON_ArrayForEach(name, names) {
-			bool found = false;
-
-			for (size_t j = 0; cJSON_IsString(name) && j < cur->n;
-			     j++)
-				found |= !strcmp(cur->rules[j].name,
-						 name->valuestring);
-			if (!found) {
-				cJSON *e = error_answer(
-					"not_found", "no rule named '%s'",
-					cJSON_IsString(name) ? name->valuestring
-							     : "(not a string)");
-				sl_ruleset_free(out);
-				return e;
-			}
-		}
-		for (size_t j = 0; j < cur->n; j++) {
-			bool gone = false;
-
-			cJSON_ArrayForEach(name, names)
-				gone |= !strcmp(cur->rules[j].name,
-						name->valuestring);
-			if (gone)
-				continue;
-			if (sl_rule_copy(&out->rules[n], &cur->rules[j])) {
-				sl_ruleset_free(out);
-				return error_answer("internal",
-						    "out of memory");
-			}
-			out->n = ++n;
-		}
+		(*names)[(*n)++] = name->valuestring;
 	}
-	out->n = n;
-	for (size_t i = 0; i < n; i++)
-		out->rules[i].file_index = i;
 	return NULL;
+}
+
+/* The rule set a change asks for (ruleset.h); NULL answer on success. */
+static cJSON *build_change(struct agent *a, enum change_op op,
+			   const cJSON *req, struct sl_ruleset *out)
+{
+	static const char *const codes[] = {
+		[EEXIST] = "conflict", [ENOENT] = "not_found",
+		[E2BIG] = "invalid", [ENOMEM] = "internal",
+	};
+	struct sl_ruleset in = { 0 };
+	const char **names = NULL;
+	size_t n_names;
+	cJSON *r;
+	int err;
+
+	r = op == CHANGE_DEL ? request_names(req, &names, &n_names)
+			     : request_rules(a, req, &in);
+	if (r)
+		return r;
+	if (op == CHANGE_REPLACE) {
+		sl_ruleset_replace(&in, out);
+		return NULL;
+	}
+	err = op == CHANGE_ADD ? sl_ruleset_add(&a->snap.rules, &in, out,
+						a->err, sizeof(a->err))
+			       : sl_ruleset_del(&a->snap.rules, names, n_names,
+						out, a->err, sizeof(a->err));
+	sl_ruleset_free(&in);
+	free(names);
+	return err ? error_answer(codes[-err], "%s", a->err) : NULL;
 }
 
 static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
