@@ -349,6 +349,35 @@ static void test_bad_watch(void **state __maybe_unused)
 		     "stats");
 }
 
+/* Every program's numbers are checked whole: no empty value, space, sign
+ * or trailing junk (the agent once took --stats-interval "" as 0). */
+static void test_strict_numbers(void **state __maybe_unused)
+{
+	static const char *const bad[] = { "", " 5", "+5", "5s", "-1",
+					   "99999999999" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "--stats-interval: '%s' is not",
+			 bad[i]);
+		expect_usage(RUN("agent", "--iface", "lo", "--stats-interval",
+				 (char *)bad[i]),
+			     want, "agent");
+		snprintf(want, sizeof(want), "--max-conns: '%s' is not",
+			 bad[i]);
+		expect_usage(RUN("tokend", "--listen", "127.0.0.1:0",
+				 "--rules", good, "--state-dir", dir,
+				 "--max-conns", (char *)bad[i]),
+			     want, "tokend");
+	}
+	expect_usage(RUN("agent", "--iface", "lo", "--xdp-mode", "fast"),
+		     "--xdp-mode: 'fast' is not one of auto, native, generic",
+		     "agent");
+	expect_usage(RUN("agent", "--iface", "eth0,,eth1"),
+		     "--iface: empty interface name in 'eth0,,eth1'", "agent");
+}
+
 static void test_down_usage(void **state __maybe_unused)
 {
 	expect_usage(RUN("down"), "missing --iface", "down");
@@ -912,6 +941,7 @@ int main(void)
 		cmocka_unit_test(test_missing_and_extra_args),
 		cmocka_unit_test(test_bad_if_version),
 		cmocka_unit_test(test_bad_watch),
+		cmocka_unit_test(test_strict_numbers),
 		cmocka_unit_test(test_down_usage),
 		cmocka_unit_test(test_state_dir_too_long),
 		cmocka_unit_test(test_help),

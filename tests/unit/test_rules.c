@@ -261,6 +261,30 @@ static void test_json_syntax_error(void **state)
 		      "JSON syntax error at line 1, column 15 near 'trailing'");
 	expect_err_in("", "unexpected end of input");
 	assert_int_equal(err_lines(), 1);
+	/* a file cut short inside a value says so */
+	expect_err_in("{\"rules\":[{\"name\":\"web\",\"match\":"
+		      "{\"proto\":\"tcp\",\"dp",
+		      "JSON syntax error at line 1, column 49 near 'dp': the "
+		      "text ends inside the document, cut off after 50 bytes");
+	expect_err_in("{\"rules\": []} trailing",
+		      "near 'trailing': data after the end of the document");
+}
+
+/* Nesting past cJSON's limit is named as such, not as bad syntax. */
+static void test_json_too_deep(void **state)
+{
+	size_t depth = 100000, n = 0;
+	char *doc = malloc(2 * depth + 16);
+
+	(void)state;
+	assert_non_null(doc);
+	n += sprintf(doc, "{\"rules\":");
+	memset(doc + n, '[', depth);
+	memset(doc + n + depth, ']', depth);
+	strcpy(doc + n + 2 * depth, "}");
+	expect_err_in(doc, "arrays and objects nested deeper than 1000, the "
+			   "parser's limit");
+	free(doc);
 }
 
 static void test_nul_byte_rejected(void **state)
@@ -1908,6 +1932,7 @@ int main(void)
 	    cmocka_unit_test(test_protos_and_count_forms),
 	    cmocka_unit_test(test_empty_rules_valid),
 	    cmocka_unit_test(test_json_syntax_error),
+	    cmocka_unit_test(test_json_too_deep),
 	    cmocka_unit_test(test_nul_byte_rejected),
 	    cmocka_unit_test(test_document_shape),
 	    cmocka_unit_test(test_rule_count_limit),

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "rules_json.h"
 #include "rules_parse.h"
+#include "util.h"
 
 #define ERRBUF 65536 /* parser errors: one line per problem */
 
@@ -23,48 +24,6 @@ static void print_change(const cJSON *resp)
 	printf("rules at version %s: %s in force\n",
 	       cli_cell(cli_get(resp, "version"), v, sizeof(v)),
 	       cli_cell(cli_get(resp, "rules_in_force"), n, sizeof(n)));
-}
-
-static int read_stdin(char **out, size_t *outlen)
-{
-	size_t len = 0, cap = 0;
-	char *buf = NULL;
-
-	for (;;) {
-		ssize_t n;
-
-		if (len == cap) {
-			size_t ncap = cap ? cap * 2 : 64 << 10;
-			char *nb;
-
-			if (cap >= SL_CTL_MAX_MSG) {
-				free(buf);
-				return -EFBIG;
-			}
-			nb = realloc(buf, ncap);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		n = read(STDIN_FILENO, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int err = -errno;
-
-			free(buf);
-			return err;
-		}
-		if (!n)
-			break;
-		len += n;
-	}
-	*out = buf;
-	*outlen = len;
-	return 0;
 }
 
 /* The canonical rules of file ("-": stdin), validated like the agent
@@ -80,7 +39,7 @@ static int load_rules(const char *file, char **rules, char *err,
 		size_t len = 0;
 		char *buf = NULL;
 
-		ret = read_stdin(&buf, &len);
+		ret = sl_read_fd(STDIN_FILENO, SL_CTL_MAX_MSG, &buf, &len);
 		if (ret) {
 			snprintf(err, errlen, "cannot read stdin: %s",
 				 strerror(-ret));

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "json_text.h"
 
 bool sl_text_grow(struct sl_text *t, size_t more)
@@ -240,3 +242,69 @@ done:
 	return true;
 }
 
+/* Arrays and objects open at off, outside strings. */
+static unsigned int depth_at(const char *text, size_t off)
+{
+	unsigned int depth = 0;
+	bool in_str = false;
+
+	for (size_t i = 0; i < off; i++) {
+		char c = text[i];
+
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == '[' || c == '{') {
+			depth++;
+		} else if ((c == ']' || c == '}') && depth) {
+			depth--;
+		}
+	}
+	return depth;
+}
+
+void sl_json_locate(const char *text, size_t len, const char *at,
+		    struct sl_json_error *e)
+{
+	const char *end = NULL;
+	cJSON *doc;
+	size_t i;
+
+	*e = (struct sl_json_error){ .line = 1, .col = 1 };
+	e->off = at && at >= text && (size_t)(at - text) < len
+			 ? (size_t)(at - text)
+			 : len;
+	for (i = 0; i < e->off; i++) {
+		if (text[i] == '\n') {
+			e->line++;
+			e->col = 1;
+		} else {
+			e->col++;
+		}
+	}
+	for (i = 0; i + 1 < sizeof(e->near) && e->off + i < len &&
+		    text[e->off + i] != '\n';
+	     i++)
+		e->near[i] = text[e->off + i];
+	e->near[i] = '\0';
+	doc = cJSON_ParseWithLengthOpts(text, len + 1, &end, 0);
+	if (doc) {
+		cJSON_Delete(doc);
+		e->fault = SL_JSON_TRAILING;
+		return;
+	}
+	if (depth_at(text, e->off) >= CJSON_NESTING_LIMIT) {
+		e->fault = SL_JSON_DEEP;
+		return;
+	}
+	for (i = len; i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t' ||
+				text[i - 1] == '\r' || text[i - 1] == '\n');
+	     i--)
+		;
+	e->fault = e->off >= len || !i || text[i - 1] != '}' ? SL_JSON_CUT
+							    : SL_JSON_BAD;
+}

@@ -65,4 +65,28 @@ bool sl_json_value(struct sl_json *r, int depth, bool emit);
  * and *ok says whether it is true. */
 bool sl_json_object(struct sl_json *r, int depth, bool emit, bool *ok);
 
+/* Why a text is not JSON, and where, from where cJSON stopped. */
+enum sl_json_fault {
+	SL_JSON_BAD,	  /* damage inside */
+	SL_JSON_CUT,	  /* the text ends before the document does */
+	SL_JSON_TRAILING, /* data after a complete document */
+	SL_JSON_DEEP,	  /* nested past cJSON's limit */
+};
+
+struct sl_json_error {
+	enum sl_json_fault fault;
+	unsigned int line, col; /* of where parsing stopped, from 1 */
+	size_t off;		/* its byte offset; len when at the end */
+	char near[24];		/* the text there, to its line's end */
+};
+
+/*
+ * Explain why cJSON_ParseWithLengthOpts() refused text (len bytes,
+ * NUL-terminated) and stopped at at: CUT when the text does not end in
+ * '}' (every document here is an object), TRAILING when a document
+ * parses up to there, DEEP past CJSON_NESTING_LIMIT levels.
+ */
+void sl_json_locate(const char *text, size_t len, const char *at,
+		    struct sl_json_error *e);
+
 #endif

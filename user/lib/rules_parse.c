@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "json_text.h"
 #include "rules_parse.h"
 #include "util.h"
 
@@ -1135,39 +1136,34 @@ static int find_duplicates(const cJSON *rules, size_t n, const char **names,
 static void syntax_error(struct errbuf *eb, const char *json, size_t len,
 			 const char *at)
 {
-	size_t off = at ? (size_t) (at - json) : 0, i;
-	unsigned int line = 1, col = 1;
-	char near[40];
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+	struct sl_json_error e;
 
-	if (off > len)
-		off = len;
-	for (i = 0; i < off; i++) {
-		if (json[i] == '\n') {
-			line++;
-			col = 1;
-		} else {
-			col++;
-		}
-	}
-	if (off >= len) {
-		eb_add(eb,
-		       "document: JSON syntax error at line %u, column %u: "
-		       "unexpected end of input",
-		       line, col);
-		return;
-	}
-	for (i = 0; i < 20 && off + i < len && json[off + i] != '\n'; i++)
-		near[i] = json[off + i];
-	near[i] = '\0';
-	{
-		char shown[sizeof(near) * 4 + 8];
-
-		show(near, shown, sizeof(shown));
-		eb_add(eb,
-		       "document: JSON syntax error at line %u, column %u near "
-		       "'%s'",
-		       line, col, shown);
-	}
+	sl_json_locate(json, len, at, &e);
+	show(e.near, shown, sizeof(shown));
+	if (e.off >= len)
+		eb_add(eb, "document: JSON syntax error at line %u, column %u: "
+			   "unexpected end of input; the text is cut off "
+			   "after %zu bytes",
+		       e.line, e.col, len);
+	else if (e.fault == SL_JSON_CUT)
+		eb_add(eb, "document: JSON syntax error at line %u, column %u "
+			   "near '%s': the text ends inside the document, "
+			   "cut off after %zu bytes",
+		       e.line, e.col, shown, len);
+	else if (e.fault == SL_JSON_DEEP)
+		eb_add(eb, "document: JSON syntax error at line %u, column %u: "
+			   "arrays and objects nested deeper than %d, the "
+			   "parser's limit",
+		       e.line, e.col, CJSON_NESTING_LIMIT);
+	else if (e.fault == SL_JSON_TRAILING)
+		eb_add(eb, "document: JSON syntax error at line %u, column %u "
+			   "near '%s': data after the end of the document",
+		       e.line, e.col, shown);
+	else
+		eb_add(eb, "document: JSON syntax error at line %u, column %u "
+			   "near '%s'",
+		       e.line, e.col, shown);
 }
 
 static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
@@ -1323,8 +1319,8 @@ static void path_err(char *err, size_t errlen, const char *path,
 int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
 		       size_t errlen)
 {
-	size_t used = 0, cap = 0;
 	char *buf = NULL;
+	size_t used = 0;
 	int fd, ret;
 
 	if (err && errlen)
@@ -1335,47 +1331,16 @@ int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
 		path_err(err, errlen, path, "cannot open", -ret);
 		return ret;
 	}
-	/* Read to EOF rather than trust st_size: pipes and procfs lie. */
-	for (;;) {
-		ssize_t got;
-
-		if (used == cap) {
-			size_t ncap = cap ? cap * 2 : 64 << 10;
-			char *nbuf;
-
-			if (ncap > SL_RULES_FILE_MAX + 1)
-				ncap = SL_RULES_FILE_MAX + 1;
-			nbuf = realloc(buf, ncap);
-			if (!nbuf) {
-				ret = -ENOMEM;
-				path_err(err, errlen, path, "cannot read",
-					 ENOMEM);
-				goto out;
-			}
-			buf = nbuf;
-			cap = ncap;
-		}
-		got = read(fd, buf + used, cap - used);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			ret = -errno;
-			path_err(err, errlen, path, "cannot read", -ret);
-			goto out;
-		}
-		if (got == 0)
-			break;
-		used += got;
-		if (used > SL_RULES_FILE_MAX) {
-			ret = -EFBIG;
-			path_err(err, errlen, path,
-				 "larger than 64 MiB; refusing to parse", 0);
-			goto out;
-		}
-	}
-	ret = sl_rules_parse(buf ? buf : "", used, out, err, errlen);
-out:
-	free(buf);
+	ret = sl_read_fd(fd, SL_RULES_FILE_MAX, &buf, &used);
 	close(fd);
+	if (ret == -EFBIG)
+		path_err(err, errlen, path,
+			 "larger than 64 MiB; refusing to parse", 0);
+	else if (ret)
+		path_err(err, errlen, path, "cannot read", -ret);
+	if (ret)
+		return ret;
+	ret = sl_rules_parse(buf, used, out, err, errlen);
+	free(buf);
 	return ret;
 }

@@ -59,9 +59,9 @@ static const char *errstr(int e, char *buf, size_t len)
 static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 		    size_t errlen)
 {
-	size_t used = 0, cap = 0;
 	char *buf = NULL, eb[128];
-	int fd, ret = 0;
+	size_t used = 0;
+	int fd, ret;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -70,38 +70,7 @@ static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 			errstr(-ret, eb, sizeof(eb)));
 		return ret;
 	}
-	for (;;) {
-		ssize_t got;
-
-		if (cap - used < 2) {
-			size_t ncap = cap ? cap * 2 : 64 << 10;
-			char *nbuf;
-
-			if (ncap > SL_SNAPSHOT_FILE_MAX + 2)
-				ncap = SL_SNAPSHOT_FILE_MAX + 2;
-			nbuf = realloc(buf, ncap);
-			if (!nbuf) {
-				ret = -ENOMEM;
-				break;
-			}
-			buf = nbuf;
-			cap = ncap;
-		}
-		got = read(fd, buf + used, cap - used - 1);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			ret = -errno;
-			break;
-		}
-		if (got == 0)
-			break;
-		used += got;
-		if (used > SL_SNAPSHOT_FILE_MAX) {
-			ret = -EFBIG;
-			break;
-		}
-	}
+	ret = sl_read_fd(fd, SL_SNAPSHOT_FILE_MAX, &buf, &used);
 	close(fd);
 	if (ret == -EFBIG) {
 		set_err(err, errlen, "%s: larger than 64 MiB; not a snapshot",
@@ -111,11 +80,8 @@ static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 		set_err(err, errlen, "%s: cannot read: %s", path,
 			errstr(-ret, eb, sizeof(eb)));
 	}
-	if (ret) {
-		free(buf);
+	if (ret)
 		return ret;
-	}
-	buf[used] = '\0';
 	*bufp = buf;
 	*lenp = used;
 	return 0;
@@ -264,49 +230,29 @@ static bool json_uint(const cJSON *it, uint64_t lo, uint64_t hi, uint64_t *v)
 static void syntax_error(const char *path, const char *buf, size_t len,
 			 const char *at, char *err, size_t errlen)
 {
-	size_t off = at && at >= buf ? (size_t) (at - buf) : len, i;
-	unsigned int line = 1, col = 1;
-	const char *end = NULL;
-	bool cut;
-	cJSON *doc;
+	struct sl_json_error e;
 
-	if (off > len)
-		off = len;
-	for (i = 0; i < off; i++) {
-		if (buf[i] == '\n') {
-			line++;
-			col = 1;
-		} else {
-			col++;
-		}
-	}
-	doc = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 0);
-	if (doc) {
-		cJSON_Delete(doc);
+	sl_json_locate(buf, len, at, &e);
+	if (e.fault == SL_JSON_TRAILING)
 		set_err(err, errlen,
 			"%s: not valid JSON: unexpected data after the end of "
 			"the document at line %u, column %u (byte %zu of %zu); "
 			"the file is damaged",
-			path, line, col, off, len);
-		return;
-	}
-	/* Every snapshot we write ends in "}\n". */
-	for (i = len; i > 0 && (buf[i - 1] == ' ' || buf[i - 1] == '\t' ||
-				buf[i - 1] == '\r' || buf[i - 1] == '\n');
-	     i--)
-		;
-	cut = off >= len || i == 0 || buf[i - 1] != '}';
-	if (cut)
+			path, e.line, e.col, e.off, len);
+	else if (e.fault == SL_JSON_CUT)
 		set_err(err, errlen,
 			"%s: not valid JSON: the document is cut off after "
 			"%zu bytes (parsing stopped at line %u, column %u); "
 			"the file is truncated",
-			path, len, line, col);
+			path, len, e.line, e.col);
 	else
 		set_err(err, errlen,
 			"%s: not valid JSON at line %u, column %u (byte %zu "
-			"of %zu); the file is damaged",
-			path, line, col, off, len);
+			"of %zu); the file is damaged%s",
+			path, e.line, e.col, e.off, len,
+			e.fault == SL_JSON_DEEP ? " (nested past the parser's "
+						  "limit)"
+						: "");
 }
 
 static const char *const snapshot_keys[] = {

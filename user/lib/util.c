@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -211,6 +212,53 @@ int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max,
 		memcpy(names[*n], it, len);
 		names[(*n)++][len] = '\0';
 	}
+	return 0;
+}
+
+/* ---- files ---- */
+
+int sl_read_fd(int fd, size_t max, char **out, size_t *len)
+{
+	size_t used = 0, cap = 0;
+	char *buf = NULL;
+
+	for (;;) {
+		ssize_t got;
+
+		if (cap - used < 2) {
+			size_t ncap = cap ? cap * 2 : 64 << 10;
+			char *nbuf;
+
+			if (ncap > max + 2)
+				ncap = max + 2;
+			nbuf = realloc(buf, ncap);
+			if (!nbuf) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nbuf;
+			cap = ncap;
+		}
+		got = read(fd, buf + used, cap - used - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int err = -errno;
+
+			free(buf);
+			return err;
+		}
+		if (got == 0)
+			break;
+		used += got;
+		if (used > max) {
+			free(buf);
+			return -EFBIG;
+		}
+	}
+	buf[used] = '\0';
+	*out = buf;
+	*len = used;
 	return 0;
 }
 

@@ -107,6 +107,14 @@ int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out);
 int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *n,
 		    char *err, size_t errlen);
 
+/* ---- files ---- */
+
+/*
+ * Read fd to EOF (not to st_size: pipes and procfs lie) into a malloc'd,
+ * NUL-terminated buffer. -EFBIG past max bytes, -ENOMEM, or -errno.
+ */
+int sl_read_fd(int fd, size_t max, char **out, size_t *len);
+
 /* ---- time ---- */
 
 /* CLOCK_MONOTONIC in ns: what durations and deadlines are measured in. */
