@@ -38,13 +38,6 @@ _Static_assert(SLUICE_DENY_BATCH <= 0x7fff, "a refusal's batch is 16 bits");
 _Static_assert(SLUICE_LEDGER_RECORDS >= 2 * SLUICE_LEDGER_DIV + 2,
 	       "the ledger must hold an interval's records");
 
-/* Fixed at load time. */
-const volatile __u32 nr_cpus = 1;
-const volatile __u8 test_clock = 0;
-
-/* The clock of test builds: written by the test through the .bss map. */
-volatile __u64 test_now_ns;
-
 static __always_inline __u64 sluice_now(void)
 {
 	if (test_clock)

@@ -16,20 +16,6 @@
 #include "maps.h"
 #include "parse.h"
 
-/*
- * Generation of the rule set in force; its low bit names the set the fast
- * path reads. User space fills the other set, then increments this with
- * one store. A cached trie answer is valid only under the generation it
- * was found in: a set's tries are rewritten only two generations later.
- */
-volatile __u32 set_gen;
-
-/* Stage 1 of both sets, at set * SLUICE_SET_SPACE + sluice_port_key(): a
- * global (.bss) rather than an array map, so that a lookup is a bounds
- * check and a load, with no key on the stack; user space writes it
- * through the skeleton's mmap. */
-__u32 port_table[SLUICE_NUM_SETS * SLUICE_SET_SPACE];
-
 /* The address at addr (in the packet, bounds checked) as words; an IPv4
  * address fills w[0]. Packet loads may be unaligned. */
 static __always_inline void addr_words(const struct sluice_pkt *p,

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Every map of the data plane. Configuration (written by user space) and
- * counters (written by the fast path) live in different maps.
+ * Every map and global of the data plane. Configuration (written by user
+ * space) and counters (written by the fast path) live in different maps.
+ * Globals are maps too: .rodata (const volatile, fixed at load time, so
+ * the verifier prunes what they turn off) and .bss (written at run time
+ * through the skeleton's mmap).
  */
 #ifndef SLUICE_MAPS_H
 #define SLUICE_MAPS_H
@@ -120,5 +123,31 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } host_stats SEC(".maps");
+
+/* ---- globals ---- */
+
+/*
+ * Generation of the rule set in force; its low bit names the set the fast
+ * path reads. User space fills the other set, then increments this with
+ * one store. A cached trie answer is valid only under the generation it
+ * was found in: a set's tries are rewritten only two generations later.
+ */
+volatile __u32 set_gen;
+
+/* Stage 1 of both sets, at set * SLUICE_SET_SPACE + sluice_port_key(): a
+ * global (.bss) rather than an array map, so that a lookup is a bounds
+ * check and a load, with no key on the stack; user space writes it
+ * through the skeleton's mmap. */
+__u32 port_table[SLUICE_NUM_SETS * SLUICE_SET_SPACE];
+
+/* Fixed at load time: the CPUs rule_cpu is sized for, the test clock. */
+const volatile __u32 nr_cpus = 1;
+const volatile __u8 test_clock = 0;
+
+/* The clock of test builds: written by the test through the .bss map. */
+volatile __u64 test_now_ns;
+
+/* Verdict for packets whose headers are cut short or inconsistent. */
+const volatile __u32 malformed_verdict = XDP_PASS;
 
 #endif

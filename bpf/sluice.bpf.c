@@ -19,9 +19,6 @@
 #include "classify.h"
 #include "admit.h"
 
-/* Verdict for packets whose headers are cut short or inconsistent. */
-const volatile __u32 malformed_verdict = XDP_PASS;
-
 SEC("xdp")
 int sluice_xdp(struct xdp_md *ctx)
 {
