@@ -299,6 +299,7 @@ static cJSON *do_status(struct agent *a)
 	}
 	cJSON_AddBoolToObject(r, "ready", ready);
 	cJSON_AddNumberToObject(r, "pid", getpid());
+	cJSON_AddStringToObject(r, "sluice_version", sl_version);
 	cJSON_AddNumberToObject(r, "uptime_s", (sl_now_ns() / 1e9) - a->started);
 	cJSON_AddBoolToObject(r, "allow_empty", a->allow_empty);
 	cJSON_AddBoolToObject(r, "adopted", a->dp.adopted);
