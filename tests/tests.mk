@@ -4,6 +4,10 @@
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 BPF_TEST   := $(BUILD)/tests/test_xdp
+# The packet builder of the BPF tests and the traffic tools.
+PKT_DIR    := tests/lib
+PKT_OBJ_DIR := $(BUILD)/tests/lib
+PKT_OBJ    := $(PKT_OBJ_DIR)/pkt.o
 INTEG_TESTS := $(sort $(wildcard tests/integration/test_*.sh))
 
 $(BUILD)/tests:
@@ -12,8 +16,17 @@ $(BUILD)/tests:
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
-$(BPF_TEST): tests/bpf/test_xdp.c tests/bpf/pkt.h $(LIB) | $(BUILD)/tests
-	$(CC) $(CFLAGS) -Itests/bpf -o $@ $< $(LIB) $(LDLIBS)
+$(PKT_OBJ_DIR):
+	mkdir -p $@
+
+# Its headers are tracked in its .d file.
+$(PKT_OBJ): $(PKT_DIR)/pkt.c | $(PKT_OBJ_DIR)
+	$(CC) $(CFLAGS) -MMD -MP -I$(PKT_DIR) -c $< -o $@
+-include $(PKT_OBJ:.o=.d)
+
+$(BPF_TEST): tests/bpf/test_xdp.c $(PKT_DIR)/pkt.h $(PKT_OBJ) $(LIB) \
+		| $(BUILD)/tests
+	$(CC) $(CFLAGS) -I$(PKT_DIR) -o $@ $< $(PKT_OBJ) $(LIB) $(LDLIBS)
 
 # libFuzzer needs clang; FUZZ_SECONDS bounds each run (tests/fuzz/run.sh).
 FUZZ_PROTO := $(BUILD)/fuzz/fuzz_proto

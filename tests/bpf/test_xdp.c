@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Data plane tests: the XDP program loaded through the library, rule sets
- * applied from JSON, packets built by pkt.h run through BPF_PROG_TEST_RUN
- * on the test clock, and the verdict and every counter checked against a
- * table of expectations. Output is TAP. Needs root (BPF).
+ * applied from JSON, packets built by tests/lib/pkt.h run through
+ * BPF_PROG_TEST_RUN on the test clock, and the verdict and every counter
+ * checked against a table of expectations. Output is TAP. Needs root (BPF).
  */
 #include <errno.h>
 #include <sched.h>
