@@ -47,6 +47,6 @@ $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
 
 $(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
-		$(GEN_OUT)/genutil.o
+		$(GEN_OUT)/genutil.o $(PKT_OBJ)
 	$(CC) $(CFLAGS) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
-		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)
+		$(GEN_OUT)/genutil.o $(PKT_OBJ) $(LIB) $(LDLIBS)
