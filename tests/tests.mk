@@ -3,7 +3,18 @@
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-BPF_TEST   := $(BUILD)/tests/test_xdp
+# Data plane tests: one binary per feature (tests/bpf/test_<feature>.c)
+# over one harness, frames from the packet builder that the traffic tools
+# share (tests/lib/pkt.c).
+BPF_FEATURES := pkt parse classify admit per_source swap cpu
+BPF_TESTS  := $(if $(wildcard tests/bpf/harness.c),\
+		$(BPF_FEATURES:%=$(BUILD)/tests/bpf_%))
+BPF_OBJ_DIR := $(BUILD)/tests/bpf
+BPF_HARNESS := $(BPF_OBJ_DIR)/harness.o
+BPF_OBJS   := $(BPF_HARNESS) $(BPF_FEATURES:%=$(BPF_OBJ_DIR)/test_%.o)
+PKT_DIR    := tests/lib
+PKT_OBJ_DIR := $(BUILD)/tests/lib
+PKT_OBJ    := $(PKT_OBJ_DIR)/pkt.o
 INTEG_TESTS := $(sort $(wildcard tests/integration/test_*.sh))
 
 $(BUILD)/tests:
@@ -13,8 +24,22 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(PROG_LIBS) $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS) \
 		-lcmocka
 
-$(BPF_TEST): tests/bpf/test_xdp.c tests/bpf/pkt.h $(LIB) | $(BUILD)/tests
-	$(CC) $(CFLAGS) $(INC_ALL) -Itests/bpf -o $@ $< $(LIB) $(LDLIBS)
+$(BPF_OBJ_DIR) $(PKT_OBJ_DIR):
+	mkdir -p $@
+
+# Each object's headers are tracked in its .d file; the skeleton is
+# generated, so it is named for the first build.
+$(PKT_OBJ): $(PKT_DIR)/pkt.c | $(PKT_OBJ_DIR)
+	$(CC) $(CFLAGS) -MMD -MP -I$(PKT_DIR) -c $< -o $@
+
+$(BPF_OBJS): $(BPF_OBJ_DIR)/%.o: tests/bpf/%.c $(SKEL) | $(BPF_OBJ_DIR)
+	$(CC) $(CFLAGS) -MMD -MP $(INC_ALL) -I$(PKT_DIR) -c $< -o $@
+
+$(BPF_TESTS): $(BUILD)/tests/bpf_%: $(BPF_OBJ_DIR)/test_%.o $(BPF_HARNESS) \
+		$(PKT_OBJ) $(LIB) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(PKT_OBJ:.o=.d) $(BPF_OBJS:.o=.d)
 
 # libFuzzer needs clang; FUZZ_SECONDS bounds each run (tests/fuzz/run.sh).
 FUZZ_PROTO := $(BUILD)/fuzz/fuzz_proto
@@ -23,12 +48,11 @@ $(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
 		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
 
-TEST_BINS := $(UNIT_BINS) $(if $(wildcard tests/bpf/test_xdp.c),$(BPF_TEST)) \
-	     $(FUZZ_PROTO)
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO)
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
-BPF_SUITES   := $(if $(wildcard tests/bpf/test_xdp.c),"$(BPF_TEST)")
+BPF_SUITES   := $(foreach b,$(BPF_TESTS),"$(b)")
 INTEG_SUITES := $(foreach t,$(INTEG_TESTS),"$(t)")
 GEN_SUITES   := "bash tests/gen/selftest.sh"
 FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"

@@ -230,7 +230,7 @@ static uint32_t arg_u32(const char *opt, uint32_t lo, uint32_t hi)
 {
 	uint32_t v;
 
-	if (gen_parse_u32(optarg, lo, hi, &v)) {
+	if (sl_parse_u32(optarg, lo, hi, &v)) {
 		fprintf(stderr, "admit_shape: --%s: %u to %u, not '%s'\n", opt,
 			lo, hi, optarg);
 		exit(2);
@@ -242,7 +242,7 @@ static double arg_ms(const char *opt)
 {
 	double v;
 
-	if (gen_parse_seconds(optarg, 60000, &v)) {
+	if (sl_parse_double(optarg, 0, 60000, &v)) {
 		fprintf(stderr, "admit_shape: --%s: 0 to 60000 ms, not '%s'\n",
 			opt, optarg);
 		exit(2);

@@ -38,15 +38,16 @@ $(BENCH_BARE): tests/bench/bare.bpf.c $(BPF_HDRS) | $(BENCH_DIR)
 $(BENCH_SKEL): $(BENCH_BARE)
 	$(BPFTOOL) gen skeleton $< name bare_bpf > $@
 
-# the traffic tools' helpers: logging, option parsing, clock, signals
-$(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o
-	$(CC) $(CFLAGS) -I$(BENCH_DIR) -Itests/gen -o $@ $< \
-		$(GEN_OUT)/genutil.o $(LDLIBS)
+# the traffic tools' helpers: logging, signals; numbers and the clock
+$(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o \
+		$(GEN_UTIL)
+	$(CC) $(CFLAGS) -I$(BENCH_DIR) -Itests/gen -Iuser/lib -o $@ $< \
+		$(GEN_OUT)/genutil.o $(GEN_UTIL) $(LDLIBS)
 
 $(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
 	$(CC) $(CFLAGS) $(INC_ALL) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
 
 $(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
-		$(GEN_OUT)/genutil.o
+		$(GEN_OUT)/genutil.o $(PKT_OBJ)
 	$(CC) $(CFLAGS) $(INC_ALL) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
-		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)
+		$(GEN_OUT)/genutil.o $(PKT_OBJ) $(LIB) $(LDLIBS)

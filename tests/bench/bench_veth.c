@@ -91,7 +91,7 @@ static uint32_t number(const char *arg, uint32_t lo, uint32_t hi,
 {
 	uint32_t v;
 
-	if (gen_parse_u32(arg, lo, hi, &v))
+	if (sl_parse_u32(arg, lo, hi, &v))
 		die("%s: %u to %u, not '%s'", what, lo, hi, arg);
 	return v;
 }
@@ -168,9 +168,9 @@ int main(int argc, char **argv)
 		die("out of memory");
 	if (gen_catch_signals())
 		die("signals: %s", strerror(errno));
-	start = gen_now_ns();
+	start = sl_now_ns();
 	while (!gen_stop && n < max_phases &&
-	       gen_now_ns() - start < seconds * NSEC_PER_SEC) {
+	       sl_now_ns() - start < seconds * NSEC_PER_SEC) {
 		unsigned long long c0, c1;
 		uint64_t t0, t1;
 
@@ -179,10 +179,10 @@ int main(int argc, char **argv)
 			break;
 		}
 		usleep(VETH_SETTLE_US);
-		t0 = gen_now_ns();
+		t0 = sl_now_ns();
 		c0 = rx_packets(counter);
 		usleep(phase_ms * 1000);
-		t1 = gen_now_ns();
+		t1 = sl_now_ns();
 		c1 = rx_packets(counter);
 		ph[n].packets = c1 - c0;
 		ph[n].pps = ph[n].packets * 1e9 / (t1 - t0);

@@ -14,14 +14,11 @@
 #include <linux/icmpv6.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
-#include <linux/tcp.h>
-#include <linux/udp.h>
 
 #include "frame.h"
 #include "genutil.h"
+#include "pkt.h"
 
-#define TCP_FLAG_SYN 0x02
-#define TCP_FLAG_ACK 0x10
 
 void frame_spec_init(struct frame_spec *s)
 {
@@ -73,11 +70,11 @@ static int parse_proto(const char *arg, uint8_t *proto)
 static int parse_tcp_flags(const char *arg, uint8_t *flags)
 {
 	if (!strcmp(arg, "syn"))
-		*flags = TCP_FLAG_SYN;
+		*flags = PKT_SYN;
 	else if (!strcmp(arg, "ack"))
-		*flags = TCP_FLAG_ACK;
+		*flags = PKT_ACK;
 	else if (!strcmp(arg, "synack"))
-		*flags = TCP_FLAG_SYN | TCP_FLAG_ACK;
+		*flags = PKT_SYN | PKT_ACK;
 	else
 		return -EINVAL;
 	return 0;
@@ -88,7 +85,7 @@ static int parse_vid(const char *arg, uint16_t *vid)
 	uint32_t v;
 	int err;
 
-	err = gen_parse_u32(arg, 1, 4094, &v);
+	err = sl_parse_u32(arg, 1, 4094, &v);
 	if (!err)
 		*vid = v;
 	return err;
@@ -116,7 +113,7 @@ static int parse_port(const char *arg, uint16_t *port)
 	uint32_t v;
 	int err;
 
-	err = gen_parse_u32(arg, 0, 65535, &v);
+	err = sl_parse_u32(arg, 0, 65535, &v);
 	if (!err)
 		*port = v;
 	return err;
@@ -145,9 +142,9 @@ int frame_spec_opt(struct frame_spec *s, int opt, const char *arg)
 	case FRAME_OPT_TCP_FLAGS:
 		return parse_tcp_flags(arg, &s->tcp_flags);
 	case FRAME_OPT_SIZE:
-		return gen_parse_u32(arg, 1, FRAME_MAX_LEN, &s->size);
+		return sl_parse_u32(arg, 1, FRAME_MAX_LEN, &s->size);
 	case FRAME_OPT_SOURCES:
-		return gen_parse_u32(arg, 1, FRAME_MAX_SOURCES, &s->sources);
+		return sl_parse_u32(arg, 1, FRAME_MAX_SOURCES, &s->sources);
 	case FRAME_OPT_VLAN:
 		s->nr_tags = 1;
 		s->tpid[0] = ETH_P_8021Q;
@@ -175,34 +172,6 @@ static int dev_mac(const char *dev, uint8_t mac[6])
 		memcpy(mac, ifr.ifr_hwaddr.sa_data, 6);
 	close(fd);
 	return err;
-}
-
-/* One's-complement sum of native 16-bit loads; byte order comes out right
- * when the folded result is stored back natively (RFC 1071).
- */
-static uint32_t csum_add(uint32_t sum, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-	uint16_t w;
-
-	for (; len > 1; len -= 2, p += 2) {
-		memcpy(&w, p, 2);
-		sum += w;
-	}
-	if (len) {
-		uint8_t last[2] = {*p, 0};
-
-		memcpy(&w, last, 2);
-		sum += w;
-	}
-	return sum;
-}
-
-static uint16_t csum_fold(uint32_t sum)
-{
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum;
 }
 
 /* Fills the spec's defaults that depend on the family; checks the rest. */
@@ -236,67 +205,55 @@ static int resolve_addrs(const struct frame_spec *s, int *family,
 	return 0;
 }
 
-static void put_be16(uint8_t *p, uint16_t v)
+/* The headers of the spec, source left zero where frame_set_source()
+ * writes it (its last 4 bytes), so the checksum bases exclude it. */
+static void build_headers(const struct frame_spec *s, int family,
+			  const struct in6_addr *src,
+			  const struct in6_addr *dst, const uint8_t src_mac[6],
+			  struct pkt *p)
 {
-	v = htons(v);
-	memcpy(p, &v, 2);
-}
+	uint8_t tcp_flags = s->tcp_flags ? s->tcp_flags : PKT_SYN;
+	int i;
 
-static size_t l4_hdr_len(uint8_t proto)
-{
-	switch (proto) {
-	case IPPROTO_TCP:
-		return sizeof(struct tcphdr);
-	case IPPROTO_UDP:
-		return sizeof(struct udphdr);
-	default: /* ICMP and ICMPv6 echo headers are 8 bytes */
-		return 8;
-	}
-}
+	pkt_init(p);
+	pkt_eth(p, s->dst_mac, src_mac);
+	for (i = 0; i < s->nr_tags; i++)
+		pkt_vlan(p, s->tpid[i], s->vid[i]);
+	if (family == AF_INET) {
+		struct pkt_ipv4_hdr h = { .frag = PKT_IP_DF };
 
-static void put_l4(const struct frame_spec *s, uint8_t *l4, size_t l4_len,
-		   uint16_t *csum_off)
-{
-	if (s->proto == IPPROTO_UDP) {
-		struct udphdr *udp = (struct udphdr *) l4;
-
-		udp->source = htons(s->sport);
-		udp->dest = htons(s->dport);
-		udp->len = htons(l4_len);
-		*csum_off = offsetof(struct udphdr, check);
-	} else if (s->proto == IPPROTO_TCP) {
-		struct tcphdr *tcp = (struct tcphdr *) l4;
-		uint8_t flags = s->tcp_flags ? s->tcp_flags : TCP_FLAG_SYN;
-
-		tcp->source = htons(s->sport);
-		tcp->dest = htons(s->dport);
-		tcp->seq = htonl(1);
-		tcp->ack_seq = htonl(flags & TCP_FLAG_ACK ? 1 : 0);
-		tcp->doff = sizeof(*tcp) / 4;
-		l4[13] = flags; /* the flags byte of the TCP header */
-		tcp->window = htons(65535);
-		*csum_off = offsetof(struct tcphdr, check);
+		memcpy(&h.dst, dst, 4);
+		pkt_ipv4_hdr(p, &h);
 	} else {
-		struct icmphdr *icmp = (struct icmphdr *) l4;
+		struct in6_addr a = *src;
 
-		icmp->type =
-		    s->proto == IPPROTO_ICMP ? ICMP_ECHO : ICMPV6_ECHO_REQUEST;
-		icmp->un.echo.id = htons(s->sport);
-		*csum_off = offsetof(struct icmphdr, checksum);
+		memset(a.s6_addr + 12, 0, 4);
+		pkt_ipv6_hdr(p, &a, dst);
+	}
+	switch (s->proto) {
+	case IPPROTO_UDP:
+		pkt_udp(p, s->sport, s->dport);
+		break;
+	case IPPROTO_TCP:
+		pkt_tcp(p, s->sport, s->dport, tcp_flags);
+		break;
+	case IPPROTO_ICMP:
+		pkt_icmp_ex(p, ICMP_ECHO, 0, s->sport, 0);
+		break;
+	default:
+		pkt_icmp_ex(p, ICMPV6_ECHO_REQUEST, 0, s->sport, 0);
+		break;
 	}
 }
 
-/* The source's last 4 bytes are zero while the bases are summed, so the
- * bases cover everything except them.
- */
 int frame_build(const struct frame_spec *s, const char *dev, struct frame *f)
 {
-	size_t l2_len = 14 + 4 * s->nr_tags, l3_len, l4_len, len, off;
 	struct in6_addr src, dst;
-	uint16_t l4_csum_off;
-	uint32_t sum, last;
-	uint8_t *p, *l4;
-	int family, err, i;
+	uint8_t src_mac[6];
+	size_t len, hdr_len, l2_len;
+	uint32_t last;
+	struct pkt p;
+	int family, err;
 
 	if (!s->have_dst_mac) {
 		gen_log("--dst-mac is required");
@@ -307,77 +264,40 @@ int frame_build(const struct frame_spec *s, const char *dev, struct frame *f)
 		return err;
 	memset(f, 0, sizeof(*f));
 	if (s->have_src_mac)
-		memcpy(f->data + 6, s->src_mac, 6);
-	else if ((err = dev_mac(dev, f->data + 6))) {
+		memcpy(src_mac, s->src_mac, 6);
+	else if ((err = dev_mac(dev, src_mac))) {
 		gen_log("cannot read the MAC of %s: %s", dev, strerror(-err));
 		return err;
 	}
-	l3_len =
-	    family == AF_INET ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+	build_headers(s, family, &src, &dst, src_mac, &p);
+	hdr_len = p.len;
+	l2_len = p.l3_off;
 	len = s->size ? s->size : FRAME_DEFAULT_LEN;
-	if (!s->size && len < l2_len + l3_len + l4_hdr_len(s->proto))
-		len = l2_len + l3_len + l4_hdr_len(s->proto);
-	if (len < l2_len + l3_len + l4_hdr_len(s->proto) ||
-	    len > l2_len + FRAME_MTU) {
-		gen_log("--size must be %zu..%zu for these headers",
-			l2_len + l3_len + l4_hdr_len(s->proto),
+	if (!s->size && len < hdr_len)
+		len = hdr_len;
+	if (len < hdr_len || len > l2_len + FRAME_MTU) {
+		gen_log("--size must be %zu..%zu for these headers", hdr_len,
 			l2_len + FRAME_MTU);
 		return -EINVAL;
 	}
-	l4_len = len - l2_len - l3_len;
+	pkt_finish(&p, len);
+	memcpy(f->data, p.buf, len);
 
-	p = f->data;
-	memcpy(p, s->dst_mac, 6);
-	off = 12;
-	for (i = 0; i < s->nr_tags; i++, off += 4) {
-		put_be16(p + off, s->tpid[i]);
-		put_be16(p + off + 2, s->vid[i]);
-	}
-	put_be16(p + off, family == AF_INET ? ETH_P_IP : ETH_P_IPV6);
-	off += 2;
-
+	/* The bases are the builder's sums (big-endian values) as the
+	 * native-order sums frame_rw_csum() adds to (RFC 1071: the same
+	 * bytes). ICMP (v4) has no pseudo header: its checksum is final. */
 	f->rw.sources = s->sources;
 	f->rw.l4_udp = s->proto == IPPROTO_UDP;
 	if (family == AF_INET) {
-		struct iphdr *ip = (struct iphdr *) (p + off);
-
-		ip->version = 4;
-		ip->ihl = 5;
-		ip->tot_len = htons(l3_len + l4_len);
-		ip->frag_off = htons(0x4000); /* DF */
-		ip->ttl = 64;
-		ip->protocol = s->proto;
-		memcpy(&ip->daddr, &dst, 4);
-		f->rw.src_off = off + offsetof(struct iphdr, saddr);
-		f->rw.ip_csum_off = off + offsetof(struct iphdr, check);
-		f->rw.ip_csum_base = csum_fold(csum_add(0, ip, sizeof(*ip)));
-		/* IPv4 pseudo header without the source */
-		sum = csum_add(0, &dst, 4);
+		f->rw.src_off = p.l3_off + offsetof(struct iphdr, saddr);
+		f->rw.ip_csum_off = p.l3_off + offsetof(struct iphdr, check);
+		f->rw.ip_csum_base = htons(pkt_ipv4_sum(&p));
 	} else {
-		struct ipv6hdr *ip6 = (struct ipv6hdr *) (p + off);
-
-		ip6->version = 6;
-		ip6->payload_len = htons(l4_len);
-		ip6->nexthdr = s->proto;
-		ip6->hop_limit = 64;
-		memcpy(&ip6->saddr, &src, 12);
-		ip6->daddr = dst;
-		f->rw.src_off = off + offsetof(struct ipv6hdr, saddr) + 12;
-		/* IPv6 pseudo header without the source's last 4 bytes */
-		sum = csum_add(0, &ip6->saddr, 12);
-		sum = csum_add(sum, &dst, 16);
+		f->rw.src_off = p.l3_off + offsetof(struct ipv6hdr, saddr) + 12;
 	}
-	sum += htons(s->proto) + htons(l4_len);
-	l4 = p + off + l3_len;
-	put_l4(s, l4, l4_len, &l4_csum_off);
-	if (s->proto == IPPROTO_ICMP) {
-		/* ICMPv4 has no pseudo header: its checksum never changes */
-		uint16_t c = ~csum_fold(csum_add(0, l4, l4_len));
-
-		memcpy(l4 + l4_csum_off, &c, 2);
-	} else {
-		f->rw.l4_csum_off = l4 + l4_csum_off - p;
-		f->rw.l4_csum_base = csum_fold(csum_add(sum, l4, l4_len));
+	if (s->proto != IPPROTO_ICMP) {
+		f->rw.l4_csum_off = pkt_l4_csum_off(&p);
+		f->rw.l4_csum_base = htons(pkt_l4_sum(&p));
 	}
 
 	memcpy(&last, (uint8_t *) &src + (family == AF_INET ? 0 : 12), 4);

@@ -52,14 +52,6 @@ int gen_block_signals(int how)
 	return 0;
 }
 
-uint64_t gen_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t) ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
-}
-
 /* Sleeps in steps of at most 100 ms, so a signal that lands just before a
  * step is noticed at the next one. Returns -EINTR once gen_stop is set.
  */
@@ -69,39 +61,13 @@ int gen_sleep_until(uint64_t deadline_ns)
 	struct timespec ts;
 	uint64_t now, t;
 
-	while (!gen_stop && (now = gen_now_ns()) < deadline_ns) {
+	while (!gen_stop && (now = sl_now_ns()) < deadline_ns) {
 		t = deadline_ns - now > step ? now + step : deadline_ns;
 		ts.tv_sec = t / NSEC_PER_SEC;
 		ts.tv_nsec = t % NSEC_PER_SEC;
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	}
 	return gen_stop ? -EINTR : 0;
-}
-
-int gen_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-int gen_parse_seconds(const char *s, double max, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= 0) || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
 }
 
 /* cpu < 0 pins to the CPU we are running on now. */

@@ -92,18 +92,18 @@ static int parse_args(int argc, char **argv, struct send_opts *o,
 			err = 0;
 			break;
 		case 't':
-			err = gen_parse_seconds(optarg, GEN_MAX_SECONDS,
+			err = sl_parse_double(optarg, 0, GEN_MAX_SECONDS,
 						&o->duration);
 			break;
 		case 'n':
-			err = gen_parse_u32(optarg, 1, UINT32_MAX, &v);
+			err = sl_parse_u32(optarg, 1, UINT32_MAX, &v);
 			o->count = v;
 			break;
 		case 'r':
-			err = gen_parse_u32(optarg, 1, MAX_RATE, &o->rate);
+			err = sl_parse_u32(optarg, 1, MAX_RATE, &o->rate);
 			break;
 		case 'c':
-			err = gen_parse_u32(optarg, 0, CPU_SETSIZE - 1, &v);
+			err = sl_parse_u32(optarg, 0, CPU_SETSIZE - 1, &v);
 			o->cpu = v;
 			break;
 		case 'h':
@@ -177,7 +177,7 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 static int run(struct sender *s, const struct send_opts *o, uint64_t *sent,
 	       uint64_t *ns)
 {
-	uint64_t start = gen_now_ns(), now = start, end, limit, due, need;
+	uint64_t start = sl_now_ns(), now = start, end, limit, due, need;
 	uint64_t step, backlog, skipped = 0;
 	int n;
 
@@ -201,7 +201,7 @@ static int run(struct sender *s, const struct send_opts *o, uint64_t *sent,
 				gen_sleep_until(start +
 						(*sent + skipped + need) *
 						    NSEC_PER_SEC / o->rate);
-				now = gen_now_ns();
+				now = sl_now_ns();
 				continue;
 			}
 		}
@@ -213,7 +213,7 @@ static int run(struct sender *s, const struct send_opts *o, uint64_t *sent,
 		if (n < 0)
 			return n;
 		*sent += n;
-		now = gen_now_ns();
+		now = sl_now_ns();
 	}
 	*ns = now - start;
 	return 0;

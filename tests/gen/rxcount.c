@@ -145,7 +145,7 @@ static int parse_args(int argc, char **argv, struct count_opts *o)
 			err = parse_proto(optarg, &o->proto);
 			break;
 		case 'P':
-			err = gen_parse_u32(optarg, 1, 65535, &v);
+			err = sl_parse_u32(optarg, 1, 65535, &v);
 			o->dport = v;
 			break;
 		case 'a':
@@ -155,14 +155,14 @@ static int parse_args(int argc, char **argv, struct count_opts *o)
 			o->drop = true;
 			break;
 		case 'k':
-			err = gen_parse_u32(optarg, 1, 1000, &o->tick_ms);
+			err = sl_parse_u32(optarg, 1, 1000, &o->tick_ms);
 			break;
 		case 't':
-			err = gen_parse_seconds(optarg, GEN_MAX_SECONDS,
+			err = sl_parse_double(optarg, 0, GEN_MAX_SECONDS,
 						&o->duration);
 			break;
 		case 'w':
-			err = gen_parse_u32(optarg, 1, 60000, &o->window_ms);
+			err = sl_parse_u32(optarg, 1, 60000, &o->window_ms);
 			break;
 		case 'o':
 			o->csv = optarg;
@@ -394,7 +394,7 @@ static int sample_loop(int map_fd, const struct count_opts *o, uint64_t t0,
 
 	do {
 		gen_sleep_until(next < end ? next : end);
-		now = gen_now_ns();
+		now = sl_now_ns();
 		err = read_counts(map_fd, vals, ncpus, &smp, NULL);
 		if (err)
 			return err;
@@ -498,7 +498,7 @@ int main(int argc, char **argv)
 	err = gen_catch_signals();
 	if (err)
 		goto out;
-	t0 = gen_now_ns();
+	t0 = sl_now_ns();
 	skel->bss->start_ns = t0;
 	ser.s[ser.n++] = (struct sample){0};
 	err = attach(&hook, &opts, &created);
@@ -514,7 +514,7 @@ int main(int argc, char **argv)
 	if (!err)
 		err = read_counts(map_fd, vals, ncpus, &final, per_cpu);
 	if (!err) {
-		final.t = gen_now_ns() - t0;
+		final.t = sl_now_ns() - t0;
 		err = series_add(&ser, &final);
 	}
 	if (!err && o.distinct_src)

@@ -94,17 +94,17 @@ static int parse_args(int argc, char **argv, struct flood_opts *o,
 			err = 0;
 			break;
 		case 't':
-			err = gen_parse_seconds(optarg, GEN_MAX_SECONDS,
+			err = sl_parse_double(optarg, 0, GEN_MAX_SECONDS,
 						&o->duration);
 			break;
 		case 'n':
-			err = gen_parse_u32(optarg, 1, INT32_MAX, &o->repeat);
+			err = sl_parse_u32(optarg, 1, INT32_MAX, &o->repeat);
 			break;
 		case 'r':
-			err = gen_parse_u32(optarg, 1, INT32_MAX, &o->rate);
+			err = sl_parse_u32(optarg, 1, INT32_MAX, &o->rate);
 			break;
 		case 'c':
-			err = gen_parse_u32(optarg, 0, CPU_SETSIZE - 1, &cpu);
+			err = sl_parse_u32(optarg, 0, CPU_SETSIZE - 1, &cpu);
 			o->cpu = cpu;
 			break;
 		case 'h':
@@ -171,7 +171,7 @@ static uint32_t next_repeat(const struct flood_opts *o, uint64_t sent,
 static int flood(int prog_fd, const struct frame *f, const struct flood_opts *o,
 		 uint64_t *sent, uint64_t *ns)
 {
-	uint64_t start = gen_now_ns(), end, now = start;
+	uint64_t start = sl_now_ns(), end, now = start;
 	uint32_t n;
 	int err;
 
@@ -191,7 +191,7 @@ static int flood(int prog_fd, const struct frame *f, const struct flood_opts *o,
 			gen_sleep_until(start +
 					(uint64_t) ((double) *sent / o->rate *
 						    NSEC_PER_SEC));
-		now = gen_now_ns();
+		now = sl_now_ns();
 	}
 	*ns = now - start;
 	return 0;

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 			drop = true;
 			break;
 		case 't':
-			if (gen_parse_seconds(optarg, XDPPASS_MAX_SECONDS,
+			if (sl_parse_double(optarg, 0, XDPPASS_MAX_SECONDS,
 					      &duration)) {
 				gen_log("bad value for --duration: %s", optarg);
 				return 2;
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 	err = gen_catch_signals();
 	if (!err) {
 		fputs("ready\n", stderr);
-		gen_sleep_until(gen_now_ns() +
+		gen_sleep_until(sl_now_ns() +
 				(uint64_t) (duration * NSEC_PER_SEC));
 	}
 	close(link_fd);

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * per_source rules: each source its own count, sources aggregated by
+ * prefix (IPv4 /24, IPv6 the default /64), idle sources collected, and
+ * max_sources with the overflow that shares one allowance.
+ */
+#include "harness.h"
+
+static void test_per_source(struct sl_dataplane *dp)
+{
+	static const char *const five[] = { "10.0.0.1", "10.0.0.2", "10.0.0.3",
+					    "10.0.0.4", "10.0.0.5" };
+	static const char *const net24[] = { "10.0.1.1", "10.0.1.2", "10.0.1.3",
+					     "10.0.1.250", "10.0.2.1" };
+	static const char *const v6[] = { "2001:db8::1", "2001:db8::2",
+					  "2001:db8:0:1::1" };
+	struct sl_rule_stats st;
+	long got[16];
+	int deleted;
+
+	/* each source its own count */
+	next_scenario();
+	if (!tap(apply_one(dp, "ps", 8000, "pps", 3,
+			   "\"per_source\":{\"max_sources\":100}") == 0,
+		 "per_source: rule applies"))
+		return;
+	sources_round(dp, five, 5, 10, 4, 8000, got);
+	st = rule_stats(dp, "ps");
+	tap(all_equal(got, 5, 3),
+	    "per_source: each of 5 sources gets count 3 on its own "
+	    "(%ld %ld %ld %ld %ld)", got[0], got[1], got[2], got[3], got[4]);
+	tap(st.passed_pkts == 15 && st.blocked_pkts == 35 && st.sources == 5 &&
+		    st.source_overflow == 0,
+	    "per_source: counters 15 passed, 35 blocked, 5 live sources "
+	    "(%llu, %llu, %llu)", (unsigned long long)st.passed_pkts,
+	    (unsigned long long)st.blocked_pkts,
+	    (unsigned long long)st.sources);
+
+	/* a source idle for two intervals is collected; it comes back fresh */
+	set_time(test_time() + 3 * NSEC_PER_SEC);
+	deleted = sl_dp_gc_sources(dp);
+	st = rule_stats(dp, "ps");
+	tap(deleted == 5 && st.sources == 0,
+	    "per_source: gc after 3 idle intervals deletes 5 entries "
+	    "(%d), 0 live (%llu)", deleted, (unsigned long long)st.sources);
+	sources_round(dp, five, 1, 5, 4, 8000, got);
+	st = rule_stats(dp, "ps");
+	tap(got[0] == 3 && st.sources == 1,
+	    "per_source: a collected source starts again with count 3 "
+	    "(%ld), 1 live", got[0]);
+	set_time(test_time() + NSEC_PER_SEC);
+	deleted = sl_dp_gc_sources(dp);
+	tap(deleted == 0, "per_source: gc keeps a source seen within two "
+			  "intervals (deleted %d)", deleted);
+
+	/* aggregated by /24 */
+	next_scenario();
+	if (!tap(apply_one(dp, "ps24", 8001, "pps", 3,
+			   "\"per_source\":{\"max_sources\":100,"
+			   "\"prefix_v4\":24}") == 0,
+		 "per_source /24: rule applies"))
+		return;
+	sources_round(dp, net24, 5, 10, 4, 8001, got);
+	st = rule_stats(dp, "ps24");
+	tap(got[0] + got[1] + got[2] + got[3] == 3 && got[4] == 3 &&
+		    st.sources == 2,
+	    "per_source prefix_v4 24: 4 sources of one /24 share 3 "
+	    "(%ld+%ld+%ld+%ld), another /24 gets 3 (%ld); %llu live, "
+	    "expected 2",
+	    got[0], got[1], got[2], got[3], got[4],
+	    (unsigned long long)st.sources);
+
+	/* IPv6 aggregated by the default /64 */
+	next_scenario();
+	if (!tap(apply_one(dp, "ps6", 8002, "pps", 4,
+			   "\"per_source\":{\"max_sources\":100}") == 0,
+		 "per_source IPv6: rule applies"))
+		return;
+	sources_round(dp, v6, 3, 10, 6, 8002, got);
+	st = rule_stats(dp, "ps6");
+	tap(got[0] + got[1] == 4 && got[2] == 4 && st.sources == 2,
+	    "per_source IPv6 default /64: two sources of one /64 share 4 "
+	    "(%ld+%ld), another /64 gets 4 (%ld); %llu live",
+	    got[0], got[1], got[2], (unsigned long long)st.sources);
+
+	/* bounded: max_sources 2, the rest share one overflow allowance */
+	next_scenario();
+	if (!tap(apply_one(dp, "ps2", 8003, "pps", 3,
+			   "\"per_source\":{\"max_sources\":2}") == 0,
+		 "per_source max 2: rule applies"))
+		return;
+	sources_round(dp, five, 5, 10, 4, 8003, got);
+	st = rule_stats(dp, "ps2");
+	tap(got[0] == 3 && got[1] == 3 && got[2] + got[3] + got[4] == 3,
+	    "per_source max_sources 2: two sources get 3 each (%ld, %ld), "
+	    "the other three share 3 (%ld+%ld+%ld)",
+	    got[0], got[1], got[2], got[3], got[4]);
+	tap(st.sources == 2 && st.source_overflow == 30 &&
+		    st.passed_pkts == 9 && st.blocked_pkts == 41,
+	    "per_source max_sources 2: 2 live, source_overflow counts the "
+	    "30 overflow frames (%llu live, overflow %llu, %llu/%llu)",
+	    (unsigned long long)st.sources,
+	    (unsigned long long)st.source_overflow,
+	    (unsigned long long)st.passed_pkts,
+	    (unsigned long long)st.blocked_pkts);
+}
+
+int main(void)
+{
+	struct sl_dataplane dp;
+
+	if (h_begin(&dp))
+		return h_end();
+	test_per_source(&dp);
+	h_unload(&dp);
+	return h_end();
+}
