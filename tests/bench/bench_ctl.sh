@@ -12,6 +12,7 @@
 #                 sl_dp_apply() has switched the data plane to the new set
 #                 (user/agent/agent.c do_change()).
 #   stats -j      with 4096 rules in force.
+#   stats         the same as a table (the answer parsed with cJSON).
 #   status        the baseline: the same round trip for a request that
 #                 does almost nothing (after an untimed one).
 #
@@ -137,7 +138,7 @@ version()
 		'import json, sys; print(json.load(sys.stdin)["snapshot"]["version"])'
 }
 
-T_REP=() T_STA=() T_STS=()
+T_REP=() T_STA=() T_STS=() T_TAB=()
 v=$(version) || die "status failed"
 for ((r = 0; r < RUNS; r++)); do
 	# B on even runs, A on odd: the agent starts with A in force
@@ -154,6 +155,8 @@ for ((r = 0; r < RUNS; r++)); do
 	cli status -j >/dev/null || die "status failed"
 	time_ms cli status -j || die "status failed"
 	T_STA+=("$MS")
+	time_ms cli stats || die "stats failed"
+	T_TAB+=("$MS")
 	time_ms cli stats -j || die "stats failed"
 	T_STS+=("$MS")
 done
@@ -178,6 +181,7 @@ stats()
 read -r rep_med rep_min rep_max < <(stats "${T_REP[@]}")
 read -r sta_med sta_min sta_max < <(stats "${T_STA[@]}")
 read -r sts_med sts_min sts_max < <(stats "${T_STS[@]}")
+read -r tab_med tab_min tab_max < <(stats "${T_TAB[@]}")
 ratio()
 {
 	awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'
@@ -197,6 +201,8 @@ printf '%-44s %9s %8s %8s %8s\n' "sluice rule replace -j (4096 new rules)" \
 	"$rep_med" "$rep_min" "$rep_max" "$(ratio "$rep_med" "$sta_med")"
 printf '%-44s %9s %8s %8s %8s\n' "sluice stats -j (4096 rules)" \
 	"$sts_med" "$sts_min" "$sts_max" "$(ratio "$sts_med" "$sta_med")"
+printf '%-44s %9s %8s %8s %8s\n' "sluice stats (table, 4096 rules)" \
+	"$tab_med" "$tab_min" "$tab_max" "$(ratio "$tab_med" "$sta_med")"
 echo "rule replace per run (ms): ${T_REP[*]}"
 echo "target rule replace 4096 median < $T_REPLACE ms: $rep_med ms" \
 	"$(verdict "$rep_med" "$T_REPLACE")"
