@@ -60,6 +60,9 @@ struct cli {
 
 void cli_defaults(void *opts);
 
+/* In each verb's struct sl_cmd: its options are a struct cli. */
+#define CLI_VERB .opts_size = sizeof(struct cli), .defaults = cli_defaults
+
 /*
  * The start of every verb that talks to the agent: keep cmd and the
  * arguments, check the state directory makes a socket path. Returns 0 or

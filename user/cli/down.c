@@ -61,8 +61,7 @@ static const struct sl_opt down_opts[] = {
 const struct sl_cmd sl_cmd_down = {
 	.name = "down",
 	.opts = down_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
+	CLI_VERB,
 	.run = run_down,
 	.summary = "detach and unpin the data plane an agent left on each IF; "
 		   "the\npinned maps go with the last link (needs no agent)",

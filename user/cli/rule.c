@@ -113,27 +113,16 @@ nomem:
 	return SL_CLI_FAILED;
 }
 
-static int run_add(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
+/* rule add, del and replace: the request is the verb's name, "rule.add" */
+static int run_change(const struct sl_cmd *cmd, void *opts, int argc,
+		      char **argv)
 {
 	struct cli *c = opts;
+	char req[32];
 
-	return cli_start(c, cmd, argc, argv) ?: change(c, "rule.add", false);
-}
-
-static int run_del(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
-{
-	struct cli *c = opts;
-
-	return cli_start(c, cmd, argc, argv) ?: change(c, "rule.del", true);
-}
-
-static int run_replace(const struct sl_cmd *cmd, void *opts, int argc,
-		       char **argv)
-{
-	struct cli *c = opts;
-
+	snprintf(req, sizeof(req), "rule.%s", cmd->name + strlen("rule "));
 	return cli_start(c, cmd, argc, argv) ?:
-		       change(c, "rule.replace", false);
+		       change(c, req, cmd == &sl_cmd_rule_del);
 }
 
 static void list_row(struct table *t, const cJSON *r)
@@ -233,9 +222,8 @@ const struct sl_cmd sl_cmd_rule_add = {
 	.max_args = 1,
 	.missing = "FILE (a rule file, or - for stdin)",
 	.opts = change_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
-	.run = run_add,
+	.run = run_change,
+	CLI_VERB,
 	.summary = "add the rules in FILE (- reads stdin) to the rules in "
 		   "force",
 };
@@ -247,9 +235,8 @@ const struct sl_cmd sl_cmd_rule_del = {
 	.max_args = -1,
 	.missing = "NAME (the rule to delete)",
 	.opts = change_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
-	.run = run_del,
+	.run = run_change,
+	CLI_VERB,
 	.summary = "delete the named rules",
 };
 
@@ -260,17 +247,15 @@ const struct sl_cmd sl_cmd_rule_replace = {
 	.max_args = 1,
 	.missing = "FILE (a rule file, or - for stdin)",
 	.opts = change_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
-	.run = run_replace,
+	.run = run_change,
+	CLI_VERB,
 	.summary = "make the rules in FILE (- reads stdin) the whole rule set",
 };
 
 const struct sl_cmd sl_cmd_rule_list = {
 	.name = "rule list",
 	.opts = list_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
 	.run = run_list,
+	CLI_VERB,
 	.summary = "show the agent's rules",
 };

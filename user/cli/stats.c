@@ -223,8 +223,7 @@ static const struct sl_opt stats_opts[] = {
 const struct sl_cmd sl_cmd_stats = {
 	.name = "stats",
 	.opts = stats_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
+	CLI_VERB,
 	.run = run_stats,
 	.summary = "show per-rule rates and counters; --watch repeats every "
 		   "SECONDS\n(default 1) until Ctrl-C",

@@ -163,8 +163,7 @@ static const struct sl_opt status_opts[] = {
 const struct sl_cmd sl_cmd_status = {
 	.name = "status",
 	.opts = status_opts,
-	.opts_size = sizeof(struct cli),
-	.defaults = cli_defaults,
+	CLI_VERB,
 	.run = run_status,
 	.summary = "show the agent's state; with --ready print nothing and "
 		   "exit 0\nonly if the agent is ready (1 if not, with the "
