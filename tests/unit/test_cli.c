@@ -132,37 +132,44 @@ static void assert_row(const char *row)
 /* ---- a fake agent: answers connections with canned text ---- */
 
 struct fake {
-	int lfd;
 	char path[128];
 	const char *answers[4];
 	int n_answers;
 	cJSON *reqs[4];
 	int served;
 	bool sigint_after; /* SIGINT to the CLI after the last answer */
+	struct sl_ctl_server *srv;
 	pthread_t cli_thread;
 	pthread_t thread;
 };
 
+/* The canned answer, as the agent's server would send it. */
+static char *fake_answer(void *arg, const char *req, size_t len)
+{
+	struct fake *f = arg;
+	char *copy;
+
+	if (f->served == f->n_answers)
+		return strdup("{\"ok\":false,\"code\":\"internal\","
+			      "\"error\":\"the fake agent has no more answers\"}");
+	copy = malloc(len + 1);
+	memcpy(copy, req, len);
+	if (sl_ctl_parse(copy, len, &f->reqs[f->served]))
+		f->reqs[f->served] = NULL;
+	return strdup(f->answers[f->served++]);
+}
+
 static void *fake_serve(void *arg)
 {
 	struct fake *f = arg;
+	struct sl_ctl_server_stats st;
 
-	for (int i = 0; i < f->n_answers; i++) {
-		struct pollfd p = { .fd = f->lfd, .events = POLLIN };
-		const char *a = f->answers[i];
-		int fd;
-
-		if (poll(&p, 1, 5000) != 1)
+	/* until the last answer is out, 5 s at most */
+	for (int i = 0; i < 50; i++) {
+		sl_ctl_server_poll(f->srv, 100);
+		sl_ctl_server_get_stats(f->srv, &st);
+		if (f->served == f->n_answers && !st.clients)
 			break;
-		fd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			break;
-		if (sl_ctl_recv(fd, &f->reqs[i]))
-			f->reqs[i] = NULL;
-		if (write(fd, a, strlen(a)) != (ssize_t)strlen(a))
-			f->reqs[i] = NULL;
-		close(fd);
-		f->served++;
 	}
 	if (f->sigint_after)
 		pthread_kill(f->cli_thread, SIGINT);
@@ -171,9 +178,14 @@ static void *fake_serve(void *arg)
 
 static void fake_start(struct fake *f)
 {
+	int lfd;
+
 	sl_ctl_path(dir, f->path, sizeof(f->path));
-	f->lfd = sl_ctl_listen(f->path);
-	assert_true(f->lfd >= 0);
+	lfd = sl_ctl_listen(f->path);
+	assert_true(lfd >= 0);
+	assert_int_equal(sl_ctl_server_new(lfd, 4, 5000, fake_answer, f,
+					   &f->srv),
+			 0);
 	f->cli_thread = pthread_self();
 	assert_int_equal(pthread_create(&f->thread, NULL, fake_serve, f), 0);
 }
@@ -181,7 +193,7 @@ static void fake_start(struct fake *f)
 static void fake_stop(struct fake *f)
 {
 	pthread_join(f->thread, NULL);
-	close(f->lfd);
+	sl_ctl_server_free(f->srv);
 	unlink(f->path);
 }
 

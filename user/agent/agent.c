@@ -51,7 +51,7 @@ struct agent {
 	bool drop_malformed;
 	uint32_t stats_interval;
 	char sock_path[PATH_MAX];
-	int listen_fd;
+	struct sl_ctl_server *ctl;
 	struct sl_dataplane dp;
 	struct sl_snapshot snap; /* what the rules should be */
 	struct sl_snapshot_mark mark; /* of the snapshot file we wrote last */
@@ -256,6 +256,22 @@ static cJSON *ok_answer(void)
 	return r;
 }
 
+/* The control socket's own state: who holds it, what it turned away. */
+static void add_control_status(struct agent *a, cJSON *r)
+{
+	struct sl_ctl_server_stats st;
+	cJSON *o = cJSON_AddObjectToObject(r, "control");
+
+	sl_ctl_server_get_stats(a->ctl, &st);
+	cJSON_AddNumberToObject(o, "clients", st.clients);
+	cJSON_AddNumberToObject(o, "max_clients", SL_CTL_MAX_CLIENTS);
+	cJSON_AddNumberToObject(o, "accepted", st.accepted);
+	cJSON_AddNumberToObject(o, "answered", st.answered);
+	cJSON_AddNumberToObject(o, "timed_out", st.timed_out);
+	cJSON_AddNumberToObject(o, "displaced", st.displaced);
+	cJSON_AddNumberToObject(o, "refused", st.refused);
+}
+
 static cJSON *do_status(struct agent *a)
 {
 	cJSON *r = ok_answer(), *reasons, *snap, *ifs;
@@ -316,6 +332,7 @@ static cJSON *do_status(struct agent *a)
 	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 	cJSON_AddNumberToObject(r, "in_force_version", a->in_force_version);
 	cJSON_AddItemToObject(r, "interfaces", ifs);
+	add_control_status(a, r);
 	if (a->cluster)
 		cJSON_AddItemToObject(r, "cluster",
 				      sl_cluster_status(a->cluster));
@@ -603,40 +620,25 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 			    cmd->valuestring);
 }
 
-/* One connection, one request; the agent serves them one at a time,
- * which serialises concurrent changes. */
-static void serve_one(struct agent *a)
+/* One request (ctl.h: the server hands them over one at a time, which
+ * serialises changes); the answer as text. */
+static char *handle_request(void *arg, const char *text, size_t len)
 {
-	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	cJSON *req = NULL;
-	char *text;
-	int err;
+	struct agent *a = arg;
+	cJSON *req = cJSON_ParseWithLength(text, len);
+	char *answer;
 
-	if (fd < 0)
-		return;
-	err = sl_ctl_recv(fd, &req);
-	if (err)
-		text = print_answer(error_answer("invalid", "request: %s",
-						 err == -EBADMSG
-							 ? "not a JSON object"
-							 : strerror(-err)));
+	if (!cJSON_IsObject(req))
+		answer = print_answer(error_answer("invalid", "request: not a "
+							      "JSON object"));
 	else if (is_cmd(req, "stats"))
-		text = do_stats(a);
+		answer = do_stats(a);
 	else if (is_cmd(req, "rule.list"))
-		text = do_list(a);
+		answer = do_list(a);
 	else
-		text = print_answer(dispatch(a, req));
-	if (text)
-		sl_ctl_send_text(fd, text, strlen(text));
-	/* the client waits for EOF: free the large request after it */
-	close(fd);
+		answer = print_answer(dispatch(a, req));
 	cJSON_Delete(req);
-	free(text);
-	/* a change answered right after its flip: clear the old set now,
-	 * before the next request */
-	pthread_mutex_lock(&a->dp_lock);
-	sl_dp_retire(&a->dp);
-	pthread_mutex_unlock(&a->dp_lock);
+	return answer;
 }
 
 static void print_stats(struct agent *a)
@@ -728,21 +730,29 @@ static int start(struct agent *a)
 {
 	struct sl_dp_opts o = { .drop_malformed = a->drop_malformed,
 				.pin_dir = a->pin_dir };
-	int err;
+	int err, fd;
 
 	if (mkdir(a->state_dir, 0700) && errno != EEXIST) {
 		pr_err("%s: %s", a->state_dir, strerror(errno));
 		return -errno;
 	}
 	sl_ctl_path(a->state_dir, a->sock_path, sizeof(a->sock_path));
-	a->listen_fd = sl_ctl_listen(a->sock_path);
-	if (a->listen_fd == -EADDRINUSE) {
+	fd = sl_ctl_listen(a->sock_path);
+	if (fd == -EADDRINUSE) {
 		pr_err("another agent answers on %s", a->sock_path);
-		return a->listen_fd;
+		return fd;
 	}
-	if (a->listen_fd < 0) {
-		pr_err("%s: %s", a->sock_path, strerror(-a->listen_fd));
-		return a->listen_fd;
+	if (fd < 0) {
+		pr_err("%s: %s", a->sock_path, strerror(-fd));
+		return fd;
+	}
+	err = sl_ctl_server_new(fd, SL_CTL_MAX_CLIENTS, SL_CTL_TIMEOUT_MS,
+				handle_request, a, &a->ctl);
+	if (err) {
+		close(fd);
+		unlink(a->sock_path);
+		pr_err("%s: %s", a->sock_path, strerror(-err));
+		return err;
 	}
 	err = boot_rules(a);
 	if (err)
@@ -815,7 +825,6 @@ static void defaults(void *opts)
 
 	a->state_dir = "/var/lib/sluice";
 	a->pin_dir = "/sys/fs/bpf/sluice";
-	a->listen_fd = -1;
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
@@ -836,11 +845,18 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	ret = start(a) ? 1 : 0;
 	last_stats = last_gc = sl_now_ns() / 1e9;
 	while (!ret && !stop) {
-		struct pollfd p = { .fd = a->listen_fd, .events = POLLIN };
 		double now;
+		int err;
 
-		if (poll(&p, 1, 100) > 0)
-			serve_one(a);
+		/* no client can hold this loop: each has its own deadline */
+		err = sl_ctl_server_poll(a->ctl, 100);
+		if (err)
+			pr_warn("control socket: epoll failed: %s",
+				strerror(-err));
+		/* a change answered: clear the old set before the next one */
+		pthread_mutex_lock(&a->dp_lock);
+		sl_dp_retire(&a->dp);
+		pthread_mutex_unlock(&a->dp_lock);
 		now = sl_now_ns() / 1e9;
 		if (a->stats_interval && now - last_stats >= a->stats_interval) {
 			print_stats(a);
@@ -857,8 +873,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		pr_info("signal %d: exiting; the data plane stays attached "
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
-	if (a->listen_fd >= 0) {
-		close(a->listen_fd);
+	if (a->ctl) {
+		sl_ctl_server_free(a->ctl);
 		unlink(a->sock_path);
 	}
 	/* the thresholds in force stay: the data plane outlives us */

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
+#include <sys/epoll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +55,7 @@ int sl_ctl_listen(const char *path)
 	umask(0177);
 	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(0022);
-	if (err || chmod(path, 0600) || listen(fd, 64)) {
+	if (err || chmod(path, 0600) || listen(fd, SL_CTL_BACKLOG)) {
 		err = -errno;
 		close(fd);
 		return err;
@@ -60,10 +63,61 @@ int sl_ctl_listen(const char *path)
 	return fd;
 }
 
-/* Read until EOF, within the deadline and the size limit. */
-static int read_all(int fd, char **out, size_t *outlen, int timeout_ms)
+/* ---- the client ---- */
+
+/* ms left until deadline (ms), 0 when past it */
+static int left_ms(uint64_t deadline)
 {
-	long long deadline = (long long)sl_now_ms() + timeout_ms;
+	uint64_t now = sl_now_ms();
+
+	return now < deadline ? (int)(deadline - now) : 0;
+}
+
+/*
+ * A non-blocking connect to a Unix socket whose listen queue is full
+ * fails with EAGAIN, and there is nothing to poll for: try again until
+ * the deadline, so that the caller's timeout covers the connect too.
+ */
+static int connect_by(int fd, const struct sockaddr_un *sa, uint64_t deadline)
+{
+	for (;;) {
+		if (!connect(fd, (const struct sockaddr *)sa, sizeof(*sa)))
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		if (!left_ms(deadline))
+			return -ETIMEDOUT;
+		usleep(5000);
+	}
+}
+
+static int send_by(int fd, const char *buf, size_t len, uint64_t deadline)
+{
+	while (len) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		ssize_t n;
+
+		if (!left_ms(deadline))
+			return -ETIMEDOUT;
+		if (poll(&p, 1, left_ms(deadline)) < 0 && errno != EINTR)
+			return -errno;
+		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Read until EOF, within the deadline and the size limit. */
+static int recv_by(int fd, char **out, size_t *outlen, uint64_t deadline)
+{
 	size_t len = 0, cap = 4096;
 	char *buf = malloc(cap);
 
@@ -71,14 +125,13 @@ static int read_all(int fd, char **out, size_t *outlen, int timeout_ms)
 		return -ENOMEM;
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		long long left = deadline - (long long)sl_now_ms();
 		ssize_t n;
 
-		if (left <= 0) {
+		if (!left_ms(deadline)) {
 			free(buf);
 			return -ETIMEDOUT;
 		}
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
+		if (poll(&p, 1, left_ms(deadline)) < 0 && errno != EINTR) {
 			free(buf);
 			return -errno;
 		}
@@ -126,82 +179,32 @@ int sl_ctl_parse(char *buf, size_t len, cJSON **msg)
 	return 0;
 }
 
-int sl_ctl_recv(int fd, cJSON **msg)
-{
-	size_t len;
-	char *buf;
-	int err = read_all(fd, &buf, &len, SL_CTL_TIMEOUT_MS);
-
-	return err ? err : sl_ctl_parse(buf, len, msg);
-}
-
-static int write_all(int fd, const char *buf, size_t len, int timeout_ms)
-{
-	long long deadline = (long long)sl_now_ms() + timeout_ms;
-
-	while (len) {
-		struct pollfd p = { .fd = fd, .events = POLLOUT };
-		long long left = deadline - (long long)sl_now_ms();
-		ssize_t n;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
-			return -errno;
-		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			return -errno;
-		}
-		buf += n;
-		len -= n;
-	}
-	return 0;
-}
-
-int sl_ctl_send_text(int fd, const char *text, size_t len)
-{
-	int err = write_all(fd, text, len, SL_CTL_TIMEOUT_MS);
-
-	return err ? err : write_all(fd, "\n", 1, SL_CTL_TIMEOUT_MS);
-}
-
-int sl_ctl_send(int fd, const cJSON *msg)
-{
-	char *text = cJSON_PrintUnformatted(msg);
-	int err;
-
-	if (!text)
-		return -ENOMEM;
-	err = sl_ctl_send_text(fd, text, strlen(text));
-	free(text);
-	return err;
-}
-
 int sl_ctl_call_text(const char *path, const cJSON *req, char **text,
 		     size_t *len, int timeout_ms)
 {
+	uint64_t deadline = sl_now_ms() + timeout_ms;
+	char *msg = cJSON_PrintUnformatted(req);
 	struct sockaddr_un sa;
 	int fd, err;
 
+	if (!msg)
+		return -ENOMEM;
 	err = fill_addr(path, &sa);
-	if (err)
-		return err;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	fd = err ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+					       SOCK_NONBLOCK, 0);
+	if (!err && fd < 0)
 		err = -errno;
-		close(fd);
-		return err;
-	}
-	err = sl_ctl_send(fd, req);
+	if (!err)
+		err = connect_by(fd, &sa, deadline);
+	if (!err)
+		err = send_by(fd, msg, strlen(msg), deadline);
 	if (!err && shutdown(fd, SHUT_WR))
 		err = -errno;
 	if (!err)
-		err = read_all(fd, text, len, timeout_ms);
-	close(fd);
+		err = recv_by(fd, text, len, deadline);
+	if (fd >= 0)
+		close(fd);
+	free(msg);
 	return err;
 }
 
@@ -213,4 +216,316 @@ int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
 	int err = sl_ctl_call_text(path, req, &buf, &len, timeout_ms);
 
 	return err ? err : sl_ctl_parse(buf, len, resp);
+}
+
+/* ---- the server ---- */
+
+#define MAX_EVENTS 32
+
+struct conn {
+	int fd;
+	bool answering; /* the request is in; buf holds the answer */
+	uint64_t since;	/* accepted, ms: the oldest idle one goes first */
+	uint64_t deadline;
+	char *buf;
+	size_t len, cap, off; /* off: answer bytes sent */
+};
+
+struct sl_ctl_server {
+	int lfd, epfd;
+	int max, timeout_ms;
+	sl_ctl_handler handle;
+	void *arg;
+	struct conn **conns;
+	int n;
+	struct sl_ctl_server_stats st;
+};
+
+#define ANSWER(code, why) \
+	"{\"ok\":false,\"code\":\"" code "\",\"error\":\"" why "\"}"
+
+/* A last word to a client being dropped, if its socket takes it now. */
+static void __attribute__((format(printf, 3, 4)))
+tell(int fd, const char *code, const char *fmt, ...)
+{
+	char why[256], text[320];
+	va_list ap;
+	int len;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	len = snprintf(text, sizeof(text),
+		       "{\"ok\":false,\"code\":\"%s\",\"error\":\"%s\"}\n",
+		       code, why);
+	if (send(fd, text, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return; /* it would not have read it either */
+}
+
+static void drop(struct sl_ctl_server *s, int i)
+{
+	struct conn *c = s->conns[i];
+
+	close(c->fd); /* leaves the epoll set with it */
+	free(c->buf);
+	free(c);
+	s->conns[i] = s->conns[--s->n];
+}
+
+static int index_of(const struct sl_ctl_server *s, const struct conn *c)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->conns[i] == c)
+			return i;
+	return -1;
+}
+
+/* Send what the socket takes; the connection ends with the answer. */
+static void send_some(struct sl_ctl_server *s, struct conn *c)
+{
+	while (c->off < c->len) {
+		ssize_t n = send(c->fd, c->buf + c->off, c->len - c->off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0)
+			break; /* the client went away */
+		c->off += n;
+	}
+	if (c->off == c->len)
+		s->st.answered++;
+	drop(s, index_of(s, c));
+}
+
+static void answer(struct sl_ctl_server *s, struct conn *c, char *text)
+{
+	struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+	static const char nomem[] = ANSWER("internal", "out of memory");
+	size_t len = text ? strlen(text) : 0;
+
+	free(c->buf);
+	c->buf = text ? realloc(text, len + 2) : NULL;
+	if (!c->buf) {
+		free(text);
+		c->buf = malloc(sizeof(nomem) + 1);
+		if (c->buf)
+			memcpy(c->buf, nomem, sizeof(nomem));
+		len = sizeof(nomem) - 1;
+	}
+	if (c->buf) {
+		c->buf[len] = '\n';
+		c->buf[len + 1] = '\0';
+	}
+	c->len = c->buf ? len + 1 : 0;
+	c->off = 0;
+	c->answering = true;
+	c->deadline = sl_now_ms() + s->timeout_ms;
+	epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+	send_some(s, c);
+}
+
+static void recv_some(struct sl_ctl_server *s, struct conn *c)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (c->len + 1 >= c->cap) {
+			size_t cap = c->cap ? 2 * c->cap : 4096;
+			char *nb;
+
+			if (c->cap >= SL_CTL_MAX_MSG) {
+				answer(s, c, strdup(ANSWER("invalid",
+					"request: larger than 64 MiB")));
+				return;
+			}
+			nb = realloc(c->buf, cap);
+			if (!nb) {
+				answer(s, c, NULL);
+				return;
+			}
+			c->buf = nb;
+			c->cap = cap;
+		}
+		n = recv(c->fd, c->buf + c->len, c->cap - c->len - 1,
+			 MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0) {
+			drop(s, index_of(s, c));
+			return;
+		}
+		if (n == 0) {
+			/* the client shut down its side: the request is in */
+			c->buf[c->len] = '\0';
+			answer(s, c, s->handle(s->arg, c->buf, c->len));
+			return;
+		}
+		c->len += n;
+	}
+}
+
+/* Room for one more: the oldest client still sending its request goes. */
+static bool make_room(struct sl_ctl_server *s)
+{
+	int oldest = -1;
+
+	for (int i = 0; i < s->n; i++)
+		if (!s->conns[i]->answering &&
+		    (oldest < 0 || s->conns[i]->since < s->conns[oldest]->since))
+			oldest = i;
+	if (oldest < 0)
+		return false;
+	tell(s->conns[oldest]->fd, "busy",
+	     "closed to make room: the agent holds %d connections at most "
+	     "and this one was the oldest still sending its request", s->max);
+	drop(s, oldest);
+	s->st.displaced++;
+	return true;
+}
+
+static void accept_all(struct sl_ctl_server *s)
+{
+	for (;;) {
+		int fd = accept4(s->lfd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct epoll_event ev = { .events = EPOLLIN };
+		struct conn *c;
+
+		if (fd < 0 && errno == EINTR)
+			continue;
+		if (fd < 0)
+			return; /* EAGAIN: all taken; or out of fds, for now */
+		s->st.accepted++;
+		if (s->n == s->max && !make_room(s)) {
+			tell(fd, "busy",
+			     "the agent's %d connections are all being "
+			     "answered; retry", s->max);
+			close(fd);
+			s->st.refused++;
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->since = sl_now_ms();
+		c->deadline = c->since + s->timeout_ms;
+		ev.data.ptr = c;
+		if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		s->conns[s->n++] = c;
+	}
+}
+
+static void expire(struct sl_ctl_server *s)
+{
+	uint64_t now = sl_now_ms();
+
+	for (int i = 0; i < s->n;) {
+		if (s->conns[i]->deadline > now) {
+			i++;
+			continue;
+		}
+		if (!s->conns[i]->answering)
+			tell(s->conns[i]->fd, "invalid",
+			     "request: not received within %d ms",
+			     s->timeout_ms);
+		s->st.timed_out++;
+		drop(s, i); /* moves the last one to i */
+	}
+}
+
+int sl_ctl_server_new(int listen_fd, int max_clients, int timeout_ms,
+		      sl_ctl_handler handle, void *arg,
+		      struct sl_ctl_server **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	struct sl_ctl_server *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->lfd = listen_fd;
+	s->max = max_clients;
+	s->timeout_ms = timeout_ms;
+	s->handle = handle;
+	s->arg = arg;
+	s->conns = calloc(max_clients, sizeof(*s->conns));
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (!s->conns || s->epfd < 0 ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, listen_fd, &ev)) {
+		err = s->conns ? -errno : -ENOMEM;
+		if (s->epfd >= 0)
+			close(s->epfd);
+		free(s->conns);
+		free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
+int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms)
+{
+	struct epoll_event ev[MAX_EVENTS];
+	uint64_t now = sl_now_ms();
+	int n;
+
+	/* wake for the nearest deadline too */
+	for (int i = 0; i < s->n; i++) {
+		uint64_t d = s->conns[i]->deadline;
+		int left = d > now ? (int)(d - now) : 0;
+
+		if (left < timeout_ms)
+			timeout_ms = left;
+	}
+	n = epoll_wait(s->epfd, ev, MAX_EVENTS, timeout_ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < n; i++) {
+		struct conn *c = ev[i].data.ptr;
+
+		if (!c) {
+			accept_all(s);
+			continue;
+		}
+		/* dropped earlier in this batch (room made, an answer done) */
+		if (index_of(s, c) < 0)
+			continue;
+		if (c->answering)
+			send_some(s, c);
+		else
+			recv_some(s, c);
+	}
+	expire(s);
+	return 0;
+}
+
+void sl_ctl_server_get_stats(const struct sl_ctl_server *s,
+			     struct sl_ctl_server_stats *st)
+{
+	*st = s->st;
+	st->clients = s->n;
+}
+
+void sl_ctl_server_free(struct sl_ctl_server *s)
+{
+	if (!s)
+		return;
+	while (s->n)
+		drop(s, 0);
+	close(s->epfd);
+	close(s->lfd);
+	free(s->conns);
+	free(s);
 }

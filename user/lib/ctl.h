@@ -9,27 +9,28 @@
 #define SLUICE_CTL_H
 
 #include <stddef.h>
+#include <stdint.h>
+
 #include <cjson/cJSON.h>
 
 #define SL_CTL_MAX_MSG	  (64u << 20)
 #define SL_CTL_TIMEOUT_MS 5000
+#ifndef SL_CTL_MAX_CLIENTS
+#define SL_CTL_MAX_CLIENTS 64 /* connections the agent holds at once */
+#endif
+#define SL_CTL_BACKLOG 256
 
 /* "DIR/sluice.sock" */
 void sl_ctl_path(const char *state_dir, char *buf, size_t len);
 
-/* Bind and listen, mode 0600. -EADDRINUSE when an agent answers there. */
+/* Bind and listen (non-blocking), mode 0600. -EADDRINUSE when an agent
+ * answers there. */
 int sl_ctl_listen(const char *path);
 
-/* Read one request from an accepted connection (bounded in size and
- * time). */
-int sl_ctl_recv(int fd, cJSON **msg);
-
-int sl_ctl_send(int fd, const cJSON *msg);
-
-/* Send a message already printed: text (len bytes) is one JSON object. */
-int sl_ctl_send_text(int fd, const char *text, size_t len);
-
-/* Client: send req to the agent at path and wait for the answer. */
+/*
+ * Client: send req to the agent at path and wait for the answer, all of
+ * it (connect included) within timeout_ms: -ETIMEDOUT past it.
+ */
 int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
 		int timeout_ms);
 
@@ -40,5 +41,47 @@ int sl_ctl_call_text(const char *path, const cJSON *req, char **text,
 
 /* The message in buf (len bytes, freed) as a JSON object, or -EBADMSG. */
 int sl_ctl_parse(char *buf, size_t len, cJSON **msg);
+
+/*
+ * Server: every connection non-blocking with its own deadline (the
+ * request within timeout_ms of the connect, the answer within timeout_ms
+ * of being ready), at most max_clients at once. A connection past the
+ * limit takes the place of the oldest one still sending its request,
+ * which is told why; if every one is being answered, the new one is
+ * refused with a "busy" answer. Requests are handled one at a time, in
+ * the order they complete, so changes are serialised.
+ */
+struct sl_ctl_server;
+
+/* The answer to one request (len bytes, not NUL-terminated): a malloc'd
+ * JSON object text, or NULL when out of memory. */
+typedef char *(*sl_ctl_handler)(void *arg, const char *req, size_t len);
+
+struct sl_ctl_server_stats {
+	uint64_t accepted;
+	uint64_t answered;
+	uint64_t timed_out;  /* request or answer not done in time */
+	uint64_t displaced;  /* an idle one closed to make room */
+	uint64_t refused;    /* no room: every client being answered */
+	uint32_t clients;    /* connected now */
+};
+
+/* Serve on listen_fd (which the server then owns). -errno. */
+int sl_ctl_server_new(int listen_fd, int max_clients, int timeout_ms,
+		      sl_ctl_handler handle, void *arg,
+		      struct sl_ctl_server **out);
+
+/*
+ * Wait at most timeout_ms for the sockets, then do what is ready: accept,
+ * read, answer, write, close, and drop the clients past their deadline.
+ * Never waits on one client. 0, or -errno when epoll fails.
+ */
+int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms);
+
+void sl_ctl_server_get_stats(const struct sl_ctl_server *s,
+			     struct sl_ctl_server_stats *st);
+
+/* Close every connection and the listening socket. */
+void sl_ctl_server_free(struct sl_ctl_server *s);
 
 #endif
