@@ -843,6 +843,9 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	ret = start(a) ? 1 : 0;
+	/* a fresh data plane that never got going leaves nothing behind */
+	if (ret)
+		sl_dp_abandon(&a->dp);
 	last_stats = last_gc = sl_now_ns() / 1e9;
 	while (!ret && !stop) {
 		double now;

@@ -13,17 +13,21 @@ static int run_down(const struct sl_cmd *cmd, void *opts, int argc,
 		    char **argv)
 {
 	struct cli *c = opts;
+	bool any = false, maps_removed = false, removed;
 	int ret = SL_CLI_OK, err;
-	bool any = false;
 
 	for (int i = 0; i < c->ifaces.n; i++) {
 		const char *name = c->ifaces.name[i];
 
-		err = sl_pins_down(c->pin_dir, name);
+		err = sl_pins_down(c->pin_dir, name, &removed);
+		maps_removed |= removed;
 		if (!err) {
 			printf("%s: detached, link unpinned from %s\n", name,
 			       c->pin_dir);
 			any = true;
+		} else if (err == -ENOENT && removed) {
+			printf("%s: no link pinned under %s\n", name,
+			       c->pin_dir);
 		} else if (err == -ENOENT) {
 			pr_err("%s: nothing pinned under %s", name,
 			       c->pin_dir);
@@ -35,7 +39,10 @@ static int run_down(const struct sl_cmd *cmd, void *opts, int argc,
 			ret = SL_CLI_FAILED;
 		}
 	}
-	if (any && access(c->pin_dir, F_OK) && errno == ENOENT)
+	if (maps_removed && !any)
+		printf("%s: held maps but no link (a start that failed): "
+		       "removed\n", c->pin_dir);
+	else if (maps_removed)
 		printf("%s: no link left, pinned maps removed\n", c->pin_dir);
 	else if (any)
 		printf("%s: links of other interfaces left, pinned maps "

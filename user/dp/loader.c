@@ -96,16 +96,31 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-/* Pins only survive the process on a BPF filesystem. */
+/*
+ * Pins only survive the process on a BPF filesystem. Checked on the
+ * deepest part of dir that exists, before anything is created, so a
+ * wrong --pin-dir leaves nothing behind.
+ */
 static int check_bpffs(const char *dir)
 {
+	char path[PATH_MAX], *slash;
 	struct statfs st;
 
-	if (statfs(dir, &st))
-		return -errno;
+	snprintf(path, sizeof(path), "%s", dir);
+	while (statfs(path, &st)) {
+		if (errno != ENOENT)
+			return -errno;
+		slash = strrchr(path, '/');
+		if (!slash || slash == path) {
+			snprintf(path, sizeof(path), "/");
+			continue;
+		}
+		*slash = '\0';
+	}
 	if (st.f_type != BPF_FS_MAGIC) {
-		pr_err("%s is not on a BPF filesystem (mount -t bpf bpf "
-		       "/sys/fs/bpf, or choose --pin-dir on one)", dir);
+		pr_err("%s is not on a bpf filesystem (%s is not one): mount "
+		       "-t bpf bpf /sys/fs/bpf, or choose a --pin-dir on one",
+		       dir, path);
 		return -ENOTSUP;
 	}
 	return 0;
@@ -313,9 +328,9 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 		opts->drop_malformed ? XDP_DROP : XDP_PASS;
 	if (opts->pin_dir) {
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", opts->pin_dir);
-		err = mkdir_p(dp->pin_dir);
+		err = check_bpffs(dp->pin_dir);
 		if (!err)
-			err = check_bpffs(dp->pin_dir);
+			err = mkdir_p(dp->pin_dir);
 		if (!err)
 			err = set_pin_paths(dp);
 		if (err)
@@ -1043,29 +1058,17 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 	memset(dp, 0, sizeof(*dp));
 }
 
-int sl_pins_down(const char *pin_dir, const char *ifname)
+/* Remove the pinned maps and the directory when no link is left in it;
+ * true when it did. */
+static bool remove_if_no_link(const char *pin_dir)
 {
 	char path[PATH_MAX];
+	bool links_left = false, any = false;
 	struct dirent *de;
-	bool links_left = false;
-	int fd, err = 0;
-	DIR *d;
+	DIR *d = opendir(pin_dir);
 
-	snprintf(path, sizeof(path), "%s/link-%s", pin_dir, ifname);
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return -errno;
-	/* detach even if some other process still holds the link */
-	if (bpf_link_detach(fd))
-		err = -errno;
-	close(fd);
-	if (err)
-		return err;
-	unlink(path);
-
-	d = opendir(pin_dir);
 	if (!d)
-		return 0;
+		return false;
 	while ((de = readdir(d)))
 		links_left |= !strncmp(de->d_name, "link-", 5);
 	rewinddir(d);
@@ -1073,10 +1076,52 @@ int sl_pins_down(const char *pin_dir, const char *ifname)
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, de->d_name);
-		unlink(path);
+		any |= !unlink(path);
 	}
 	closedir(d);
-	if (!links_left)
-		rmdir(pin_dir);
+	return !links_left && !rmdir(pin_dir) && any;
+}
+
+int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed)
+{
+	char path[PATH_MAX];
+	int fd, err = 0;
+
+	*maps_removed = false;
+	snprintf(path, sizeof(path), "%s/link-%s", pin_dir, ifname);
+	fd = bpf_obj_get(path);
+	if (fd < 0) {
+		err = -errno;
+		/* maps without any link: what a failed start left */
+		if (err == -ENOENT)
+			*maps_removed = remove_if_no_link(pin_dir);
+		return err;
+	}
+	/* detach even if some other process still holds the link */
+	if (bpf_link_detach(fd))
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
+	unlink(path);
+	*maps_removed = remove_if_no_link(pin_dir);
 	return 0;
+}
+
+void sl_dp_abandon(struct sl_dataplane *dp)
+{
+	char path[PATH_MAX];
+
+	if (!dp->pin_dir[0])
+		return;
+	for (int i = 0; i < dp->n_ifaces; i++) {
+		if (dp->ifaces[i].adopted)
+			continue;
+		bpf_link_detach(dp->ifaces[i].link_fd);
+		snprintf(path, sizeof(path), "%s/link-%s", dp->pin_dir,
+			 dp->ifaces[i].name);
+		unlink(path);
+	}
+	if (!dp->adopted)
+		remove_if_no_link(dp->pin_dir);
 }

@@ -126,9 +126,20 @@ size_t sl_dp_slots_in_force(const struct sl_dataplane *dp);
  */
 void sl_dp_destroy(struct sl_dataplane *dp);
 
-/* Detach ifname's pinned link and unpin it; when no link is left, remove
- * the pinned maps and the directory. -ENOENT when nothing is pinned. */
-int sl_pins_down(const char *pin_dir, const char *ifname);
+/*
+ * Detach ifname's pinned link and unpin it; when no link is left, remove
+ * the pinned maps and the directory (*maps_removed). -ENOENT when no link
+ * is pinned for ifname; maps left without any link (a start that failed
+ * half-way) are removed then too.
+ */
+int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed);
+
+/*
+ * A start that failed: detach the links this process made and, unless it
+ * adopted an earlier agent's data plane, remove the pins, so nothing
+ * half-made stays. Then sl_dp_destroy().
+ */
+void sl_dp_abandon(struct sl_dataplane *dp);
 
 const char *sl_xdp_mode_str(enum sl_xdp_mode mode);
 int sl_xdp_mode_parse(const char *s, enum sl_xdp_mode *mode);

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# The errors an operator meets on day one (docs/operations.md):
+#   - a --pin-dir that is not on a bpf filesystem: exit 1, the message says
+#     so and how to mount one, and nothing is created there;
+#   - a start that fails at an interface (one good, one missing): exit 1,
+#     the good interface is detached again and no pin is left behind;
+#   - the same failure over a running data plane (an agent restarting with
+#     a bad --iface): the running data plane stays attached and pinned;
+#   - maps pinned without any link: `sluice down` removes them, says so,
+#     exits 0.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/netns.sh
+source tests/lib/sluice.sh
+source tests/lib/tap.sh
+
+skip_unless_root_and_xdp "agent day-one errors"
+netns_setup aerr 2 || { echo "Bail out! netns setup failed"; exit 1; }
+sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
+T=$NETNS_TMP
+
+xdp_attached() # DEV: an XDP program on DEV in NS_RX
+{
+	ip -n "$NS_RX" -d link show dev "$1" | grep -q 'prog/xdp'
+}
+
+# not a bpf filesystem: $T is on the host's /tmp
+mkdir -p "$T/plain"
+sluice_agent_fg "$T/fg1" --rules rules/demo.json --pin-dir "$T/plain/pins"
+rc=$?
+grep -q "$T/plain/pins is not on a bpf filesystem" "$T/fg1" &&
+	grep -q "mount -t bpf bpf /sys/fs/bpf" "$T/fg1"
+check $((rc == 1 && $? == 0 ? 0 : 1)) \
+	"--pin-dir off bpffs: exit $rc (want 1), the message names it and the mount"
+show "$T/fg1" 3
+check $([ -e "$T/plain/pins" ] && echo 1 || echo 0) \
+	"--pin-dir off bpffs: nothing was created there"
+
+# a fresh start that fails at its second interface
+sluice_agent_fg "$T/fg2" --rules rules/demo.json --iface veth-rx,nope0
+rc=$?
+grep -q "nope0: cannot attach" "$T/fg2"
+check $((rc == 1 && $? == 0 ? 0 : 1)) \
+	"--iface veth-rx,nope0: exit $rc (want 1), nope0 named"
+show "$T/fg2" 3
+check $([ -e "$SL_PIN" ] && echo 1 || echo 0) \
+	"a failed fresh start leaves no pins ($(ls "$SL_PIN" 2>/dev/null | wc -l) left)"
+xdp_attached veth-rx
+check $((! $? ? 1 : 0)) "a failed fresh start detached veth-rx again"
+
+# a running data plane, then a restart with a bad --iface
+sluice_start agent1 --rules rules/demo.json ||
+	{ echo "Bail out! the agent did not start"; exit 1; }
+sluice_kill agent1
+sluice_agent_fg "$T/fg3" --iface veth-rx,nope0
+rc=$?
+xdp_attached veth-rx
+attached=$?
+check $((rc == 1 && attached == 0 ? 0 : 1)) \
+	"a failed restart (exit $rc) leaves the running data plane attached"
+check $([ -e "$SL_PIN/link-veth-rx" ] && [ -e "$SL_PIN/rule_meta" ] &&
+	echo 0 || echo 1) "and pinned (link and maps)"
+
+# maps without a link: the link's pin gone while no agent holds it
+rm "$SL_PIN/link-veth-rx"
+for ((i = 0; i < 50; i++)); do
+	xdp_attached veth-rx || break
+	sleep 0.1
+done
+ip netns exec "$NS_RX" "$SLUICE" down --iface veth-rx --pin-dir "$SL_PIN" \
+	>"$T/down" 2>&1
+rc=$?
+grep -q "held maps but no link" "$T/down"
+check $((rc == 0 && $? == 0 ? 0 : 1)) \
+	"down over maps without a link: exit $rc (want 0), it says it removed them"
+show "$T/down" 3
+check $([ -e "$SL_PIN" ] && echo 1 || echo 0) "and the pin directory is gone"
+ip netns exec "$NS_RX" "$SLUICE" down --iface veth-rx --pin-dir "$SL_PIN" \
+	>"$T/down2" 2>&1
+rc=$?
+grep -q "nothing pinned" "$T/down2"
+check $((rc == 1 && $? == 0 ? 0 : 1)) \
+	"down with nothing pinned at all: exit $rc (want 1), 'nothing pinned'"
+echo "1..$n"
