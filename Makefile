@@ -43,13 +43,14 @@ PROG_ARS  := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
 PROG_LIBS := $(OBJ)/sluice.o $(PROG_ARS)
 SLUICE    := $(BUILD)/sluice
 
-.PHONY: all deps test bench demo clean vmtest format
+.PHONY: all deps test bench demo clean vmtest format man install uninstall
 all: $(SLUICE) $(BPF_OBJ)
 
 # Debian packages for building, testing and the demo; idempotent.
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    libcjson-dev libcmocka-dev libssl-dev libsystemd-dev pkg-config \
-	    iproute2 libclang-rt-14-dev python3 jq redis-server
+	    iproute2 libclang-rt-14-dev python3 jq redis-server scdoc man-db \
+	    bsdextrautils systemd python3-yaml
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
@@ -114,6 +115,58 @@ include tests/tests.mk
 
 demo: deps all gen
 	./tests/demo.sh
+
+# ---- installing (docs/operations.md, "Installing") ----
+PREFIX     ?= /usr/local
+SBINDIR    ?= $(PREFIX)/sbin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/sluice
+MAN_PAGES  := $(patsubst docs/man/%.scd,$(BUILD)/man/%,$(wildcard docs/man/*.scd))
+UNITS      := sluice.service sluice-tokend.service
+# configuration: installed when absent, never overwritten; mode
+CONFIGS    := default/sluice:644 default/sluice-tokend:644 \
+	      sluice/rules.json:644 sluice/secrets:600
+DOCS       := README.md $(wildcard docs/*.md)
+EXAMPLES   := rules/schema.json rules/demo.json $(wildcard rules/examples/*)
+
+man: $(MAN_PAGES)
+$(BUILD)/man/%: docs/man/%.scd
+	@mkdir -p $(@D)
+	scdoc < $< > $@.tmp && mv $@.tmp $@
+
+install: $(SLUICE) man
+	install -D -m 755 $(SLUICE) $(DESTDIR)$(SBINDIR)/sluice
+	install -d -m 755 $(DESTDIR)$(UNITDIR)
+	for u in $(UNITS); do \
+		sed -e 's|@SBINDIR@|$(SBINDIR)|g' \
+		    -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' deploy/systemd/$$u.in \
+			> $(DESTDIR)$(UNITDIR)/$$u && \
+		chmod 644 $(DESTDIR)$(UNITDIR)/$$u; done
+	for m in $(MAN_PAGES); do \
+		install -D -m 644 $$m \
+			$(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done
+	install -D -m 644 -t $(DESTDIR)$(DOCDIR) $(DOCS)
+	install -D -m 644 -t $(DESTDIR)$(DOCDIR)/examples $(EXAMPLES)
+	install -d -m 755 $(DESTDIR)$(SYSCONFDIR)/sluice
+	for c in $(CONFIGS); do f=$${c%:*}; \
+		[ -e $(DESTDIR)$(SYSCONFDIR)/$$f ] || install -D -m $${c#*:} \
+			deploy/etc/$$f $(DESTDIR)$(SYSCONFDIR)/$$f; done
+
+# Configuration is removed only where it is still as installed.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/sluice
+	rm -f $(UNITS:%=$(DESTDIR)$(UNITDIR)/%)
+	for m in $(MAN_PAGES); do \
+		rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
+	-rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)
+	for c in $(CONFIGS); do f=$${c%:*}; \
+		cmp -s deploy/etc/$$f $(DESTDIR)$(SYSCONFDIR)/$$f && \
+			rm -f $(DESTDIR)$(SYSCONFDIR)/$$f; done; true
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/sluice
 
 format:
 	clang-format -i bpf/*.c bpf/*.h user/*.c user/*/*.c user/*/*.h
