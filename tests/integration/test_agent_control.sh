@@ -21,6 +21,13 @@ netns_setup actl 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 T=$NETNS_TMP
 SOCK=$SL_STATE/sluice.sock
+# a stalled agent answers after the 5 s deadline of the client holding
+# it; a TCG guest (SLUICE_VM=1) is 10-100x slower at everything else
+if [ -n "$VM" ]; then
+	SLOW_MS=3000 FULL_MAX_MS=9000 WAIT=600 READY_S=120
+else
+	SLOW_MS=1000 FULL_MAX_MS=6000 WAIT=100 READY_S=10
+fi
 
 # 4096 rules: a stats answer of about 1.4 MB, more than a socket buffer
 python3 - "$T/rules.json" <<'PY' || { echo "Bail out! rule file"; exit 1; }
@@ -29,7 +36,8 @@ rules = [{"name": f"r{i}", "match": {"proto": "udp", "dport": 20000 + i},
           "grade": "pps", "count": 100 + i} for i in range(4096)]
 json.dump({"rules": rules}, open(sys.argv[1], "w"))
 PY
-sluice_start agent --rules "$T/rules.json" --stats-interval 1 ||
+sluice_bg agent --rules "$T/rules.json" --stats-interval 1
+sluice_wait_ready agent "$READY_S" ||
 	{ echo "Bail out! the agent did not start"; exit 1; }
 
 # clients MODE COUNT SECONDS: COUNT connections doing MODE for SECONDS,
@@ -69,7 +77,7 @@ for s in conns:
 PY
 	CLIENTS=$!
 	netns_on_exit "kill $CLIENTS 2>/dev/null"
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < WAIT; i++)); do
 		grep -q ready "$T/clients.out" 2>/dev/null && return 0
 		sleep 0.05
 	done
@@ -113,8 +121,8 @@ for mode in "idle 1" "idle 200" "slow 3" "noread 3"; do
 		sleep 0.4
 	done
 	t1=$(tables)
-	check $((ok == 5 && worst < 1000 ? 0 : 1)) \
-		"$m x $count connected: 5 of 5 status calls answered ($ok), the slowest in $worst ms (< 1000)"
+	check $((ok == 5 && worst < SLOW_MS ? 0 : 1)) \
+		"$m x $count connected: 5 of 5 status calls answered ($ok), the slowest in $worst ms (< $SLOW_MS)"
 	check $((t1 - t0 >= 1 ? 0 : 1)) \
 		"$m x $count connected: the periodic stats table kept coming ($((t1 - t0)) in 2 s)"
 	wait "$CLIENTS" 2>/dev/null
@@ -171,8 +179,8 @@ t0=$EPOCHREALTIME
 "$SLUICE" status --state-dir "$T/fulldir" >"$T/full.cli" 2>&1
 rc=$?
 ms=$(((${EPOCHREALTIME//[.,]/} - ${t0//[.,]/}) / 1000))
-check $((rc == 3 && ms >= 4900 && ms < 6000 ? 0 : 1)) \
-	"a full listen queue: exit $rc (want 3) after $ms ms (5000-6000)"
+check $((rc == 3 && ms >= 4900 && ms < FULL_MAX_MS ? 0 : 1)) \
+	"a full listen queue: exit $rc (want 3) after $ms ms (5000-$FULL_MAX_MS)"
 grep -q "did not answer within 5 s" "$T/full.cli"
 check $? "and the CLI says so: $(head -c 120 "$T/full.cli")"
 kill "$FULL" 2>/dev/null

@@ -19,6 +19,8 @@ skip_unless_root_and_xdp "agent day-one errors"
 netns_setup aerr 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 T=$NETNS_TMP
+# a TCG guest (SLUICE_VM=1) starts and fails 10-100x slower
+if [ -n "$VM" ]; then READY_S=120; export SL_FG_TIMEOUT=120; else READY_S=10; fi
 
 xdp_attached() # DEV: an XDP program on DEV in NS_RX
 {
@@ -50,7 +52,8 @@ xdp_attached veth-rx
 check $((! $? ? 1 : 0)) "a failed fresh start detached veth-rx again"
 
 # a running data plane, then a restart with a bad --iface
-sluice_start agent1 --rules rules/demo.json ||
+sluice_bg agent1 --rules rules/demo.json
+sluice_wait_ready agent1 "$READY_S" ||
 	{ echo "Bail out! the agent did not start"; exit 1; }
 sluice_kill agent1
 sluice_agent_fg "$T/fg3" --iface veth-rx,nope0

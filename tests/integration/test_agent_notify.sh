@@ -18,6 +18,9 @@ skip_unless_root_and_xdp "agent notify"
 netns_setup anot 2 || { echo "Bail out! netns setup failed"; exit 1; }
 sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 T=$NETNS_TMP
+# a TCG guest (SLUICE_VM=1) starts the agent 10-100x slower
+if [ -n "$VM" ]; then WAIT_S=120; else WAIT_S=10; fi
+export WAIT_S
 
 # listen SOCKET LOG: every datagram on LOG, one line each ("|" between
 # its lines); on READY=1, whether XDP was on veth-rx at that moment
@@ -28,7 +31,7 @@ import os, socket, subprocess, sys
 path, log, ns = sys.argv[1:4]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(path)
-s.settimeout(30)
+s.settimeout(int(os.environ["WAIT_S"]) * 3)
 with open(log, "a", buffering=1) as f:
     while True:
         try:
@@ -55,7 +58,8 @@ PY
 # a refused start: empty rules, no --allow-empty
 echo '{"rules": []}' >"$T/empty.json"
 listen "$T/n0.sock" "$T/n0.log" || { echo "Bail out! listener"; exit 1; }
-NOTIFY_SOCKET=$T/n0.sock sluice_agent_fg "$T/fg0" --rules "$T/empty.json"
+NOTIFY_SOCKET=$T/n0.sock SL_FG_TIMEOUT=$WAIT_S \
+	sluice_agent_fg "$T/fg0" --rules "$T/empty.json"
 rc=$?
 sleep 0.2
 check $((rc != 0 && $(grep -c 'READY=1' "$T/n0.log") == 0 ? 0 : 1)) \
@@ -64,10 +68,17 @@ kill "$LISTENER" 2>/dev/null
 
 listen "$T/n1.sock" "$T/n1.log" || { echo "Bail out! listener"; exit 1; }
 NOTIFY_SOCKET=$T/n1.sock sluice_bg agent --rules rules/demo.json
-for ((i = 0; i < 100; i++)); do
-	grep -q 'READY=1' "$T/n1.log" 2>/dev/null && break
-	sleep 0.05
-done
+# wait_log PATTERN: until the listener logged it (WAIT_S at most)
+wait_log()
+{
+	for ((i = 0; i < WAIT_S * 20; i++)); do
+		grep -q "$1" "$T/n1.log" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+wait_log 'READY=1'
+
 sluice_cli status --ready >/dev/null 2>&1
 ready=$?
 check $((ready == 0 ? 0 : 1)) "READY=1 came, and status --ready agrees"
@@ -81,14 +92,11 @@ check $? "STATUS= names the snapshot, its rules and the interfaces"
 echo '{"rules": [{"name": "one", "match": {}, "grade": "pps", "count": 5}]}' \
 	>"$T/one.json"
 sluice_cli rule replace "$T/one.json" >/dev/null
-sleep 0.2
-grep -q 'STATUS=snapshot version 2, 1 rules in force on 1 interfaces' \
-	"$T/n1.log"
+wait_log 'STATUS=snapshot version 2, 1 rules in force on 1 interfaces' 
 check $? "STATUS= follows a rule change: $(tail -n1 "$T/n1.log")"
 
 netns_stop agent
-sleep 0.2
-grep -q 'STOPPING=1' "$T/n1.log"
+wait_log 'STOPPING=1' 
 check $? "SIGTERM sends STOPPING=1"
 ip -n "$NS_RX" -d link show dev veth-rx | grep -q 'prog/xdp'
 check $? "and the data plane stays attached"
