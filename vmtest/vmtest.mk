@@ -11,13 +11,13 @@
 #                   root in the guest by tests/run.sh (quote commands that
 #                   contain spaces); default vmtest/smoke.sh
 #   KERNEL          one line of vmtest/kernels (6.1, 6.12, or a package name)
-#   VMTEST_TIMEOUT  seconds per VM, boot included (default 600)
+#   VMTEST_TIMEOUT  seconds per VM, boot included (default 900)
 #   VMTEST_ACCEL    auto | tcg | kvm (default auto: KVM only if a probe
 #                   boot reaches userspace)
 
 VMTEST_PREREQS ?=
 VMTEST_SUITES  ?= vmtest/smoke.sh
-VMTEST_TIMEOUT ?= 600
+VMTEST_TIMEOUT ?= 900
 VMTEST_ACCEL   ?= auto
 
 # What the harness itself needs on the host (Debian packages).

@@ -14,7 +14,7 @@
 #                   tests/run.sh in the guest (default: vmtest/smoke.sh)
 #   BUILD           host build directory (default: build); results land in
 #                   $BUILD/vmtest/<kernel>/
-#   VMTEST_TIMEOUT  seconds one VM may take, boot included (default 600)
+#   VMTEST_TIMEOUT  seconds one VM may take, boot included (default 900)
 #   VMTEST_ACCEL    auto (probe KVM, fall back to TCG) | tcg | kvm (default auto)
 #   VMTEST_MEM      guest memory (default 1G); VMTEST_SMP vCPUs (default 2)
 #   VMTEST_CACHE    kernel cache directory (default vmtest/cache)
@@ -37,7 +37,7 @@ cache=${VMTEST_CACHE:-$here/cache}
 mkdir -p "$cache" || exit 2
 cache=$(cd "$cache" && pwd)
 suites=${VMTEST_SUITES:-vmtest/smoke.sh}
-vm_timeout=${VMTEST_TIMEOUT:-600}
+vm_timeout=${VMTEST_TIMEOUT:-900}
 accel_req=${VMTEST_ACCEL:-auto}
 mem=${VMTEST_MEM:-1G}
 smp=${VMTEST_SMP:-2}
