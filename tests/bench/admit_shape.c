@@ -28,10 +28,10 @@
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
+#include "rules_parse.h"
 #include "sluice.skel.h"
 #include "frame.h"
 #include "genutil.h"
-#include "rules_parse.h"
 
 struct shape {
 	const char *name;

@@ -31,9 +31,9 @@
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
+#include "rules_parse.h"
 #include "sluice.skel.h"
 #include "stats.h"
-#include "rules_parse.h"
 
 #define BENCH_RUNS	   7 /* runs per case; the median is reported */
 #define BENCH_MAX_RUNS	   101

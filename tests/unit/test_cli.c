@@ -24,8 +24,8 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 
-#include "sluice.h"
 #include "ctl.h"
+#include "sluice.h"
 
 #define OUT_MAX (1 << 16)
 #define __maybe_unused __attribute__((unused))

@@ -17,8 +17,8 @@
 
 #include "agent.h"
 #include "cluster.h"
-#include "sluice.h"
 #include "lease.h"
+#include "sluice.h"
 
 #define MS 1000000ULL
 

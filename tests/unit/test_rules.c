@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "rules.h"
-#include "rules_parse.h"
 #include "rules_json.h"
+#include "rules_parse.h"
 
 #define ERR_LEN 65536
 

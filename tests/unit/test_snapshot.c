@@ -22,9 +22,9 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
-#include "snapshot.h"
-#include "rules_parse.h"
 #include "rules_json.h"
+#include "rules_parse.h"
+#include "snapshot.h"
 
 #define ERR_LEN 65536
 

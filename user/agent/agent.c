@@ -5,17 +5,14 @@
  * socket, and leaves the data plane attached when it exits.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,20 +21,20 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
-#include "params.h"
 #include "cluster.h"
 #include "ctl.h"
 #include "json_text.h"
 #include "loader.h"
 #include "log.h"
+#include "params.h"
 #include "rules.h"
+#include "rules_json.h"
+#include "rules_parse.h"
+#include "ruleset.h"
 #include "snapshot.h"
 #include "stats.h"
 #include "tokend.h"
 #include "util.h"
-#include "rules_parse.h"
-#include "rules_json.h"
-#include "ruleset.h"
 
 #define ERRBUF 8192
 
@@ -495,10 +492,6 @@ static cJSON *request_names(const cJSON *req, const char ***names, size_t *n)
 static cJSON *build_change(struct agent *a, enum change_op op,
 			   const cJSON *req, struct sl_ruleset *out)
 {
-	static const char *const codes[] = {
-		[EEXIST] = "conflict", [ENOENT] = "not_found",
-		[E2BIG] = "invalid", [ENOMEM] = "internal",
-	};
 	struct sl_ruleset in = { 0 };
 	const char **names = NULL;
 	size_t n_names;
@@ -519,7 +512,13 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 						out, a->err, sizeof(a->err));
 	sl_ruleset_free(&in);
 	free(names);
-	return err ? error_answer(codes[-err], "%s", a->err) : NULL;
+	if (!err)
+		return NULL;
+	return error_answer(err == -EEXIST   ? "conflict"
+			    : err == -ENOENT ? "not_found"
+			    : err == -ENOMEM ? "internal"
+					     : "invalid",
+			    "%s", a->err);
 }
 
 static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
@@ -910,8 +909,7 @@ static const struct sl_opt agent_opts[] = {
 	  .help = "make FILE the snapshot before the boot" },
 	{ .name = "xdp-mode", .type = SL_OPT_CHOICE,
 	  .field = SL_FIELD(struct agent, mode), .metavar = "MODE",
-	  .choices = (const char *const[]){ "auto", "native", "generic",
-					    NULL },
+	  .choices = sl_xdp_mode_names,
 	  .help = "native, generic or auto (native where the driver has it)" },
 	{ .name = "allow-empty", .type = SL_OPT_FLAG,
 	  .field = SL_FIELD(struct agent, allow_empty),

@@ -155,8 +155,9 @@ static int print_json(cJSON *resp)
 
 /*
  * Send req and read the answer as text. *ok is true when it is one JSON
- * object that says "ok": true; then, with out set, out holds it indented
- * without its "ok". Returns 0 or as call_failed() does.
+ * object that says "ok": true; then out holds it indented without its
+ * "ok", every number as the agent wrote it. Returns 0 or as call_failed()
+ * does.
  */
 static int call_text(const struct cli *c, const cJSON *req, const char *cmd,
 		     struct sl_text *out, char **text, size_t *len, bool *ok)
@@ -171,10 +172,9 @@ static int call_text(const struct cli *c, const cJSON *req, const char *cmd,
 	r.p = *text;
 	r.end = *text + *len;
 	sl_json_ws(&r);
-	if (r.p < r.end && *r.p == '{' &&
-	    sl_json_object(&r, 0, out != NULL, ok)) {
+	if (r.p < r.end && *r.p == '{' && sl_json_object(&r, 0, true, ok)) {
 		sl_json_ws(&r);
-		*ok = *ok && r.p == r.end && !(out && out->nomem);
+		*ok = *ok && r.p == r.end && !out->nomem;
 	} else {
 		*ok = false;
 	}
@@ -236,8 +236,7 @@ cJSON *cli_request(const char *cmd)
 	return req;
 }
 
-int cli_run(const struct cli *c, cJSON *req,
-		       void (*human)(const cJSON *resp))
+int cli_run(const struct cli *c, cJSON *req, void (*human)(const cJSON *resp))
 {
 	cJSON *resp;
 	int err;

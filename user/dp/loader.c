@@ -21,8 +21,8 @@
 
 #include "loader.h"
 #include "log.h"
-#include "sluice.skel.h"
 #include "rules_json.h"
+#include "sluice.skel.h"
 #include "util.h"
 
 /* Class ids of the two rule sets never overlap in the tries. */
@@ -857,29 +857,16 @@ void sl_dp_retire(struct sl_dataplane *dp)
 	dp->retire_pending = false;
 }
 
+const char *const sl_xdp_mode_names[] = {
+	[SL_XDP_AUTO] = "auto",
+	[SL_XDP_NATIVE] = "native",
+	[SL_XDP_GENERIC] = "generic",
+	NULL,
+};
+
 const char *sl_xdp_mode_str(enum sl_xdp_mode mode)
 {
-	switch (mode) {
-	case SL_XDP_NATIVE:
-		return "native";
-	case SL_XDP_GENERIC:
-		return "generic";
-	default:
-		return "auto";
-	}
-}
-
-int sl_xdp_mode_parse(const char *s, enum sl_xdp_mode *mode)
-{
-	if (!strcmp(s, "auto"))
-		*mode = SL_XDP_AUTO;
-	else if (!strcmp(s, "native"))
-		*mode = SL_XDP_NATIVE;
-	else if (!strcmp(s, "generic"))
-		*mode = SL_XDP_GENERIC;
-	else
-		return -EINVAL;
-	return 0;
+	return mode <= SL_XDP_GENERIC ? sl_xdp_mode_names[mode] : "auto";
 }
 
 static int link_xdp(struct sl_dataplane *dp, int ifindex, __u32 flags)

@@ -141,8 +141,9 @@ int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed);
  */
 void sl_dp_abandon(struct sl_dataplane *dp);
 
+/* The modes by name, in enum order, NULL-terminated (an option's choices). */
+extern const char *const sl_xdp_mode_names[];
 const char *sl_xdp_mode_str(enum sl_xdp_mode mode);
-int sl_xdp_mode_parse(const char *s, enum sl_xdp_mode *mode);
 
 /* CPU cpu's state of the rule in slot (read without a syscall). */
 static inline struct sluice_rule_cpu *

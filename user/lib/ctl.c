@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -223,7 +222,9 @@ int sl_ctl_call(const char *path, const cJSON *req, cJSON **resp,
 #define MAX_EVENTS 32
 
 struct conn {
-	int fd;
+	int fd;		/* -1 once dropped */
+	int slot;	/* in conns[] */
+	struct conn *next_dead;
 	bool answering; /* the request is in; buf holds the answer */
 	uint64_t since;	/* accepted, ms: the oldest idle one goes first */
 	uint64_t deadline;
@@ -238,6 +239,9 @@ struct sl_ctl_server {
 	void *arg;
 	struct conn **conns;
 	int n;
+	/* dropped during an event batch, freed after it: a later event of
+	 * the batch may still point at one */
+	struct conn *dead;
 	struct sl_ctl_server_stats st;
 };
 
@@ -262,22 +266,25 @@ tell(int fd, const char *code, const char *fmt, ...)
 		return; /* it would not have read it either */
 }
 
-static void drop(struct sl_ctl_server *s, int i)
+static void drop(struct sl_ctl_server *s, struct conn *c)
 {
-	struct conn *c = s->conns[i];
-
 	close(c->fd); /* leaves the epoll set with it */
-	free(c->buf);
-	free(c);
-	s->conns[i] = s->conns[--s->n];
+	c->fd = -1;
+	s->conns[c->slot] = s->conns[--s->n];
+	s->conns[c->slot]->slot = c->slot;
+	c->next_dead = s->dead;
+	s->dead = c;
 }
 
-static int index_of(const struct sl_ctl_server *s, const struct conn *c)
+static void free_dead(struct sl_ctl_server *s)
 {
-	for (int i = 0; i < s->n; i++)
-		if (s->conns[i] == c)
-			return i;
-	return -1;
+	while (s->dead) {
+		struct conn *c = s->dead;
+
+		s->dead = c->next_dead;
+		free(c->buf);
+		free(c);
+	}
 }
 
 /* Send what the socket takes; the connection ends with the answer. */
@@ -297,7 +304,7 @@ static void send_some(struct sl_ctl_server *s, struct conn *c)
 	}
 	if (c->off == c->len)
 		s->st.answered++;
-	drop(s, index_of(s, c));
+	drop(s, c);
 }
 
 static void answer(struct sl_ctl_server *s, struct conn *c, char *text)
@@ -356,7 +363,7 @@ static void recv_some(struct sl_ctl_server *s, struct conn *c)
 		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n < 0) {
-			drop(s, index_of(s, c));
+			drop(s, c);
 			return;
 		}
 		if (n == 0) {
@@ -383,7 +390,7 @@ static bool make_room(struct sl_ctl_server *s)
 	tell(s->conns[oldest]->fd, "busy",
 	     "closed to make room: the agent holds %d connections at most "
 	     "and this one was the oldest still sending its request", s->max);
-	drop(s, oldest);
+	drop(s, s->conns[oldest]);
 	s->st.displaced++;
 	return true;
 }
@@ -415,6 +422,7 @@ static void accept_all(struct sl_ctl_server *s)
 			continue;
 		}
 		c->fd = fd;
+		c->slot = s->n;
 		c->since = sl_now_ms();
 		c->deadline = c->since + s->timeout_ms;
 		ev.data.ptr = c;
@@ -441,7 +449,7 @@ static void expire(struct sl_ctl_server *s)
 			     "request: not received within %d ms",
 			     s->timeout_ms);
 		s->st.timed_out++;
-		drop(s, i); /* moves the last one to i */
+		drop(s, s->conns[i]); /* moves the last one to i */
 	}
 }
 
@@ -500,7 +508,7 @@ int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms)
 			continue;
 		}
 		/* dropped earlier in this batch (room made, an answer done) */
-		if (index_of(s, c) < 0)
+		if (c->fd < 0)
 			continue;
 		if (c->answering)
 			send_some(s, c);
@@ -508,6 +516,7 @@ int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms)
 			recv_some(s, c);
 	}
 	expire(s);
+	free_dead(s);
 	return 0;
 }
 
@@ -523,7 +532,8 @@ void sl_ctl_server_free(struct sl_ctl_server *s)
 	if (!s)
 		return;
 	while (s->n)
-		drop(s, 0);
+		drop(s, s->conns[0]);
+	free_dead(s);
 	close(s->epfd);
 	close(s->lfd);
 	free(s->conns);

@@ -86,7 +86,8 @@ void sl_json_ws(struct sl_json *r)
 		r->p++;
 }
 
-bool sl_json_string(struct sl_json *r, bool emit)
+/* The string at r->p (which is '"'). */
+static bool json_string(struct sl_json *r, bool emit)
 {
 	const char *s = r->p, *p = r->p + 1;
 
@@ -127,7 +128,7 @@ bool sl_json_object(struct sl_json *r, int depth, bool emit, bool *ok)
 		bool is_ok, on;
 		size_t key_len;
 
-		if (r->p >= r->end || *r->p != '"' || !sl_json_string(r, false))
+		if (r->p >= r->end || *r->p != '"' || !json_string(r, false))
 			return false;
 		key_len = r->p - key;
 		is_ok = ok && key_len == 4 && !memcmp(key, "\"ok\"", 4);
@@ -218,7 +219,7 @@ bool sl_json_value(struct sl_json *r, int depth, bool emit)
 	case '[':
 		return json_array(r, depth, emit);
 	case '"':
-		return sl_json_string(r, emit);
+		return json_string(r, emit);
 	case 't':
 	case 'f':
 	case 'n':

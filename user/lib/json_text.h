@@ -54,9 +54,6 @@ struct sl_json {
 
 void sl_json_ws(struct sl_json *r);
 
-/* The string at r->p (which is '"'). */
-bool sl_json_string(struct sl_json *r, bool emit);
-
 /* The value at r->p, inside containers nested depth deep. False when it
  * is not JSON. */
 bool sl_json_value(struct sl_json *r, int depth, bool emit);

@@ -104,7 +104,9 @@ static void print_indented(FILE *f, int indent, const char *text)
 	}
 }
 
-void sl_params_usage(FILE *f, const struct sl_cmd *cmd, bool options)
+/* "usage: sluice SYNOPSIS" and the summary; with options, every option
+ * and its help. */
+static void usage(FILE *f, const struct sl_cmd *cmd, bool options)
 {
 	print_synopsis(f, "usage: ", cmd);
 	print_indented(f, 2, cmd->summary);
@@ -187,7 +189,7 @@ static int vusage_error(const struct sl_cmd *cmd, const char *fmt, va_list ap)
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	pr_err("%s: %s", cmd->name, msg);
-	sl_params_usage(stderr, cmd, false);
+	usage(stderr, cmd, false);
 	return SL_EXIT_USAGE;
 }
 
@@ -441,7 +443,7 @@ static int run(const struct sl_cmd *cmd, const struct sl_cmd *const *all,
 		cmd->defaults(opts);
 	ret = parse(cmd, all, argc, argv, opts);
 	if (ret == 1) {
-		sl_params_usage(stdout, cmd, true);
+		usage(stdout, cmd, true);
 		ret = 0;
 	} else if (!ret) {
 		ret = cmd->run(cmd, opts, argc - optind, argv + optind);
@@ -484,7 +486,7 @@ static int help(const struct sl_cmd *const *cmds, int argc, char **argv)
 	snprintf(name, sizeof(name), "%s%s%s", argv[1], argc > 2 ? " " : "",
 		 argc > 2 ? argv[2] : "");
 	if (argc <= 3 && find(cmds, name)) {
-		sl_params_usage(stdout, find(cmds, name), true);
+		usage(stdout, find(cmds, name), true);
 		return 0;
 	}
 	if (argc == 2 && is_group(cmds, argv[1])) {

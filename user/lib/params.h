@@ -77,10 +77,6 @@ struct sl_cmd {
  */
 int sl_params_main(const struct sl_cmd *const *cmds, int argc, char **argv);
 
-/* "usage: sluice SYNOPSIS" and the summary; with options, every option
- * and its help. */
-void sl_params_usage(FILE *f, const struct sl_cmd *cmd, bool options);
-
 /* A problem found after parsing: "CMD: problem", the usage; returns
  * SL_EXIT_USAGE. */
 int sl_params_error(const struct sl_cmd *cmd, const char *fmt, ...)

@@ -136,11 +136,6 @@ static void rule_text(struct sl_text *t, const struct sl_rule *r,
 	sl_text_put(t, "}", 1);
 }
 
-void sl_rule_text(struct sl_text *t, const struct sl_rule *r)
-{
-	rule_text(t, r, true);
-}
-
 char *sl_rules_text(const struct sl_ruleset *rs)
 {
 	struct sl_text t = { 0 };

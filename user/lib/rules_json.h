@@ -15,17 +15,13 @@
 #include "rules.h"
 
 /*
- * The rule in the file format, appended to t on one line: name, match
- * {proto, dport, dst, src}, grade, count, window, per_source (if set),
- * mode, priority (if set), behavior, cluster (if set; quotas sorted by
- * node). dport is an integer for one port, "lo-hi" for a range; dport,
- * dst and src are left out when they match anything. Parsing the result
- * gives *r back (but for file_index).
+ * [each rule in the file format] on one line: name, match {proto, dport,
+ * dst, src}, grade, count, window, per_source (if set), mode, priority (if
+ * set), behavior, cluster (if set; quotas sorted by node). dport is an
+ * integer for one port, "lo-hi" for a range; dport, dst and src are left
+ * out when they match anything. Parsing the result gives the rules back
+ * (but for file_index). malloc'd, NULL when out of memory.
  */
-void sl_rule_text(struct sl_text *t, const struct sl_rule *r);
-
-/* [sl_rule_text() of each rule] on one line; malloc'd, NULL when out of
- * memory. */
 char *sl_rules_text(const struct sl_ruleset *rs);
 
 /*

@@ -24,10 +24,10 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "rules_json.h"
+#include "rules_parse.h"
 #include "snapshot.h"
 #include "util.h"
-#include "rules_parse.h"
-#include "rules_json.h"
 
 #define SL_SNAPSHOT_FILE_MAX (64u << 20) /* as for rule files */
 #define SL_SHA256_LEN	     32
