@@ -104,7 +104,7 @@ netns_on_exit "kill $FLOOD 2>/dev/null"
 # the first call's set-up, before the phases start
 sleep 1
 out=$(ip netns exec "$NS_RX" taskset -c "$SWAP_CPU" "$BENCH_VETH" \
-	--dev veth-rx --link "$SL_PIN/link-veth-rx" --seconds "$SECONDS_TOTAL" \
+	--dev veth-rx --link "$SL_LINK" --seconds "$SECONDS_TOTAL" \
 	--phase-ms "$PHASE_MS") || die "bench_veth failed"
 wait "$FLOOD" || die "xdpflood failed: $(cat "$NETNS_TMP/xdpflood.out")"
 read -r p1 b1 < <(sluice_totals)

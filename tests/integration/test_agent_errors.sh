@@ -62,11 +62,11 @@ xdp_attached veth-rx
 attached=$?
 check $((rc == 1 && attached == 0 ? 0 : 1)) \
 	"a failed restart (exit $rc) leaves the running data plane attached"
-check $([ -e "$SL_PIN/link-veth-rx" ] && [ -e "$SL_PIN/rule_meta" ] &&
+check $([ -e "$SL_LINK" ] && sl_pinned_map rule_meta &&
 	echo 0 || echo 1) "and pinned (link and maps)"
 
 # maps without a link: the link's pin gone while no agent holds it
-rm "$SL_PIN/link-veth-rx"
+rm "$SL_LINK"
 for ((i = 0; i < 50; i++)); do
 	xdp_attached veth-rx || break
 	sleep 0.1

@@ -77,7 +77,7 @@ sluice_cli status >/dev/null 2>&1
 check $(( $? == 3 ? 0 : 1 )) "(a) no agent answers after kill -9 (status exits 3)"
 xdp_attached
 check $? "(a) XDP stays attached to veth-rx with no agent running"
-[ -e "$SL_PIN/link-veth-rx" ] && [ -e "$SL_PIN/rule_cfg" ]
+[ -e "$SL_LINK" ] && sl_pinned_map rule_cfg
 check $? "(a) the link and the maps stay pinned"
 sleep 2.2
 xdp_attached
@@ -141,7 +141,7 @@ netns_stop agent2
 ip netns exec "$NS_RX" "$SLUICE" down --iface veth-rx --pin-dir "$SL_PIN" \
 	>"$NETNS_TMP/down.out" 2>&1
 check $? "(b) sluice down detaches and unpins"
-! xdp_attached && [ ! -e "$SL_PIN/rule_cfg" ]
+! xdp_attached && ! sl_pinned_map rule_cfg
 check $? "(b) after sluice down nothing is attached or pinned"
 [ -s "$SL_STATE/rules.json" ]
 check $? "(b) the snapshot survives sluice down"

@@ -6,6 +6,8 @@
 #   sluice_start NAME [ARGS...]  # agent on veth-rx in NS_RX, waits for ready
 #   sluice_cli VERB [ARGS...]    # the CLI against that agent
 #   sluice_rule_stat RULE FIELD  # one field of `sluice stats -j` for RULE
+#   sl_pinned_map NAME           # true when map NAME is pinned (in any layout)
+#   SL_LINK                      # veth-rx's pinned link
 #
 # Cleanup (LIFO, with netns.sh's): the agent is stopped, the data plane
 # detached and the bpffs unmounted, also when the test fails.
@@ -24,7 +26,13 @@ sluice_env_setup()
 	mount -t bpf bpf "$SL_BPFFS" || return 1
 	netns_on_exit "umount -l '$SL_BPFFS'"
 	netns_on_exit "ip netns exec '$NS_RX' '$SLUICE' down --iface veth-rx --pin-dir '$SL_PIN'"
-	export SL_STATE SL_BPFFS SL_PIN
+	SL_LINK=$SL_PIN/links/veth-rx
+	export SL_STATE SL_BPFFS SL_PIN SL_LINK
+}
+
+sl_pinned_map()
+{
+	compgen -G "$SL_PIN/layout-*/$1" >/dev/null
 }
 
 sluice_cli()
@@ -223,7 +231,7 @@ else:
 # T0_END (t0 as T_END alone places it; for diagnostics), at(T) (packets
 # counted by time T, linear between samples), count(Ta, Tb), rate(Ta, Tb),
 # max_window(Ta, Tb, w=1.0) (largest count of a window [s, s + w] inside
-# [Ta, Tb], s or s + w on a sample), bins(Ta, n, w=1.0) (counts of n
+# [Ta, Tb], s or s + w on a sample), min_window (the smallest), bins(Ta, n, w=1.0) (counts of n
 # consecutive windows from Ta), args (the extra arguments).
 read -r -d '' RX_CSV_LIB <<'PY' || true
 import bisect, json, sys
@@ -255,6 +263,10 @@ def max_window(Ta, Tb, w=1.0):
     s = [Ta] + [T0 + t for t in _t if Ta < T0 + t <= Tb - w] + \
         [T0 + t - w for t in _t if Ta <= T0 + t - w and T0 + t <= Tb]
     return max(count(x, x + w) for x in s)
+def min_window(Ta, Tb, w=1.0):
+    s = [Ta, Tb - w] + [T0 + t for t in _t if Ta < T0 + t <= Tb - w] + \
+        [T0 + t - w for t in _t if Ta <= T0 + t - w and T0 + t <= Tb]
+    return min(count(x, x + w) for x in s)
 def bins(Ta, n, w=1.0):
     return [count(Ta + k * w, Ta + (k + 1) * w) for k in range(n)]
 PY

@@ -272,7 +272,7 @@ static void add_control_status(struct agent *a, cJSON *r)
 static cJSON *do_status(struct agent *a)
 {
 	cJSON *r = ok_answer(), *reasons, *snap, *ifs;
-	char when[32], path[PATH_MAX];
+	char when[32], layout[24], path[PATH_MAX];
 	bool ready = true;
 
 	reasons = cJSON_AddArrayToObject(r, "not_ready");
@@ -316,6 +316,10 @@ static cJSON *do_status(struct agent *a)
 	cJSON_AddNumberToObject(r, "uptime_s", (sl_now_ns() / 1e9) - a->started);
 	cJSON_AddBoolToObject(r, "allow_empty", a->allow_empty);
 	cJSON_AddBoolToObject(r, "adopted", a->dp.adopted);
+	cJSON_AddBoolToObject(r, "upgraded", a->dp.upgraded);
+	snprintf(layout, sizeof(layout), "%016llx",
+		 (unsigned long long)a->dp.layout);
+	cJSON_AddStringToObject(r, "pinned_layout", layout);
 	snap = cJSON_AddObjectToObject(r, "snapshot");
 	snprintf(path, sizeof(path), "%s/%s", a->state_dir, SL_SNAPSHOT_FILE);
 	cJSON_AddStringToObject(snap, "path", path);
@@ -759,14 +763,16 @@ static int start(struct agent *a)
 
 	err = sl_dp_load(&a->dp, &o);
 	if (err) {
-		pr_err("loading the XDP program (pins in %s): %s%s", a->pin_dir,
-		       strerror(-err),
-		       err == -EINVAL ? "; if the pins come from another "
-					"version of sluice, run `sluice down`"
-				      : "");
+		pr_err("loading the XDP program (pins in %s): %s", a->pin_dir,
+		       strerror(-err));
 		return err;
 	}
-	if (a->dp.adopted)
+	if (a->dp.upgraded)
+		pr_info("upgraded the running data plane in %s to layout "
+			"%016llx (%zu rule slots in force)", a->pin_dir,
+			(unsigned long long)a->dp.layout,
+			sl_dp_slots_in_force(&a->dp));
+	else if (a->dp.adopted)
 		pr_info("adopting the running data plane in %s (%zu rule "
 			"slots in force)", a->pin_dir,
 			sl_dp_slots_in_force(&a->dp));

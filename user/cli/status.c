@@ -81,8 +81,10 @@ static void print_status(const cJSON *resp)
 	printf("agent:     pid %s, up %s%s%s\n",
 	       cli_cell(cli_get(resp, "pid"), a, sizeof(a)),
 	       cli_dur_cell(cli_get_num(resp, "uptime_s", -1), b, sizeof(b)),
-	       cli_get_bool(resp, "adopted") ? ", took over a running data plane"
-					 : "",
+	       cli_get_bool(resp, "upgraded")
+		       ? ", took over a running data plane of another layout"
+	       : cli_get_bool(resp, "adopted") ? ", took over a running data plane"
+					       : "",
 	       cli_get_bool(resp, "allow_empty") ? ", --allow-empty" : "");
 	if (cJSON_IsObject(snap) && !cli_get_num(snap, "version", 0)) {
 		/* versions start at 1: nothing has been written yet */

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "rules_json.h"
 #include "sluice.skel.h"
+#include "upgrade.h"
 #include "util.h"
 
 /* Class ids of the two rule sets never overlap in the tries. */
@@ -96,6 +97,14 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
+static const char *dirname_of(const char *path, char *out, size_t len)
+{
+	snprintf(out, len, "%s", path);
+	if (strrchr(out, '/'))
+		*strrchr(out, '/') = 0;
+	return out;
+}
+
 /*
  * Pins only survive the process on a BPF filesystem. Checked on the
  * deepest part of dir that exists, before anything is created, so a
@@ -126,9 +135,9 @@ static int check_bpffs(const char *dir)
 	return 0;
 }
 
-static int set_pin_paths(struct sl_dataplane *dp)
+static int set_pin_paths(struct sl_dataplane *dp, const char *dir)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], name[64];
 	struct bpf_map *m;
 	int err;
 
@@ -137,12 +146,10 @@ static int set_pin_paths(struct sl_dataplane *dp)
 		 * cannot be reopened for writing anyway */
 		if (m == dp->skel->maps.rodata)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dp->pin_dir,
-			 bpf_map__name(m));
-		/* bpffs refuses names with dots, as in "sluice_b.bss" */
-		for (char *p = path + strlen(dp->pin_dir) + 1; *p; p++)
-			if (*p == '.')
-				*p = '_';
+		sl_layout_pin_name(bpf_map__name(m), name, sizeof(name));
+		if (snprintf(path, sizeof(path), "%s/%s", dir, name) >=
+		    (int)sizeof(path))
+			return -ENAMETOOLONG;
 		err = bpf_map__set_pin_path(m, path);
 		if (err)
 			return err;
@@ -298,10 +305,59 @@ static void unmap_rule_cpu(struct sl_dataplane *dp)
 	dp->rule_cpu = NULL;
 }
 
+/*
+ * Which pinned maps the program takes: the running data plane's where the
+ * layout is this build's (an agent restart), new ones beside them where it
+ * is not (an upgrade, upgrade.h), and what no link runs with goes.
+ */
+static int choose_pins(struct sl_dataplane *dp, struct sl_pins *pins,
+		       struct sl_layout *next, bool *upgrading)
+{
+	char probe[PATH_MAX + 16];
+	int err, gone;
+
+	*upgrading = false;
+	err = check_bpffs(dp->pin_dir);
+	if (!err)
+		err = mkdir_p(dp->pin_dir);
+	if (!err)
+		err = sl_layout_of_object(dp->skel->obj, dp->skel->maps.rodata,
+					  next);
+	if (!err)
+		err = sl_pins_open(dp->pin_dir, pins);
+	if (err)
+		return err;
+	dp->layout = next->id;
+	sl_pins_maps_dir(dp->pin_dir, next->id, dp->maps_dir,
+			 sizeof(dp->maps_dir));
+	if (pins->maps.n && strcmp(pins->maps_dir, dp->maps_dir)) {
+		*upgrading = true;
+		/* an upgrade that stopped half-way left these */
+		sl_pins_remove_maps(dp->maps_dir, false);
+		err = sl_upgrade_prepare(next, pins);
+	} else if (pins->n_links && !pins->maps.n) {
+		pr_warn("the running program's maps are not pinned in %s: the "
+			"rules start with fresh state", dp->pin_dir);
+	}
+	gone = sl_pins_remove_other(dp->pin_dir, *upgrading ? pins->maps_dir
+							     : dp->maps_dir);
+	if (gone)
+		pr_info("%s: removed %d pinned maps no link runs with",
+			dp->pin_dir, gone);
+	if (!err)
+		err = mkdir_p(dp->maps_dir);
+	if (!err)
+		err = set_pin_paths(dp, dp->maps_dir);
+	snprintf(probe, sizeof(probe), "%s/rule_meta", dp->maps_dir);
+	dp->adopted = *upgrading || !access(probe, F_OK);
+	return err;
+}
+
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 {
-	bool reused_state;
-	char probe[PATH_MAX];
+	struct sl_pins pins = { .prog_fd = -1 };
+	struct sl_layout next = { 0 };
+	bool reused_state, upgrading = false;
 	int err;
 
 	memset(dp, 0, sizeof(*dp));
@@ -328,24 +384,21 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 		opts->drop_malformed ? XDP_DROP : XDP_PASS;
 	if (opts->pin_dir) {
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", opts->pin_dir);
-		err = check_bpffs(dp->pin_dir);
-		if (!err)
-			err = mkdir_p(dp->pin_dir);
-		if (!err)
-			err = set_pin_paths(dp);
+		err = choose_pins(dp, &pins, &next, &upgrading);
 		if (err)
 			goto fail;
-		snprintf(probe, sizeof(probe), "%s/rule_meta", dp->pin_dir);
-		dp->adopted = !access(probe, F_OK);
 	}
-	reused_state = slot_state_pinned(dp);
+	reused_state = upgrading || slot_state_pinned(dp);
 	/* libbpf reuses maps already pinned at their pin path, and pins
 	 * the ones it creates */
 	err = sluice_bpf__load(dp->skel);
 	if (!err)
 		err = map_rule_cpu(dp);
+	if (!err && upgrading)
+		err = sl_upgrade_finish(dp, &next, &pins);
 	if (err)
 		goto fail;
+	dp->upgraded = upgrading;
 	/* created maps are all zeros */
 	for (uint32_t slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++)
 		dp->slot_state[slot].clean = !reused_state;
@@ -354,10 +407,17 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 		if (err)
 			goto fail;
 	}
+	sl_pins_close(&pins);
+	sl_layout_free(&next);
 	return 0;
 fail:
 	unmap_rule_cpu(dp);
 	sluice_bpf__destroy(dp->skel);
+	/* the running data plane is as it was: only what we made goes */
+	if (upgrading)
+		sl_pins_remove_maps(dp->maps_dir, false);
+	sl_pins_close(&pins);
+	sl_layout_free(&next);
 	free(dp->slot_state);
 	memset(dp, 0, sizeof(*dp));
 	return err;
@@ -597,10 +657,9 @@ static void write_port_table(struct sl_dataplane *dp, uint32_t set,
 	       SLUICE_SET_SPACE * sizeof(*port));
 }
 
-/* Waits until no XDP program still runs with the old set: XDP runs in an
- * RCU read-side section and MEMBARRIER_CMD_GLOBAL waits for a grace
- * period. */
-static void wait_for_readers(void)
+/* XDP runs in an RCU read-side section and MEMBARRIER_CMD_GLOBAL waits
+ * for a grace period. */
+void sl_dp_wait_for_readers(void)
 {
 	if (syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0))
 		usleep(10000);
@@ -836,7 +895,7 @@ void sl_dp_retire(struct sl_dataplane *dp)
 {
 	if (!dp->retire_pending)
 		return;
-	wait_for_readers();
+	sl_dp_wait_for_readers();
 	for (size_t i = 0; i < dp->n_retired_lpm; i++)
 		lpm_write(dp, &dp->retired_lpm[i], true);
 	if (dp->retired_sources)
@@ -921,7 +980,7 @@ static int adopt_link(struct sl_dataplane *dp, const char *path, int ifindex)
 int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 		 enum sl_xdp_mode mode)
 {
-	char path[PATH_MAX] = "";
+	char path[PATH_MAX] = "", dir[PATH_MAX];
 	struct sl_iface *ifc;
 	int ifindex, fd;
 
@@ -936,7 +995,7 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 	ifc->ifindex = ifindex;
 
 	if (dp->pin_dir[0]) {
-		snprintf(path, sizeof(path), "%s/link-%s", dp->pin_dir, ifname);
+		sl_pins_link_path(dp->pin_dir, ifname, path, sizeof(path));
 		fd = adopt_link(dp, path, ifindex);
 		if (fd >= 0) {
 			ifc->link_fd = fd;
@@ -971,7 +1030,8 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 			return fd;
 		ifc->mode = SL_XDP_GENERIC;
 	}
-	if (path[0] && bpf_obj_pin(fd, path)) {
+	if (path[0] && (mkdir_p(dirname_of(path, dir, sizeof(dir))) ||
+			bpf_obj_pin(fd, path))) {
 		int err = -errno;
 
 		close(fd);
@@ -1045,28 +1105,41 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 	memset(dp, 0, sizeof(*dp));
 }
 
+static bool any_link(const char *pin_dir)
+{
+	char dir[PATH_MAX];
+	struct dirent *de;
+	bool found = false;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/links", pin_dir);
+	if ((d = opendir(dir))) {
+		while (!found && (de = readdir(d)))
+			found = de->d_name[0] != '.';
+		closedir(d);
+	}
+	if (!found && (d = opendir(pin_dir))) {
+		while (!found && (de = readdir(d)))
+			found = !strncmp(de->d_name, "link-", 5);
+		closedir(d);
+	}
+	return found;
+}
+
 /* Remove the pinned maps and the directory when no link is left in it;
- * true when it did. */
+ * true when there were maps to remove. */
 static bool remove_if_no_link(const char *pin_dir)
 {
-	char path[PATH_MAX];
-	bool links_left = false, any = false;
-	struct dirent *de;
-	DIR *d = opendir(pin_dir);
+	char dir[PATH_MAX];
+	int n;
 
-	if (!d)
+	if (any_link(pin_dir))
 		return false;
-	while ((de = readdir(d)))
-		links_left |= !strncmp(de->d_name, "link-", 5);
-	rewinddir(d);
-	while (!links_left && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", pin_dir, de->d_name);
-		any |= !unlink(path);
-	}
-	closedir(d);
-	return !links_left && !rmdir(pin_dir) && any;
+	n = sl_pins_remove_other(pin_dir, NULL);
+	snprintf(dir, sizeof(dir), "%s/links", pin_dir);
+	rmdir(dir);
+	rmdir(pin_dir);
+	return n > 0;
 }
 
 int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed)
@@ -1075,8 +1148,13 @@ int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed)
 	int fd, err = 0;
 
 	*maps_removed = false;
-	snprintf(path, sizeof(path), "%s/link-%s", pin_dir, ifname);
+	sl_pins_link_path(pin_dir, ifname, path, sizeof(path));
 	fd = bpf_obj_get(path);
+	if (fd < 0) {
+		/* pinned before layouts had ids */
+		snprintf(path, sizeof(path), "%s/link-%s", pin_dir, ifname);
+		fd = bpf_obj_get(path);
+	}
 	if (fd < 0) {
 		err = -errno;
 		/* maps without any link: what a failed start left */
@@ -1105,8 +1183,8 @@ void sl_dp_abandon(struct sl_dataplane *dp)
 		if (dp->ifaces[i].adopted)
 			continue;
 		bpf_link_detach(dp->ifaces[i].link_fd);
-		snprintf(path, sizeof(path), "%s/link-%s", dp->pin_dir,
-			 dp->ifaces[i].name);
+		sl_pins_link_path(dp->pin_dir, dp->ifaces[i].name, path,
+				  sizeof(path));
 		unlink(path);
 	}
 	if (!dp->adopted)

@@ -7,6 +7,7 @@
 #ifndef SLUICE_LOADER_H
 #define SLUICE_LOADER_H
 
+#include <limits.h>
 #include <net/if.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -54,7 +55,10 @@ struct sluice_bpf;
 struct sl_dataplane {
 	struct sluice_bpf *skel;
 	char pin_dir[256];
+	char maps_dir[PATH_MAX]; /* pin_dir/layout-ID: this build's maps */
+	uint64_t layout;	 /* the id of this build's pinned layout */
 	bool adopted;		 /* maps were pinned by an earlier agent */
+	bool upgraded;		 /* ... of another layout, carried over */
 	struct sl_iface ifaces[SL_MAX_IFACES];
 	int n_ifaces;
 	int n_cpus;
@@ -154,5 +158,9 @@ sl_dp_rule_cpu(const struct sl_dataplane *dp, int cpu, uint32_t slot)
 
 /* Internal to the library: map fds by role. */
 int sl_dp_map_fd(const struct sl_dataplane *dp, const char *name);
+
+/* Internal: wait until no XDP program still runs with what it read
+ * before (an RCU grace period). */
+void sl_dp_wait_for_readers(void);
 
 #endif

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Upgrading across a change of the pinned layout (docs/operations.md,
+# "Upgrading"), all under one paced flood (50k pps against a udp rule of
+# count 20000):
+#   1. the previous release runs the data plane: built from PREV, the last
+#      commit whose maps lay flat in the pin directory;
+#   2. this build takes it over: its maps have the same shapes, so they
+#      are shared and re-pinned under layout-ID, the link moves to links/;
+#   3. "probe", this tree with a field added at the head of the fast
+#      path's per-CPU state, the budget, a source's state, the slot
+#      metadata and the .bss: the upgrade carries those maps field by field;
+#   4. this build again (a downgrade, made the same way);
+#   5. the previous release again, which cannot read layouts: it is refused
+#      (exits non-zero) and changes nothing;
+#   6. this build restarts over its own layout (a plain adoption).
+# Over the whole flood no 1 s window admits above 1.05 x count, and from
+# 2 s in (a fresh rule's first burst and the pacing after it are over; the
+# first upgrade is at 2.5 s) none below 0.95 x count; each agent's counters go on from the last one's; at the end
+# sluice's passed total equals what rxcount saw at tc ingress.
+# Host only: it builds two other trees (tests/tests.mk keeps it out of VMs).
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/netns.sh
+source tests/lib/sluice.sh
+source tests/lib/tap.sh
+
+PREV=eac1319a4c1299ebe7f956071e1dcf895986d47b
+COUNT=20000 RATE=50000 RULE=udp9000
+
+skip_unless_root_and_xdp "upgrade"
+if ! git cat-file -e "$PREV^{commit}" 2>/dev/null; then
+	skip "upgrade from the previous release" \
+		"commit $PREV is not in this clone (shallow?)"
+	echo "1..$n"
+	exit 0
+fi
+netns_setup upgr 2 || { echo "Bail out! netns setup failed"; exit 1; }
+sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
+
+pyok() { python3 -c "import sys; sys.exit(0 if ($1) else 1)"; echo $?; }
+
+# ---- the three builds ----------------------------------------------------
+B=$NETNS_TMP/builds
+mkdir -p "$B/prev" "$B/probe"
+git archive "$PREV" | tar -x -C "$B/prev"
+tar -c Makefile bpf user tests/tests.mk | tar -x -C "$B/probe"
+sed -i -e '/^struct sluice_\(rule_cpu\|budget\|src_state\|rule_meta\) {$/a\
+\t__u64 layout_probe;' "$B/probe/bpf/sluice_abi.h"
+sed -i -e '/^volatile __u32 set_gen;$/i\
+volatile __u64 layout_probe;' "$B/probe/bpf/maps.h"
+probes=$(cat "$B/probe/bpf/sluice_abi.h" "$B/probe/bpf/maps.h" | grep -c layout_probe)
+for t in prev probe; do
+	make -C "$B/$t" -j2 build/sluice >"$B/$t.log" 2>&1 ||
+		{ echo "Bail out! building $t failed"; tail -5 "$B/$t.log"; exit 1; }
+done
+check $((probes == 5 ? 0 : 1)) "built the previous release and probe ($probes of 5 fields added)"
+declare -A BIN=([prev]=$B/prev/build/sluice [probe]=$B/probe/build/sluice \
+		[cur]=$SLUICE)
+
+printf '{"rules":[{"name":"%s","match":{"proto":"udp","dport":9000},"grade":"pps","count":%s}]}\n' \
+	"$RULE" "$COUNT" >"$NETNS_TMP/rules.json"
+
+xdp_prog() { ip -n "$NS_RX" -d link show dev veth-rx | sed -n 's/.*prog\/xdp id \([0-9]*\).*/\1/p'; }
+agent() # NAME BUILD [ARGS...]: the agent of BUILD in the background
+{
+	local name=$1 build=$2
+
+	shift 2
+	netns_bg "$NS_RX" "$name" "${BIN[$build]}" agent --iface veth-rx \
+		--state-dir "$SL_STATE" --pin-dir "$SL_PIN" "$@"
+}
+ready() { SLUICE=${BIN[$2]} sluice_wait_ready "$1" 20; }
+passed() { SLUICE=${BIN[$1]} sluice_rule_stat "$RULE" passed_pkts; }
+blocked() { SLUICE=${BIN[$1]} sluice_rule_stat "$RULE" blocked_pkts; }
+layouts() { ls -d "$SL_PIN"/layout-* 2>/dev/null | wc -l; }
+
+# One step: stop the agent running FROM, start TO's, compare the counters.
+step() # N FROM TO WHAT
+{
+	local k=$1 from=$2 to=$3 what=$4 p0 b0 p1 b1
+
+	p0=$(passed "$from") b0=$(blocked "$from")
+	sl_mark tm
+	echo "# ($k) $(python3 -c "print(f'{$tm - $t_flood:.1f}')") s into the flood"
+	netns_stop "a$((k - 1))"
+	agent "a$k" "$to"
+	if ! ready "a$k" "$to"; then
+		check 1 "($k) $what: the agent is ready"
+		sed 's/^/#   /' "$NETNS_TMP/a$k.err"
+		return 1
+	fi
+	p1=$(passed "$to") b1=$(blocked "$to")
+	echo "# ($k) passed $p0 -> $p1, blocked $b0 -> $b1"
+	check $(( p0 > 0 && b0 > 0 && p1 >= p0 && b1 >= b0 ? 0 : 1 )) \
+		"($k) $what: the counters go on ($p0 -> $p1 passed, $b0 -> $b1 blocked)"
+}
+
+agent a1 prev --rules "$NETNS_TMP/rules.json"
+ready a1 prev || { echo "Bail out! the previous release did not start"; sed 's/^/# /' "$NETNS_TMP/a1.err"; exit 1; }
+check $([ -e "$SL_PIN/link-veth-rx" ] && [ -e "$SL_PIN/rule_meta" ]; echo $?) \
+	"(1) the previous release pins flat: link-veth-rx and its maps in $SL_PIN"
+
+netns_bg "$NS_RX" rx "$GEN_BIN/rxcount" --dev veth-rx --proto udp \
+	--dport 9000 --drop --duration 60 --csv "$NETNS_TMP/rx.csv"
+rx_wait_ready rx seen_rx 5 || { echo "Bail out! rxcount did not start"; exit 1; }
+sl_mark t_flood
+sl_bg FLOOD_PID ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
+	--dst-mac "$RX_MAC" --dport 9000 --rate "$RATE" --duration 19 \
+	--cpu 0 >"$NETNS_TMP/flood.gen"
+sleep 2.5
+
+step 2 prev cur "previous release -> this build" || exit 1
+log=$NETNS_TMP/a2.err
+grep -q "upgrade: the pinned layout before layout ids became layout-" "$log" &&
+	grep -q " 0 carried" "$log"
+check $? "(2) it says it upgraded the flat layout, sharing every map (0 carried)"
+grep "upgrade:" "$log" | sed 's/^/#   /'
+st=$(SLUICE=${BIN[cur]} sluice_cli status -j)
+check $([ "$(sluice_json 'd["upgraded"] and d["adopted"]' <<<"$st")" = true ]; echo $?) \
+	"(2) status -j: upgraded and adopted"
+cur_layout=$(sluice_json 'd["pinned_layout"]' <<<"$st")
+check $([ -e "$SL_LINK" ] && [ ! -e "$SL_PIN/link-veth-rx" ] &&
+	[ ! -e "$SL_PIN/rule_meta" ] && [ -e "$SL_PIN/layout-$cur_layout/rule_meta" ] &&
+	[ "$(layouts)" = 1 ]; echo $?) \
+	"(2) the link is at links/veth-rx, the maps under layout-$cur_layout only"
+sleep 2
+
+prog_before=$(xdp_prog)
+step 3 cur probe "this build -> probe (a changed layout)" || exit 1
+log=$NETNS_TMP/a3.err
+grep "upgrade:" "$log" | sed 's/^/#   /'
+ok=0
+for m in rule_cpu rule_budget rule_meta src_table sluice_b_bss; do
+	grep -q "upgrade: carried $m (.*: new layout_probe" "$log" || { ok=1; echo "# not carried with the new field: $m"; }
+done
+check $ok "(3) it carried the five changed maps, each saying the new field starts at zero"
+st=$(SLUICE=${BIN[probe]} sluice_cli status -j)
+probe_layout=$(sluice_json 'd["pinned_layout"]' <<<"$st")
+check $([ "$probe_layout" != "$cur_layout" ] && [ "$(layouts)" = 1 ] &&
+	[ -e "$SL_PIN/layout-$probe_layout/rule_cpu" ] &&
+	[ "$(xdp_prog)" != "$prog_before" ]; echo $?) \
+	"(3) a new program on the same link, the maps under layout-$probe_layout only"
+sleep 2
+
+step 4 probe cur "probe -> this build (a downgrade)" || exit 1
+log=$NETNS_TMP/a4.err
+grep -q "upgrade: carried rule_cpu (.*dropped layout_probe" "$log"
+check $? "(4) it carried rule_cpu back, saying the probe's field is dropped"
+check $([ "$(layouts)" = 1 ] && [ -e "$SL_PIN/layout-$cur_layout/rule_cpu" ]; echo $?) \
+	"(4) the maps are under this build's layout-$cur_layout again"
+sleep 2
+
+p0=$(passed cur)
+prog_before=$(xdp_prog)
+netns_stop a4
+SL_FG_TIMEOUT=15 SLUICE=${BIN[prev]} sluice_agent_fg "$NETNS_TMP/a5.err"
+rc=$?
+sed 's/^/#   /' "$NETNS_TMP/a5.err" | tail -n 3
+check $(( rc != 0 && rc != 124 ? 0 : 1 )) \
+	"(5) the previous release over this layout: refused (exit $rc)"
+check $([ "$(xdp_prog)" = "$prog_before" ] && [ -e "$SL_LINK" ] &&
+	[ -e "$SL_PIN/layout-$cur_layout/rule_cpu" ] && [ "$(layouts)" = 1 ] &&
+	[ ! -e "$SL_PIN/rule_meta" ]; echo $?) \
+	"(5) and nothing changed: the same program on the link, this layout pinned, no flat maps left"
+sleep 1.5
+agent a6 cur
+ready a6 cur
+check $? "(6) this build restarts over its own layout"
+st=$(SLUICE=${BIN[cur]} sluice_cli status -j)
+p1=$(passed cur)
+check $([ "$(sluice_json 'd["adopted"] and not d["upgraded"]' <<<"$st")" = true ] &&
+	(( p1 >= p0 )); echo $?) "(6) it adopts (no upgrade), passed goes on ($p0 -> $p1)"
+
+sl_wait "$FLOOD_PID"
+sl_mark t_fend
+sleep 0.5
+netns_stop rx
+sl_mark t_end
+passed=$(passed cur)
+read -r rxpk sent <<<"$(python3 -c '
+import json, sys
+rx = json.load(open(sys.argv[1])); g = json.load(open(sys.argv[2]))
+print(rx["packets"], g["sent"])' "$NETNS_TMP/rx.out" "$NETNS_TMP/flood.gen")"
+echo "# sent $sent; rxcount $rxpk; sluice passed $passed"
+check $(( passed == rxpk ? 0 : 1 )) \
+	"sluice's passed total over every upgrade ($passed) = rxcount's ($rxpk)"
+read -r maxw minw <<<"$(rx_csv_py "$NETNS_TMP/rx.csv" "$seen_rx" "$t_end" \
+	"$t_flood" "$t_fend" <<'PY'
+tf, te = map(float, args)
+print(f"{max_window(tf, te):.0f} {min_window(tf + 2.0, te - 0.2):.0f}")
+print("# admitted per 0.5 s from the flood's start:",
+      " ".join(f"{b:.0f}" for b in bins(tf, int(2 * (te - tf)), 0.5)),
+      file=sys.stderr)
+PY
+)"
+echo "# 1 s windows over the flood: largest $maxw, smallest $minw (count $COUNT)"
+check $(pyok "$maxw <= 1.05 * $COUNT") \
+	"no 1 s window above 1.05 x count: largest $maxw"
+check $(pyok "$minw >= 0.95 * $COUNT") \
+	"no 1 s window below 0.95 x count: smallest $minw"
+echo "1..$n"

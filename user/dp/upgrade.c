@@ -1,0 +1,596 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "log.h"
+#include "sluice.skel.h"
+#include "upgrade.h"
+#include "util.h"
+
+#define MAX_PROG_MAPS 64
+
+void sl_pins_link_path(const char *pin_dir, const char *ifname, char *out,
+		       size_t len)
+{
+	snprintf(out, len, "%s/links/%s", pin_dir, ifname);
+}
+
+void sl_pins_maps_dir(const char *pin_dir, uint64_t layout, char *out,
+		      size_t len)
+{
+	snprintf(out, len, "%s/layout-%016llx", pin_dir,
+		 (unsigned long long)layout);
+}
+
+static void add_link(struct sl_pins *p, const char *path, const char *ifname,
+		     bool flat)
+{
+	struct bpf_link_info info = { 0 };
+	__u32 len = sizeof(info);
+	struct sl_pinned_link *l;
+	int fd;
+
+	if (p->n_links == SL_MAX_IFACES)
+		return;
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    info.type != BPF_LINK_TYPE_XDP) {
+		close(fd);
+		return;
+	}
+	l = &p->links[p->n_links++];
+	snprintf(l->ifname, sizeof(l->ifname), "%s", ifname);
+	snprintf(l->path, sizeof(l->path), "%s", path);
+	l->fd = fd;
+	l->flat = flat;
+	if (p->prog_fd < 0)
+		p->prog_fd = bpf_prog_get_fd_by_id(info.prog_id);
+}
+
+static void open_links(const char *pin_dir, struct sl_pins *p)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/links", pin_dir);
+	if ((d = opendir(dir))) {
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			if (snprintf(path, sizeof(path), "%s/%s", dir,
+				     de->d_name) < (int)sizeof(path))
+				add_link(p, path, de->d_name, false);
+		}
+		closedir(d);
+	}
+	if ((d = opendir(pin_dir))) {
+		while ((de = readdir(d))) {
+			if (strncmp(de->d_name, "link-", 5))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", pin_dir,
+				 de->d_name);
+			add_link(p, path, de->d_name + 5, true);
+		}
+		closedir(d);
+	}
+}
+
+/* Keep the candidate that holds more of the program's maps. */
+static void consider(struct sl_pins *p, const char *dir, bool flat,
+		     const uint32_t *ids, uint32_t n_ids)
+{
+	struct sl_layout l;
+
+	if (sl_layout_of_pins(dir, ids, n_ids, &l))
+		return;
+	if (l.n_used <= p->maps.n_used) {
+		sl_layout_free(&l);
+		return;
+	}
+	sl_layout_free(&p->maps);
+	p->maps = l;
+	snprintf(p->maps_dir, sizeof(p->maps_dir), "%s", dir);
+	p->flat = flat;
+}
+
+int sl_pins_open(const char *pin_dir, struct sl_pins *p)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+	uint32_t ids[MAX_PROG_MAPS];
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	memset(p, 0, sizeof(*p));
+	p->prog_fd = -1;
+	open_links(pin_dir, p);
+	if (p->prog_fd < 0)
+		return 0;
+	info.nr_map_ids = MAX_PROG_MAPS;
+	info.map_ids = (uintptr_t)ids;
+	if (bpf_obj_get_info_by_fd(p->prog_fd, &info, &len))
+		return -errno;
+	if (info.nr_map_ids > MAX_PROG_MAPS)
+		return -E2BIG;
+	consider(p, pin_dir, true, ids, info.nr_map_ids);
+	d = opendir(pin_dir);
+	while (d && (de = readdir(d))) {
+		if (de->d_type != DT_DIR || strncmp(de->d_name, "layout-", 7))
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", pin_dir, de->d_name);
+		consider(p, dir, false, ids, info.nr_map_ids);
+	}
+	if (d)
+		closedir(d);
+	return 0;
+}
+
+void sl_pins_close(struct sl_pins *p)
+{
+	for (int i = 0; i < p->n_links; i++)
+		close(p->links[i].fd);
+	if (p->prog_fd >= 0)
+		close(p->prog_fd);
+	sl_layout_free(&p->maps);
+	memset(p, 0, sizeof(*p));
+	p->prog_fd = -1;
+}
+
+int sl_pins_remove_maps(const char *dir, bool flat)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_REG || !strncmp(de->d_name, "link-", 5))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		n += !unlink(path);
+	}
+	closedir(d);
+	if (!flat)
+		rmdir(dir);
+	return n;
+}
+
+int sl_pins_remove_other(const char *pin_dir, const char *keep)
+{
+	char dir[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(pin_dir);
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || strncmp(de->d_name, "layout-", 7))
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", pin_dir, de->d_name);
+		if (!keep || strcmp(dir, keep))
+			n += sl_pins_remove_maps(dir, false);
+	}
+	closedir(d);
+	if (!keep || strcmp(pin_dir, keep))
+		n += sl_pins_remove_maps(pin_dir, true);
+	return n;
+}
+
+int sl_upgrade_prepare(const struct sl_layout *next, struct sl_pins *p)
+{
+	for (int i = 0; i < next->n; i++) {
+		const struct sl_layout_map *m = &next->maps[i];
+		const struct sl_layout_map *old = sl_layout_find(&p->maps,
+								 m->name);
+		int err;
+
+		if (!old || old->shape != m->shape)
+			continue;
+		err = bpf_map__reuse_fd(m->obj_map, old->fd);
+		if (err)
+			return err;
+		p->shared[i] = true;
+	}
+	return 0;
+}
+
+static bool is_percpu(uint32_t type)
+{
+	return type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+	       type == BPF_MAP_TYPE_PERCPU_HASH ||
+	       type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+}
+
+static bool is_array(uint32_t type)
+{
+	return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
+}
+
+static size_t round8(size_t n)
+{
+	return (n + 7) & ~7UL;
+}
+
+/* n a multiple of 8 (values are 8-byte strided) */
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	const uint64_t *w = (const uint64_t *)p;
+
+	for (size_t i = 0; i < n / 8; i++)
+		if (w[i])
+			return false;
+	return true;
+}
+
+static size_t mmap_len(const struct sl_layout_map *m)
+{
+	size_t page = sysconf(_SC_PAGESIZE);
+
+	return (m->max_entries * round8(m->value_size) + page - 1) &
+	       ~(page - 1);
+}
+
+/*
+ * A carried map. The first copy takes every element and notes the ones
+ * in use; a map the fast path writes with every packet is copied again,
+ * those elements only, just before the switch.
+ */
+struct carried {
+	const struct sl_layout_map *from, *to;
+	struct sl_carry_plan kplan, vplan;
+	uint32_t *live;		/* arrays: the elements in use */
+	size_t n_live;
+	uint8_t *seen;		/* mmapable arrays: the contents copied */
+	size_t elements;
+};
+
+static int note_live(struct carried *c, uint32_t idx)
+{
+	if (!(c->n_live & (c->n_live + 1)) || !c->live) {
+		/* grows at 1, 3, 7, ...: each time n_live + 1 is a power
+		 * of two */
+		void *p = realloc(c->live, 2 * (c->n_live + 1) *
+						   sizeof(*c->live));
+
+		if (!p)
+			return -ENOMEM;
+		c->live = p;
+	}
+	c->live[c->n_live++] = idx;
+	return 0;
+}
+
+/* Both sides mmapable: element by element in memory. */
+static int carry_mmap(struct carried *c, bool again)
+{
+	const struct sl_layout_map *from = c->from, *to = c->to;
+	size_t ss = round8(from->value_size), ds = round8(to->value_size);
+	uint32_t n = from->max_entries < to->max_entries ? from->max_entries
+							 : to->max_entries;
+	uint8_t *src, *dst;
+	int err = 0;
+
+	src = mmap(NULL, mmap_len(from), PROT_READ, MAP_SHARED, from->fd, 0);
+	if (src == MAP_FAILED)
+		return -errno;
+	dst = mmap(NULL, mmap_len(to), PROT_READ | PROT_WRITE, MAP_SHARED,
+		   bpf_map__fd(to->obj_map), 0);
+	if (dst == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	if (again) {
+		for (size_t k = 0; k < c->n_live; k++) {
+			size_t i = c->live[k];
+
+			memcpy(c->seen + i * ss, src + i * ss, ss);
+			sl_layout_apply(&c->vplan, c->seen + i * ss,
+					dst + i * ds);
+		}
+		goto out;
+	}
+	c->seen = malloc((size_t)n * ss);
+	if (!c->seen) {
+		err = -ENOMEM;
+		goto out;
+	}
+	memcpy(c->seen, src, (size_t)n * ss);
+	c->elements = n;
+	for (uint32_t i = 0; i < n && !err; i++) {
+		if (all_zero(c->seen + i * ss, ss))
+			continue;
+		sl_layout_apply(&c->vplan, c->seen + i * ss, dst + i * ds);
+		err = note_live(c, i);
+	}
+out:
+	if (dst != MAP_FAILED)
+		munmap(dst, mmap_len(to));
+	munmap(src, mmap_len(from));
+	return err;
+}
+
+/* Through the syscalls: every element of an array (again: those in use),
+ * every key otherwise. */
+static int carry_elems(struct carried *c, int n_cpus, bool again)
+{
+	const struct sl_layout_map *from = c->from, *to = c->to;
+	int cpus = is_percpu(to->type) ? n_cpus : 1;
+	size_t ss = round8(from->value_size), ds = round8(to->value_size);
+	uint8_t *sv = calloc(cpus, ss), *dv = calloc(cpus, ds);
+	uint8_t *sk = calloc(1, from->key_size), *dk = calloc(1, to->key_size);
+	uint8_t *prev = NULL;
+	int to_fd = bpf_map__fd(to->obj_map), err = 0;
+	bool array = is_array(to->type);
+	uint32_t idx = 0;
+	size_t k = 0;
+
+	if (!sv || !dv || !sk || !dk) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (;; idx++) {
+		if (array && again) {
+			if (k == c->n_live)
+				break;
+			idx = c->live[k++];
+		}
+		if (array) {
+			if (idx >= from->max_entries || idx >= to->max_entries)
+				break;
+			memcpy(sk, &idx, sizeof(idx));
+			memcpy(dk, &idx, sizeof(idx));
+		} else {
+			if (bpf_map_get_next_key(from->fd, prev, sk))
+				break;
+			prev = sk;
+			memset(dk, 0, to->key_size);
+			sl_layout_apply(&c->kplan, sk, dk);
+		}
+		if (bpf_map_lookup_elem(from->fd, sk, sv) ||
+		    (!again && all_zero(sv, (size_t)cpus * ss)))
+			continue;
+		memset(dv, 0, (size_t)cpus * ds);
+		for (int cpu = 0; cpu < cpus; cpu++)
+			sl_layout_apply(&c->vplan, sv + cpu * ss, dv + cpu * ds);
+		if (bpf_map_update_elem(to_fd, dk, dv, BPF_ANY)) {
+			err = -errno;
+			break;
+		}
+		if (!again)
+			err = array ? note_live(c, idx) : 0;
+		if (!array)
+			c->n_live++;
+	}
+out:
+	free(sv);
+	free(dv);
+	free(sk);
+	free(dk);
+	return err;
+}
+
+static int carry_map(struct carried *c, int n_cpus, bool again)
+{
+	const struct sl_layout_map *from = c->from, *to = c->to;
+	int err = 0;
+
+	if (!again && from->type != to->type) {
+		pr_err("upgrade: map %s changed its type (%u to %u): its "
+		       "state cannot be carried", to->name, from->type,
+		       to->type);
+		return -EINVAL;
+	}
+	if (!again) {
+		err = sl_layout_plan(from, to, false, &c->vplan);
+		if (!err && !is_array(to->type))
+			err = sl_layout_plan(from, to, true, &c->kplan);
+	}
+	if (err) {
+		pr_err("upgrade: map %s: no field-by-field way from the "
+		       "running layout to this one: %s", to->name,
+		       strerror(-err));
+		return err;
+	}
+	if ((from->flags & to->flags & BPF_F_MMAPABLE) &&
+	    to->type == BPF_MAP_TYPE_ARRAY)
+		err = carry_mmap(c, again);
+	else
+		err = carry_elems(c, n_cpus, again);
+	if (err)
+		pr_err("upgrade: carrying map %s: %s", to->name,
+		       strerror(-err));
+	else if (!again)
+		pr_info("upgrade: carried %s (%zu entries in use)%s%s",
+			to->name, c->n_live, c->vplan.diff[0] ? ": " : "",
+			c->vplan.diff);
+	return err;
+}
+
+static void add_on_cpu(__u64 *counter, __u64 before, __u64 after)
+{
+	if (after > before)
+		__atomic_fetch_add(counter, after - before, __ATOMIC_RELAXED);
+}
+
+/*
+ * What the old program counted between the copy of rule_cpu and the
+ * switch, added to the new totals. The fast path adds to a CPU's element
+ * with plain loads and stores; an atomic add made on that same CPU is one
+ * instruction, which the XDP softirq cannot split, so neither loses the
+ * other's count.
+ */
+static void catch_up_counters(struct sl_dataplane *dp, struct carried *c)
+{
+	const struct sl_layout_map *from = c->from, *to = c->to;
+	const struct sl_carry_plan *plan = &c->vplan;
+	size_t ss = round8(from->value_size);
+	cpu_set_t saved, one;
+	uint8_t *now;
+
+	if (!c->seen || from->max_entries != to->max_entries)
+		return;
+	now = mmap(NULL, mmap_len(from), PROT_READ, MAP_SHARED, from->fd, 0);
+	if (now == MAP_FAILED)
+		return;
+	sched_getaffinity(0, sizeof(saved), &saved);
+	for (int cpu = 0; cpu < dp->n_cpus; cpu++) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		/* an offline CPU runs no program: any add is safe there */
+		sched_setaffinity(0, sizeof(one), &one);
+		for (uint32_t slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++) {
+			size_t e = sluice_cpu_slot(cpu, slot);
+			struct sluice_rule_cpu a = { 0 }, b = { 0 };
+			struct sluice_rule_cpu *rc;
+
+			if (e >= c->elements ||
+			    !memcmp(c->seen + e * ss, now + e * ss, ss))
+				continue;
+			sl_layout_apply(plan, c->seen + e * ss, &a);
+			sl_layout_apply(plan, now + e * ss, &b);
+			rc = sl_dp_rule_cpu(dp, cpu, slot);
+			add_on_cpu(&rc->passed_pkts, a.passed_pkts,
+				   b.passed_pkts);
+			add_on_cpu(&rc->passed_bytes, a.passed_bytes,
+				   b.passed_bytes);
+			add_on_cpu(&rc->blocked_pkts,
+				   a.blocked_pkts + a.held_pkts,
+				   b.blocked_pkts + b.held_pkts);
+			add_on_cpu(&rc->blocked_bytes,
+				   a.blocked_bytes + a.held_bytes,
+				   b.blocked_bytes + b.held_bytes);
+			add_on_cpu(&rc->source_overflow, a.source_overflow,
+				   b.source_overflow);
+		}
+	}
+	sched_setaffinity(0, sizeof(saved), &saved);
+	munmap(now, mmap_len(from));
+}
+
+/* State the fast path changes with every packet: carried last, just
+ * before the switch, so that the old program's gap is short. */
+static bool is_hot(const struct sl_dataplane *dp, const char *name)
+{
+	char bss[32];
+
+	sl_layout_pin_name(bpf_map__name(dp->skel->maps.bss), bss,
+			   sizeof(bss));
+	return !strcmp(name, "rule_budget") || !strcmp(name, "rule_cpu") ||
+	       !strcmp(name, bss);
+}
+
+static int switch_links(struct sl_dataplane *dp, struct sl_pins *p)
+{
+	int prog = bpf_program__fd(dp->skel->progs.sluice_xdp);
+
+	for (int i = 0; i < p->n_links; i++) {
+		if (!bpf_link_update(p->links[i].fd, prog, NULL))
+			continue;
+		int err = -errno;
+
+		pr_err("upgrade: %s: cannot switch the link to the new "
+		       "program: %s", p->links[i].ifname, strerror(-err));
+		while (i--)
+			bpf_link_update(p->links[i].fd, p->prog_fd, NULL);
+		return err;
+	}
+	return 0;
+}
+
+/* Links pinned beside flat maps move to links/IF. */
+static void move_flat_links(const struct sl_dataplane *dp, struct sl_pins *p)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s/links", dp->pin_dir);
+	mkdir(dir, 0700);
+	for (int i = 0; i < p->n_links; i++) {
+		struct sl_pinned_link *l = &p->links[i];
+
+		if (!l->flat)
+			continue;
+		sl_pins_link_path(dp->pin_dir, l->ifname, path, sizeof(path));
+		if (bpf_obj_pin(l->fd, path))
+			pr_warn("upgrade: %s: cannot pin the link at %s: %s",
+				l->ifname, path, strerror(errno));
+		else
+			unlink(l->path);
+	}
+}
+
+int sl_upgrade_finish(struct sl_dataplane *dp, const struct sl_layout *next,
+		      struct sl_pins *p)
+{
+	struct carried carried[SL_LAYOUT_MAX_MAPS] = { 0 };
+	struct carried *cpu_state = NULL;
+	int n_carried = 0, n_shared = 0, err = 0;
+	uint64_t t_hot, t_copied, t_switch;
+
+	for (int i = 0; i < next->n && !err; i++) {
+		const struct sl_layout_map *to = &next->maps[i];
+		struct carried *c = &carried[n_carried];
+
+		if (p->shared[i]) {
+			n_shared++;
+			continue;
+		}
+		c->from = sl_layout_find(&p->maps, to->name);
+		c->to = to;
+		if (!c->from) {
+			pr_info("upgrade: %s is new, it starts empty", to->name);
+			continue;
+		}
+		n_carried++;
+		err = carry_map(c, dp->n_cpus, false);
+		if (!strcmp(to->name, "rule_cpu"))
+			cpu_state = c;
+	}
+	t_hot = sl_now_ns();
+	for (int i = 0; i < n_carried && !err; i++)
+		if (is_hot(dp, carried[i].to->name))
+			err = carry_map(&carried[i], dp->n_cpus, true);
+	t_copied = sl_now_ns();
+	if (!err)
+		err = switch_links(dp, p);
+	t_switch = sl_now_ns();
+	if (!err) {
+		sl_dp_wait_for_readers();
+		if (cpu_state)
+			catch_up_counters(dp, cpu_state);
+		move_flat_links(dp, p);
+		sl_pins_remove_maps(p->maps_dir, p->flat);
+		pr_info("upgrade: the pinned layout %s became layout-%016llx "
+			"on %d links: %d maps shared, %d carried; the old "
+			"program ran %.1f ms after the last copy of the fast "
+			"path's state (%.1f ms of copy, %.1f ms to switch)",
+			p->flat ? "before layout ids" :
+			strrchr(p->maps_dir, '/') + 1,
+			(unsigned long long)next->id, p->n_links, n_shared,
+			n_carried, (t_switch - t_hot) / 1e6,
+			(t_copied - t_hot) / 1e6, (t_switch - t_copied) / 1e6);
+	}
+	for (int i = 0; i < n_carried; i++) {
+		sl_layout_plan_free(&carried[i].kplan);
+		sl_layout_plan_free(&carried[i].vplan);
+		free(carried[i].live);
+		free(carried[i].seen);
+	}
+	return err;
+}
