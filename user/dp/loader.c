@@ -323,13 +323,14 @@ static int choose_pins(struct sl_dataplane *dp, struct sl_pins *pins,
 	if (!err)
 		err = sl_layout_of_object(dp->skel->obj, dp->skel->maps.rodata,
 					  next);
-	if (!err)
-		err = sl_pins_open(dp->pin_dir, pins);
 	if (err)
 		return err;
 	dp->layout = next->id;
 	sl_pins_maps_dir(dp->pin_dir, next->id, dp->maps_dir,
 			 sizeof(dp->maps_dir));
+	err = sl_pins_open(dp->pin_dir, dp->maps_dir, pins);
+	if (err)
+		return err;
 	if (pins->maps.n && strcmp(pins->maps_dir, dp->maps_dir)) {
 		*upgrading = true;
 		/* an upgrade that stopped half-way left these */

@@ -88,7 +88,8 @@ static void open_links(const char *pin_dir, struct sl_pins *p)
 	}
 }
 
-/* Keep the candidate that holds more of the program's maps. */
+/* Keep the candidate that holds more of the program's maps; without their
+ * ids, the first that holds any. */
 static void consider(struct sl_pins *p, const char *dir, bool flat,
 		     const uint32_t *ids, uint32_t n_ids)
 {
@@ -96,7 +97,8 @@ static void consider(struct sl_pins *p, const char *dir, bool flat,
 
 	if (sl_layout_of_pins(dir, ids, n_ids, &l))
 		return;
-	if (l.n_used <= p->maps.n_used) {
+	if (!l.n || l.n_used < p->maps.n_used ||
+	    (l.n_used == p->maps.n_used && p->maps.n)) {
 		sl_layout_free(&l);
 		return;
 	}
@@ -106,7 +108,7 @@ static void consider(struct sl_pins *p, const char *dir, bool flat,
 	p->flat = flat;
 }
 
-int sl_pins_open(const char *pin_dir, struct sl_pins *p)
+int sl_pins_open(const char *pin_dir, const char *prefer, struct sl_pins *p)
 {
 	struct bpf_prog_info info = { 0 };
 	__u32 len = sizeof(info);
@@ -118,21 +120,26 @@ int sl_pins_open(const char *pin_dir, struct sl_pins *p)
 	memset(p, 0, sizeof(*p));
 	p->prog_fd = -1;
 	open_links(pin_dir, p);
-	if (p->prog_fd < 0)
+	if (!p->n_links)
 		return 0;
+	/* the program's map ids need CAP_SYS_ADMIN (a prog fd by id);
+	 * without them the layout in use is this build's, else the one
+	 * pinned */
 	info.nr_map_ids = MAX_PROG_MAPS;
 	info.map_ids = (uintptr_t)ids;
-	if (bpf_obj_get_info_by_fd(p->prog_fd, &info, &len))
-		return -errno;
+	if (p->prog_fd < 0 || bpf_obj_get_info_by_fd(p->prog_fd, &info, &len))
+		info.nr_map_ids = 0;
 	if (info.nr_map_ids > MAX_PROG_MAPS)
 		return -E2BIG;
+	consider(p, prefer, false, ids, info.nr_map_ids);
 	consider(p, pin_dir, true, ids, info.nr_map_ids);
 	d = opendir(pin_dir);
 	while (d && (de = readdir(d))) {
 		if (de->d_type != DT_DIR || strncmp(de->d_name, "layout-", 7))
 			continue;
-		snprintf(dir, sizeof(dir), "%s/%s", pin_dir, de->d_name);
-		consider(p, dir, false, ids, info.nr_map_ids);
+		if (snprintf(dir, sizeof(dir), "%s/%s", pin_dir, de->d_name) <
+			    (int)sizeof(dir) && strcmp(dir, prefer))
+			consider(p, dir, false, ids, info.nr_map_ids);
 	}
 	if (d)
 		closedir(d);
@@ -195,6 +202,15 @@ int sl_pins_remove_other(const char *pin_dir, const char *keep)
 
 int sl_upgrade_prepare(const struct sl_layout *next, struct sl_pins *p)
 {
+	for (int i = 0; i < p->maps.n; i++) {
+		if (p->maps.maps[i].btf)
+			continue;
+		pr_err("upgrade: cannot read the types (BTF) of the running "
+		       "map %s in %s, so its state cannot be carried to this "
+		       "layout: reading another program's BTF needs "
+		       "CAP_SYS_ADMIN", p->maps.maps[i].name, p->maps_dir);
+		return -EPERM;
+	}
 	for (int i = 0; i < next->n; i++) {
 		const struct sl_layout_map *m = &next->maps[i];
 		const struct sl_layout_map *old = sl_layout_find(&p->maps,

@@ -39,8 +39,9 @@ struct sl_pins {
 	bool shared[SL_LAYOUT_MAX_MAPS];
 };
 
-/* The links in pin_dir and the maps their program uses. */
-int sl_pins_open(const char *pin_dir, struct sl_pins *p);
+/* The links in pin_dir and the maps their program uses (prefer: where
+ * this build's would be, taken when the program's map ids are not known). */
+int sl_pins_open(const char *pin_dir, const char *prefer, struct sl_pins *p);
 void sl_pins_close(struct sl_pins *p);
 
 /* The link pin of ifname, and the maps directory of a layout. */
