@@ -10,7 +10,8 @@
 #   3. "probe", this tree with a field added at the head of the fast
 #      path's per-CPU state, the budget, a source's state, the slot
 #      metadata and the .bss: the upgrade carries those maps field by field;
-#   4. this build again (a downgrade, made the same way);
+#   4. this build again (a downgrade, made the same way); 3 and 4 without
+#      CAP_SYS_ADMIN: the layout's BTF is pinned beside its maps;
 #   5. the previous release again, which cannot read layouts: it is refused
 #      (exits non-zero) and changes nothing;
 #   6. this build restarts over its own layout (a plain adoption).
@@ -62,13 +63,16 @@ printf '{"rules":[{"name":"%s","match":{"proto":"udp","dport":9000},"grade":"pps
 	"$RULE" "$COUNT" >"$NETNS_TMP/rules.json"
 
 xdp_prog() { ip -n "$NS_RX" -d link show dev veth-rx | sed -n 's/.*prog\/xdp id \([0-9]*\).*/\1/p'; }
-agent() # NAME BUILD [ARGS...]: the agent of BUILD in the background
+# NAME BUILD [ARGS...]: the agent of BUILD in the background; with NOCAP
+# set, without CAP_SYS_ADMIN (as in the Kubernetes DaemonSet)
+agent()
 {
-	local name=$1 build=$2
+	local name=$1 build=$2 drop=()
 
 	shift 2
-	netns_bg "$NS_RX" "$name" "${BIN[$build]}" agent --iface veth-rx \
-		--state-dir "$SL_STATE" --pin-dir "$SL_PIN" "$@"
+	[ -n "${NOCAP:-}" ] && drop=(capsh --drop=cap_sys_admin -- -c 'exec "$@"' agent)
+	netns_bg "$NS_RX" "$name" "${drop[@]}" "${BIN[$build]}" agent \
+		--iface veth-rx --state-dir "$SL_STATE" --pin-dir "$SL_PIN" "$@"
 }
 ready() { SLUICE=${BIN[$2]} sluice_wait_ready "$1" 20; }
 passed() { SLUICE=${BIN[$1]} sluice_rule_stat "$RULE" passed_pkts; }
@@ -127,9 +131,12 @@ check $([ -e "$SL_LINK" ] && [ ! -e "$SL_PIN/link-veth-rx" ] &&
 sleep 2
 
 prog_before=$(xdp_prog)
-step 3 cur probe "this build -> probe (a changed layout)" || exit 1
+NOCAP=1 step 3 cur probe "this build -> probe (a changed layout), without CAP_SYS_ADMIN" || exit 1
 log=$NETNS_TMP/a3.err
 grep "upgrade:" "$log" | sed 's/^/#   /'
+capeff=$(sed -n 's/^CapEff:\t//p' "/proc/${NETNS_PID[a3]}/status")
+check $(( (0x$capeff >> 21) & 1 ? 1 : 0 )) \
+	"(3) the agent ran without CAP_SYS_ADMIN (CapEff $capeff)"
 ok=0
 for m in rule_cpu rule_budget rule_meta src_table sluice_b_bss; do
 	grep -q "upgrade: carried $m (.*: new layout_probe" "$log" || { ok=1; echo "# not carried with the new field: $m"; }
@@ -143,7 +150,7 @@ check $([ "$probe_layout" != "$cur_layout" ] && [ "$(layouts)" = 1 ] &&
 	"(3) a new program on the same link, the maps under layout-$probe_layout only"
 sleep 2
 
-step 4 probe cur "probe -> this build (a downgrade)" || exit 1
+NOCAP=1 step 4 probe cur "probe -> this build (a downgrade), without CAP_SYS_ADMIN" || exit 1
 log=$NETNS_TMP/a4.err
 grep -q "upgrade: carried rule_cpu (.*dropped layout_probe" "$log"
 check $? "(4) it carried rule_cpu back, saying the probe's field is dropped"

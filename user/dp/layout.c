@@ -183,6 +183,54 @@ int sl_layout_of_object(struct bpf_object *obj, const struct bpf_map *skip,
 	return 0;
 }
 
+/* The types of a layout's maps, pinned beside them by the agent that made
+ * them (sl_layout_pin_btf); NULL when there are none. */
+static struct btf *pinned_btf(const char *dir)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info), key = 0;
+	struct btf *btf = NULL;
+	char path[PATH_MAX];
+	void *raw = NULL;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, SL_LAYOUT_BTF_PIN);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return NULL;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.value_size &&
+	    (raw = malloc(info.value_size)) &&
+	    !bpf_map_lookup_elem(fd, &key, raw))
+		btf = btf__new(raw, info.value_size);
+	free(raw);
+	close(fd);
+	return libbpf_get_error(btf) ? NULL : btf;
+}
+
+int sl_layout_pin_btf(struct bpf_object *obj, const char *dir)
+{
+	const struct btf *btf = bpf_object__btf(obj);
+	__u32 size = 0, key = 0;
+	char path[PATH_MAX];
+	const void *raw;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, SL_LAYOUT_BTF_PIN);
+	if (!btf || !access(path, F_OK))
+		return 0;
+	raw = btf__raw_data(btf, &size);
+	if (!raw)
+		return -ENOMEM;
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "sluice_btf", sizeof(key),
+			    size, 1, NULL);
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(fd, &key, raw, BPF_ANY) || bpf_obj_pin(fd, path))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 		      struct sl_layout *l)
 {
@@ -194,6 +242,7 @@ int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 	memset(l, 0, sizeof(*l));
 	if (!d)
 		return -errno;
+	l->btf = pinned_btf(dir);
 	while (!err && (de = readdir(d))) {
 		struct bpf_map_info info = { 0 };
 		__u32 len = sizeof(info);
@@ -201,7 +250,8 @@ int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 		bool used = false;
 		int fd;
 
-		if (de->d_type != DT_REG || !strncmp(de->d_name, "link-", 5))
+		if (de->d_type != DT_REG || !strncmp(de->d_name, "link-", 5) ||
+		    !strcmp(de->d_name, SL_LAYOUT_BTF_PIN))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		fd = bpf_obj_get(path);
@@ -231,9 +281,10 @@ int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 		m->flags = info.map_flags;
 		m->key_type = info.btf_key_type_id;
 		m->value_type = info.btf_value_type_id;
-		if (info.btf_id && !l->kernel_btf)
-			l->kernel_btf = btf__load_from_kernel_by_id(info.btf_id);
-		m->btf = info.btf_id ? l->kernel_btf : NULL;
+		/* the kernel's copy needs CAP_SYS_ADMIN; the pinned one not */
+		if (info.btf_id && !l->btf)
+			l->btf = btf__load_from_kernel_by_id(info.btf_id);
+		m->btf = info.btf_id ? l->btf : NULL;
 	}
 	closedir(d);
 	for (int i = 0; i < l->n; i++)
@@ -249,7 +300,7 @@ void sl_layout_free(struct sl_layout *l)
 	for (int i = 0; i < l->n; i++)
 		if (l->maps[i].fd >= 0)
 			close(l->maps[i].fd);
-	btf__free(l->kernel_btf);
+	btf__free(l->btf);
 	memset(l, 0, sizeof(*l));
 }
 

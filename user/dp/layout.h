@@ -35,12 +35,18 @@ struct sl_layout {
 	int n;
 	int n_used;
 	struct sl_layout_map maps[SL_LAYOUT_MAX_MAPS];
-	struct btf *kernel_btf;	/* the pinned maps' BTF, owned */
+	struct btf *btf;	/* the pinned maps' BTF, owned */
 };
 
 /* An opened object's maps before the load (all but skip). */
 int sl_layout_of_object(struct bpf_object *obj, const struct bpf_map *skip,
 			struct sl_layout *l);
+
+/* Beside a layout's maps: the types of its program (the object's BTF) in a
+ * map of its own, readable without the CAP_SYS_ADMIN that loading another
+ * program's BTF from the kernel needs. */
+#define SL_LAYOUT_BTF_PIN "btf"
+int sl_layout_pin_btf(struct bpf_object *obj, const char *dir);
 
 /* The maps pinned in dir; n_used counts those whose ids are in ids[] (the
  * ones a program uses). The fds are the layout's to close. */

@@ -395,6 +395,8 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	err = sluice_bpf__load(dp->skel);
 	if (!err)
 		err = map_rule_cpu(dp);
+	if (!err && opts->pin_dir)
+		err = sl_layout_pin_btf(dp->skel->obj, dp->maps_dir);
 	if (!err && upgrading)
 		err = sl_upgrade_finish(dp, &next, &pins);
 	if (err)

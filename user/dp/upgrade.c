@@ -207,7 +207,8 @@ int sl_upgrade_prepare(const struct sl_layout *next, struct sl_pins *p)
 			continue;
 		pr_err("upgrade: cannot read the types (BTF) of the running "
 		       "map %s in %s, so its state cannot be carried to this "
-		       "layout: reading another program's BTF needs "
+		       "layout: no BTF is pinned beside it (a release before "
+		       "layout ids), and reading it from the kernel needs "
 		       "CAP_SYS_ADMIN", p->maps.maps[i].name, p->maps_dir);
 		return -EPERM;
 	}
