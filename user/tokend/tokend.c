@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -919,29 +918,13 @@ void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd)
 static int parse_listen(const char *s, struct sockaddr_storage *ss,
 			socklen_t *sl, char *err, size_t errlen)
 {
-	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				 .ai_socktype = SOCK_STREAM};
-	struct sl_hostport hp;
-	struct addrinfo *ai;
-	char port[8];
-	int ret;
-
-	if (!s || sl_parse_hostport(s, strlen(s), &hp)) {
+	if (!s || sl_parse_sockaddr(s, ss, sl)) {
 		snprintf(err, errlen,
-			 "listen address '%s': expected ADDR:PORT "
-			 "([ADDR6]:PORT for IPv6, port 0-65535)", s ? s : "");
+			 "listen address '%s': expected ADDR:PORT with a "
+			 "numeric address ([ADDR6]:PORT for IPv6, port "
+			 "0-65535)", s ? s : "");
 		return -EINVAL;
 	}
-	snprintf(port, sizeof(port), "%u", hp.port);
-	ret = getaddrinfo(hp.host, port, &hints, &ai);
-	if (ret) {
-		snprintf(err, errlen, "listen address '%s': %s", s,
-			 gai_strerror(ret));
-		return -EINVAL;
-	}
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	*sl = ai->ai_addrlen;
-	freeaddrinfo(ai);
 	return 0;
 }
 
