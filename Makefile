@@ -130,7 +130,7 @@ UNITS      := sluice.service sluice-tokend.service
 # configuration: installed when absent, never overwritten; mode
 CONFIGS    := default/sluice:644 default/sluice-tokend:644 \
 	      sluice/rules.json:644 sluice/secrets:600
-DOCS       := README.md $(wildcard docs/*.md)
+DOCS       := README.md $(wildcard docs/*.md) docs/alerts.yml
 EXAMPLES   := rules/schema.json rules/demo.json $(wildcard rules/examples/*)
 
 man: $(MAN_PAGES)
