@@ -10,7 +10,8 @@ ARCH_INC  := -I/usr/include/$(shell uname -m)-linux-gnu
 CFLAGS    ?= -O2 -g
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE
 DEPFLAGS  := -MMD -MP
-LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lm -lpthread
+LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lmicrohttpd -lm \
+	     -lpthread
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
 	      $(ARCH_INC) -Ibpf $(BPF_EXTRA)
@@ -50,7 +51,8 @@ all: $(SLUICE) $(BPF_OBJ)
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    libcjson-dev libcmocka-dev libssl-dev libsystemd-dev pkg-config \
 	    iproute2 libclang-rt-14-dev python3 jq redis-server scdoc man-db \
-	    bsdextrautils systemd python3-yaml
+	    bsdextrautils systemd python3-yaml libmicrohttpd-dev prometheus \
+	    curl
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
@@ -128,7 +130,7 @@ UNITS      := sluice.service sluice-tokend.service
 # configuration: installed when absent, never overwritten; mode
 CONFIGS    := default/sluice:644 default/sluice-tokend:644 \
 	      sluice/rules.json:644 sluice/secrets:600
-DOCS       := README.md $(wildcard docs/*.md)
+DOCS       := README.md $(wildcard docs/*.md) docs/alerts.yml
 EXAMPLES   := rules/schema.json rules/demo.json $(wildcard rules/examples/*)
 
 man: $(MAN_PAGES)

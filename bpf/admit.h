@@ -366,23 +366,6 @@ static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
 	return grant;
 }
 
-/* The threshold in force: count, or its warm-up ramp (linear from
- * count / cold_factor to count over warm_period_ms). */
-static __always_inline __u64 effective_limit(const struct sluice_rule_cfg *cfg,
-					     __u64 count, __u64 now_ns)
-{
-	__u64 elapsed_ms, cold;
-
-	if (!cfg->warm_period_ms || !cfg->cold_factor ||
-	    now_ns < cfg->warm_start_ns)
-		return count;
-	elapsed_ms = (now_ns - cfg->warm_start_ns) / 1000000;
-	if (elapsed_ms >= cfg->warm_period_ms)
-		return count;
-	cold = count / cfg->cold_factor;
-	return cold + (count - cold) * elapsed_ms / cfg->warm_period_ms;
-}
-
 /* Move this CPU's statistics to the bucket of now. */
 static __always_inline void roll_bucket(struct sluice_rule_cpu *rc,
 					const struct sluice_rule_cfg *cfg,
@@ -583,7 +566,7 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		return false;
 	now = sluice_now();
 	roll_bucket(rc, cfg, now);
-	count = effective_limit(cfg, *limit, now);
+	count = sluice_effective_limit(cfg, *limit, now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_CHUNK_DIV * (__u64)nr_cpus);
 	if (chunk < cost)
@@ -770,7 +753,7 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
 	WRITE_ONCE(st->last_seen_ns, now);
-	count = effective_limit(cfg, *limit, now);
+	count = sluice_effective_limit(cfg, *limit, now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
 	if (overflow || chunk < cost)

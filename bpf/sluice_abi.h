@@ -99,6 +99,25 @@ struct sluice_rule_cfg {
 	__u32 cold_factor;
 };
 
+/* The threshold in force: count, or its warm-up ramp (linear from
+ * count / cold_factor to count over warm_period_ms). User space reads it
+ * the same way (sl_dp_rule_threshold()). */
+static inline __attribute__((always_inline)) __u64
+sluice_effective_limit(const struct sluice_rule_cfg *cfg, __u64 count,
+		       __u64 now_ns)
+{
+	__u64 elapsed_ms, cold;
+
+	if (!cfg->warm_period_ms || !cfg->cold_factor ||
+	    now_ns < cfg->warm_start_ns)
+		return count;
+	elapsed_ms = (now_ns - cfg->warm_start_ns) / 1000000;
+	if (elapsed_ms >= cfg->warm_period_ms)
+		return count;
+	cold = count / cfg->cold_factor;
+	return cold + (count - cold) * elapsed_ms / cfg->warm_period_ms;
+}
+
 /* What a slot holds, for an agent that adopts a running data plane.
  * Written and read by user space only. */
 struct sluice_rule_meta {

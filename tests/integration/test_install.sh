@@ -34,6 +34,7 @@ for f in usr/local/sbin/sluice:755 \
 	 usr/local/share/man/man8/sluice-tokend.8:644 \
 	 usr/local/share/man/man5/sluice-rules.5:644 \
 	 usr/local/share/doc/sluice/operations.md:644 \
+	 usr/local/share/doc/sluice/alerts.yml:644 \
 	 usr/local/share/doc/sluice/examples/schema.json:644 \
 	 etc/default/sluice:644 etc/default/sluice-tokend:644 \
 	 etc/sluice/rules.json:644 etc/sluice/secrets:600; do

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Unit tests for the shared helpers (user/lib/util.c). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -127,6 +128,30 @@ static void test_hostport(void **state)
 	assert_string_equal(hp.host, "tokend");
 }
 
+static void test_sockaddr(void **state)
+{
+	static const char *const bad[] = { "tokend:7070", "198.18.0.1",
+					   "198.18.0.300:1", "[::1]:x" };
+	struct sockaddr_storage ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	socklen_t len;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		if (sl_parse_sockaddr(bad[i], &ss, &len) != -EINVAL)
+			fail_msg("'%s' was taken", bad[i]);
+	assert_int_equal(sl_parse_sockaddr("198.18.0.1:7070", &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET);
+	assert_int_equal(len, sizeof(*in4));
+	assert_int_equal(ntohs(in4->sin_port), 7070);
+	assert_int_equal(ntohl(in4->sin_addr.s_addr), 0xc6120001);
+	assert_int_equal(sl_parse_sockaddr("[2001:db8::1]:0", &ss, &len), 0);
+	assert_int_equal(ss.ss_family, AF_INET6);
+	assert_int_equal(len, sizeof(*in6));
+	assert_int_equal(in6->sin6_addr.s6_addr[15], 1);
+}
+
 static void test_ifaces(void **state)
 {
 	char names[SL_MAX_IFACES][IF_NAMESIZE], err[256];
@@ -226,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_parse_double),
 		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_hostport),
+		cmocka_unit_test(test_sockaddr),
 		cmocka_unit_test(test_ifaces),
 		cmocka_unit_test(test_index),
 		cmocka_unit_test(test_read_fd),

@@ -17,12 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <bpf/bpf.h>
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "agent_metrics.h"
 #include "cluster.h"
 #include "ctl.h"
+#include "http_metrics.h"
 #include "json_text.h"
 #include "loader.h"
 #include "log.h"
@@ -67,6 +68,11 @@ struct agent {
 	struct sl_ruleset served; /* the embedded token server's rules */
 	struct sl_tokend *tokend;
 	pthread_t tokend_thread;
+	/* --metrics (docs/metrics.md) */
+	const char *metrics_addr;
+	int metrics_fd; /* bound at the start, served once attached */
+	struct sl_agent_metrics_src metrics_src;
+	struct sl_http_metrics *metrics;
 };
 
 static volatile sig_atomic_t stop;
@@ -85,6 +91,10 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 	if ((a->node_id || a->secrets_file) && !a->token_servers)
 		return sl_params_error(cmd, "--node-id and --secrets need "
 					    "--token-server or --serve-tokens");
+	if (a->metrics_addr && !sl_http_metrics_addr_valid(a->metrics_addr))
+		return sl_params_error(cmd, "--metrics: '%s' is not "
+					    SL_HTTP_METRICS_ADDR_FORM,
+				       a->metrics_addr);
 	return 0;
 }
 
@@ -208,14 +218,42 @@ static void notify_status(struct agent *a, bool ready)
 		   a->dp.n_ifaces);
 }
 
-/* The link still points at an interface (it is 0 once it went away). */
-static bool link_attached(const struct sl_iface *ifc)
+static void add_reason(cJSON *reasons, const char *why)
 {
-	struct bpf_link_info info = { 0 };
-	__u32 len = sizeof(info);
+	if (reasons)
+		cJSON_AddItemToArray(reasons, cJSON_CreateString(why));
+}
 
-	return !bpf_obj_get_info_by_fd(ifc->link_fd, &info, &len) &&
-	       info.xdp.ifindex == (__u32)ifc->ifindex;
+/*
+ * Ready, as `sluice status --ready` and the sluice_ready metric mean it:
+ * every interface attached (attached[i] for dp.ifaces[i]), the snapshot's
+ * rules in force, and some rules unless --allow-empty. Why not goes into
+ * reasons unless it is NULL. dp_lock held, or on the control loop.
+ */
+static bool check_ready(const struct agent *a, const bool *attached,
+			cJSON *reasons)
+{
+	bool ready = true;
+
+	for (int i = 0; i < a->dp.n_ifaces; i++) {
+		char why[64];
+
+		if (attached[i])
+			continue;
+		ready = false;
+		snprintf(why, sizeof(why), "%s is not attached",
+			 a->dp.ifaces[i].name);
+		add_reason(reasons, why);
+	}
+	if (a->in_force_version != a->snap.version) {
+		ready = false;
+		add_reason(reasons, "the rules in force are not the snapshot's");
+	}
+	if (!a->dp.rules.n && !a->allow_empty) {
+		ready = false;
+		add_reason(reasons, "no rules in force");
+	}
+	return ready;
 }
 
 static cJSON *error_answer(const char *code, const char *fmt, ...)
@@ -273,13 +311,13 @@ static cJSON *do_status(struct agent *a)
 {
 	cJSON *r = ok_answer(), *reasons, *snap, *ifs;
 	char when[32], layout[24], path[PATH_MAX];
-	bool ready = true;
+	bool attached[SL_MAX_IFACES];
 
 	reasons = cJSON_AddArrayToObject(r, "not_ready");
 	ifs = cJSON_CreateArray();
 	for (int i = 0; i < a->dp.n_ifaces; i++) {
 		struct sl_iface *ifc = &a->dp.ifaces[i];
-		bool up = link_attached(ifc);
+		bool up = attached[i] = sl_dp_iface_attached(ifc);
 		cJSON *o = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(o, "name", ifc->name);
@@ -290,27 +328,8 @@ static cJSON *do_status(struct agent *a)
 		cJSON_AddNumberToObject(o, "rules_in_force",
 					up ? a->dp.rules.n : 0);
 		cJSON_AddItemToArray(ifs, o);
-		if (!up) {
-			char why[64];
-
-			snprintf(why, sizeof(why), "%s is not attached",
-				 ifc->name);
-			cJSON_AddItemToArray(reasons, cJSON_CreateString(why));
-			ready = false;
-		}
 	}
-	if (a->in_force_version != a->snap.version) {
-		cJSON_AddItemToArray(reasons,
-				     cJSON_CreateString("the rules in force are "
-							"not the snapshot's"));
-		ready = false;
-	}
-	if (!a->dp.rules.n && !a->allow_empty) {
-		cJSON_AddItemToArray(reasons,
-				     cJSON_CreateString("no rules in force"));
-		ready = false;
-	}
-	cJSON_AddBoolToObject(r, "ready", ready);
+	cJSON_AddBoolToObject(r, "ready", check_ready(a, attached, reasons));
 	cJSON_AddNumberToObject(r, "pid", getpid());
 	cJSON_AddStringToObject(r, "sluice_version", sl_version);
 	cJSON_AddNumberToObject(r, "uptime_s", (sl_now_ns() / 1e9) - a->started);
@@ -528,7 +547,7 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 {
 	const cJSON *ifv = cJSON_GetObjectItemCaseSensitive(req, "if_version");
-	struct sl_ruleset next = { 0 };
+	struct sl_ruleset next = { 0 }, old = { 0 };
 	uint64_t version = version_after(a->snap.version, a->snap_from_prev);
 	cJSON *r;
 	int err;
@@ -564,6 +583,15 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 	err = sl_dp_apply(&a->dp, &next, a->err, sizeof(a->err));
 	if (!err && a->cluster)
 		sl_cluster_rules_changed(a->cluster);
+	/* under the lock: the metrics read the snapshot's numbers */
+	if (!err) {
+		old = a->snap.rules;
+		a->snap.rules = next;
+		a->snap.version = version;
+		a->snap.updated_at = time(NULL);
+		a->snap_from_prev = false;
+		a->in_force_version = version;
+	}
 	pthread_mutex_unlock(&a->dp_lock);
 	if (err) {
 		char rb[ERRBUF];
@@ -583,12 +611,7 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 		sl_ruleset_free(&next);
 		return r;
 	}
-	sl_ruleset_free(&a->snap.rules);
-	a->snap.rules = next;
-	a->snap.version = version;
-	a->snap.updated_at = time(NULL);
-	a->snap_from_prev = false;
-	a->in_force_version = version;
+	sl_ruleset_free(&old);
 	pr_info("rules at version %llu: %zu in force",
 		(unsigned long long)version, next.n);
 	notify_status(a, false);
@@ -729,6 +752,44 @@ static int new_cluster(struct agent *a)
 	return err;
 }
 
+/* The agent's numbers for the metrics (agent_metrics.h), dp_lock held. */
+static void metrics_status(void *arg, const bool *attached,
+			   struct sl_agent_status *st)
+{
+	const struct agent *a = arg;
+
+	st->snapshot_version = a->snap.version;
+	st->snapshot_updated_at = a->snap.updated_at;
+	st->snapshot_rules = a->snap.rules.n;
+	st->snapshot_from_prev = a->snap_from_prev;
+	st->ready = check_ready(a, attached, NULL);
+}
+
+/* Once everything it reads exists: the address was bound at the start. */
+static int serve_metrics(struct agent *a)
+{
+	int err;
+
+	a->metrics_src = (struct sl_agent_metrics_src){
+		.dp = &a->dp,
+		.dp_lock = &a->dp_lock,
+		.cluster = a->cluster,
+		.tokend = a->tokend,
+		.status = metrics_status,
+		.arg = a,
+	};
+	err = sl_http_metrics_start(a->metrics_fd, sl_agent_metrics,
+				    &a->metrics_src, &a->metrics);
+	a->metrics_fd = -1;
+	if (err) {
+		pr_err("--metrics %s: cannot serve HTTP: %s", a->metrics_addr,
+		       strerror(-err));
+		return err;
+	}
+	pr_info("metrics on http://%s/metrics", a->metrics_addr);
+	return 0;
+}
+
 static int start(struct agent *a)
 {
 	struct sl_dp_opts o = { .drop_malformed = a->drop_malformed,
@@ -756,6 +817,14 @@ static int start(struct agent *a)
 		unlink(a->sock_path);
 		pr_err("%s: %s", a->sock_path, strerror(-err));
 		return err;
+	}
+	if (a->metrics_addr) {
+		a->metrics_fd = sl_http_metrics_listen(a->metrics_addr);
+		if (a->metrics_fd < 0) {
+			pr_err("--metrics %s: %s", a->metrics_addr,
+			       strerror(-a->metrics_fd));
+			return a->metrics_fd;
+		}
 	}
 	err = boot_rules(a);
 	if (err)
@@ -820,6 +889,11 @@ static int start(struct agent *a)
 			sl_xdp_mode_str(a->dp.ifaces[a->dp.n_ifaces - 1].mode),
 			a->dp.rules.n, (unsigned long long)a->snap.version);
 	}
+	if (a->metrics_addr) {
+		err = serve_metrics(a);
+		if (err)
+			return err;
+	}
 	notify_status(a, true);
 	return 0;
 }
@@ -830,6 +904,7 @@ static void defaults(void *opts)
 
 	a->state_dir = "/var/lib/sluice";
 	a->pin_dir = "/sys/fs/bpf/sluice";
+	a->metrics_fd = -1;
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
@@ -881,6 +956,10 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		pr_info("signal %d: exiting; the data plane stays attached "
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
+	/* first: it reads everything below */
+	sl_http_metrics_stop(a->metrics);
+	if (a->metrics_fd >= 0)
+		close(a->metrics_fd);
 	if (a->ctl) {
 		sl_ctl_server_free(a->ctl);
 		unlink(a->sock_path);
@@ -941,6 +1020,10 @@ static const struct sl_opt agent_opts[] = {
 	  .field = SL_FIELD(struct agent, serve_tokens),
 	  .metavar = "ADDR:PORT",
 	  .help = "serve the cluster rules' tokens (embedded token server)" },
+	{ .name = "metrics", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, metrics_addr),
+	  .metavar = "ADDR:PORT",
+	  .help = "serve Prometheus metrics on http://ADDR:PORT/metrics" },
 	{ 0 },
 };
 

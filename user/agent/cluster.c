@@ -26,6 +26,12 @@
 #include "stats.h"
 #include "util.h"
 
+/* Buckets of the sync round trip, in seconds: a LAN's 100 us up to the
+ * 300 ms after which three missed syncs end a session. */
+static const double sync_rtt_bounds[] = {
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+	0.01,	0.025,	 0.05,	 0.1,	0.25,	0.5,
+};
 
 enum sess_state {
 	SESS_IDLE,	 /* waiting for retry_ns */
@@ -51,6 +57,7 @@ struct session {
 	uint64_t sent_ns;
 	uint64_t gen;	      /* c->gen when that SYNC was built */
 	uint64_t rtt_us;
+	struct sl_histogram sync_rtt;
 	char last_error[96];
 	uint8_t *in, *out;
 	size_t in_len, out_len;
@@ -314,6 +321,8 @@ static int sess_init(struct sl_cluster_sync *c, struct session *s, const char *n
 	snprintf(s->ns, sizeof(s->ns), "%s", ns);
 	s->fd = -1;
 	s->sync_ms = c->cfg.sync_ms;
+	sl_histogram_init(&s->sync_rtt, sync_rtt_bounds,
+			  ARRAY_SIZE(sync_rtt_bounds));
 	s->in = malloc(SL_PROTO_MAX_FRAME);
 	s->out = malloc(SL_PROTO_MAX_FRAME);
 	if (!s->in || !s->out) {
@@ -601,6 +610,7 @@ static void on_grants(struct sl_cluster_sync *c, struct session *s,
 	s->waiting = 0;
 	s->failures = 0;
 	s->rtt_us = (now - s->sent_ns) / 1000;
+	sl_histogram_observe(&s->sync_rtt, (now - s->sent_ns) / 1e9);
 	s->last_error[0] = 0;
 	if (m->grants.flags & SL_SRV_KEEP) {
 		for (size_t i = 0; i < c->n_flows; i++)
@@ -989,6 +999,52 @@ const char *sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule)
 			st = sl_lease_state_str(c->flows[i].l.state);
 	pthread_mutex_unlock(&c->lock);
 	return st;
+}
+
+void sl_cluster_info(struct sl_cluster_sync *c,
+		     struct sl_cluster_flow_info *flows,
+		     struct sl_cluster_session_info *sess, size_t max,
+		     size_t *n_flows, size_t *n_sess)
+{
+	uint64_t now = sl_now_ns();
+
+	pthread_mutex_lock(&c->lock);
+	*n_flows = c->n_flows < max ? c->n_flows : max;
+	*n_sess = c->n_sess < max ? c->n_sess : max;
+	for (size_t i = 0; i < *n_flows; i++) {
+		const struct flow *f = &c->flows[i];
+		bool leased = f->l.state == SL_LEASE_CLUSTER &&
+			      f->l.lease_end_ns > now;
+
+		flows[i] = (struct sl_cluster_flow_info){
+			.rule = f->idx,
+			.state = f->l.state,
+			.lease_left_ns = leased ? f->l.lease_end_ns - now : 0,
+			.holders = f->l.holders,
+		};
+	}
+	for (size_t i = 0; i < *n_sess; i++) {
+		const struct session *s = &c->sess[i];
+		struct sl_cluster_session_info *o = &sess[i];
+
+		memcpy(o->ns, s->ns, sizeof(o->ns));
+		o->syncing = s->st == SESS_READY;
+		o->server = s->server;
+		o->failures = s->failures;
+		o->sync_rtt = s->sync_rtt;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+size_t sl_cluster_n_servers(const struct sl_cluster_sync *c)
+{
+	return c->n_servers;
+}
+
+void sl_cluster_server_name(const struct sl_cluster_sync *c, size_t i,
+			    char *buf, size_t len)
+{
+	server_str(&c->servers[i], buf, len);
 }
 
 void sl_cluster_free(struct sl_cluster_sync *c)

@@ -17,6 +17,7 @@
 
 #include "lease.h"
 #include "loader.h"
+#include "metrics.h"
 #include "secrets.h"
 
 /* Defaults; each is a field of struct sl_cluster_cfg. */
@@ -100,6 +101,39 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c);
 /* The state of rule's flow ("cluster", "fallback", ...), NULL if the rule
  * is not a cluster flow. */
 const char *sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule);
+
+/* One cluster flow, as the metrics see it. */
+struct sl_cluster_flow_info {
+	size_t rule; /* its index in dp->rules */
+	enum sl_lease_state state;
+	uint64_t lease_left_ns; /* under a lease, until it ends; else 0 */
+	uint32_t holders;	/* as the server last told; 0: unknown */
+};
+
+/* One namespace's session with the token servers. */
+struct sl_cluster_session_info {
+	char ns[SL_NAME_MAX + 1];
+	bool syncing;	   /* authenticated, with servers[server] */
+	size_t server;	   /* the one in use or tried last */
+	uint32_t failures; /* in a row */
+	struct sl_histogram sync_rtt; /* seconds from a SYNC to its answer */
+};
+
+/*
+ * Copy at most max flows and max sessions, with dp_lock held (so that the
+ * flows' rule indexes are those of dp->rules); their numbers into *n_flows
+ * and *n_sess. Only the module's own lock is taken.
+ */
+void sl_cluster_info(struct sl_cluster_sync *c,
+		     struct sl_cluster_flow_info *flows,
+		     struct sl_cluster_session_info *sess, size_t max,
+		     size_t *n_flows, size_t *n_sess);
+
+/* The token servers in order (fixed for the module's life), and server i
+ * as HOST:PORT, [HOST]:PORT for an IPv6 address. */
+size_t sl_cluster_n_servers(const struct sl_cluster_sync *c);
+void sl_cluster_server_name(const struct sl_cluster_sync *c, size_t i,
+			    char *buf, size_t len);
 
 /* Stop the thread, close the sessions; the thresholds stay in force. */
 void sl_cluster_free(struct sl_cluster_sync *c);

@@ -1045,6 +1045,15 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 	return 0;
 }
 
+bool sl_dp_iface_attached(const struct sl_iface *ifc)
+{
+	struct bpf_link_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return !bpf_obj_get_info_by_fd(ifc->link_fd, &info, &len) &&
+	       info.xdp.ifindex == (__u32)ifc->ifindex;
+}
+
 int sl_dp_set_limit(struct sl_dataplane *dp, const char *rule_name,
 		    uint64_t count)
 {

@@ -107,6 +107,9 @@ void sl_dp_retire(struct sl_dataplane *dp);
 int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 		 enum sl_xdp_mode mode);
 
+/* The interface's link still points at it (0 once it went away). */
+bool sl_dp_iface_attached(const struct sl_iface *ifc);
+
 /* Change a rule's threshold (per second) with one map write. */
 int sl_dp_set_limit(struct sl_dataplane *dp, const char *rule_name,
 		    uint64_t count);

@@ -78,6 +78,25 @@ int sl_dp_rules_stats(const struct sl_dataplane *dp, struct sl_rule_stats *st)
 	return 0;
 }
 
+int sl_dp_rule_threshold(const struct sl_dataplane *dp, size_t rule,
+			 uint64_t *limit, bool *warming)
+{
+	const struct sl_rule *r = &dp->rules.rules[rule];
+	struct sluice_rule_cfg cfg;
+
+	/* sl_dp_set_limit() keeps count as rule_limit holds it */
+	*limit = r->count;
+	*warming = false;
+	if (!r->warm_up || r->cluster.enabled)
+		return 0;
+	if (bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_cfg),
+				&dp->slots[rule], &cfg))
+		return -errno;
+	*limit = sluice_effective_limit(&cfg, r->count, sl_dp_now(dp));
+	*warming = *limit != r->count;
+	return 0;
+}
+
 int sl_dp_host_stats(const struct sl_dataplane *dp,
 		     uint64_t out[SLUICE_ST_MAX])
 {

@@ -3,6 +3,7 @@
 #ifndef SLUICE_STATS_H
 #define SLUICE_STATS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "loader.h"
@@ -28,6 +29,15 @@ int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 /* Every rule in force at once (st[i] for dp->rules.rules[i]). Both read
  * the CPUs' counters through rule_cpu's mmap, without a syscall. */
 int sl_dp_rules_stats(const struct sl_dataplane *dp, struct sl_rule_stats *st);
+
+/*
+ * The threshold in force of dp->rules.rules[rule], per second: what
+ * rule_limit holds (the count, or a cluster rule's lease or fallback),
+ * ramped as the fast path does while a warm-up runs (*warming). A warm-up
+ * rule costs one map read.
+ */
+int sl_dp_rule_threshold(const struct sl_dataplane *dp, size_t rule,
+			 uint64_t *limit, bool *warming);
 
 int sl_dp_host_stats(const struct sl_dataplane *dp,
 		     uint64_t out[SLUICE_ST_MAX]);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <math.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,26 @@ int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out)
 	memcpy(out->host, host, hlen);
 	out->host[hlen] = '\0';
 	out->port = v;
+	return 0;
+}
+
+int sl_parse_sockaddr(const char *s, struct sockaddr_storage *ss,
+		      socklen_t *len)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct sl_hostport hp;
+	struct addrinfo *ai;
+	char port[8];
+
+	if (sl_parse_hostport(s, strlen(s), &hp))
+		return -EINVAL;
+	snprintf(port, sizeof(port), "%u", hp.port);
+	if (getaddrinfo(hp.host, port, &hints, &ai))
+		return -EINVAL;
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
 	return 0;
 }
 

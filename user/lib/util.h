@@ -9,6 +9,7 @@
 
 #include <net/if.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,6 +97,13 @@ struct sl_hostport {
  * when it is not one.
  */
 int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out);
+
+/*
+ * "ADDR:PORT" or "[ADDR6]:PORT" with a numeric address, as the socket
+ * address to bind; -EINVAL when it is not one.
+ */
+int sl_parse_sockaddr(const char *s, struct sockaddr_storage *ss,
+		      socklen_t *len);
 
 #define SL_MAX_IFACES 16 /* interfaces one agent attaches to */
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "http_metrics.h"
 #include "log.h"
 #include "params.h"
 #include "rules_parse.h"
@@ -53,9 +54,38 @@ static int lock_state_dir(const char *dir)
 
 struct tokend_opts {
 	struct sl_tokend_cfg cfg;
-	const char *rules, *state_dir, *secrets;
+	const char *rules, *state_dir, *secrets, *metrics;
 	bool learn_given;
 };
+
+static int fill_metrics(void *td, struct sl_text *out)
+{
+	struct sl_metrics m;
+
+	sl_metrics_init(&m, out);
+	sl_metrics_build_info(&m);
+	return sl_tokend_metrics(td, &m);
+}
+
+/* --metrics: bound before the server runs, so a taken address stops it */
+static int start_metrics(const char *addr, struct sl_tokend *td,
+			 struct sl_http_metrics **out)
+{
+	int fd = sl_http_metrics_listen(addr), err;
+
+	if (fd < 0) {
+		pr_err("--metrics %s: %s", addr, strerror(-fd));
+		return fd;
+	}
+	err = sl_http_metrics_start(fd, fill_metrics, td, out);
+	if (err) {
+		pr_err("--metrics %s: cannot serve HTTP: %s", addr,
+		       strerror(-err));
+		return err;
+	}
+	pr_info("tokend: metrics on http://%s/metrics", addr);
+	return 0;
+}
 
 static void defaults(void *opts)
 {
@@ -70,10 +100,15 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	struct sl_tokend_cfg cfg = o->cfg;
 	struct sl_secrets secrets = {0};
 	struct sl_ruleset rs = {0};
+	struct sl_http_metrics *http = NULL;
 	struct sl_tokend *td = NULL;
 	char *err = NULL;
 	int ret = 1, lock_fd = -1;
 
+	if (o->metrics && !sl_http_metrics_addr_valid(o->metrics))
+		return sl_params_error(cmd, "--metrics: '%s' is not "
+					    SL_HTTP_METRICS_ADDR_FORM,
+				       o->metrics);
 	if (!o->learn_given)
 		cfg.learn_ms = cfg.ttl_ms;
 	err = calloc(1, ERRBUF);
@@ -96,6 +131,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		pr_err("tokend: %s", err);
 		goto out;
 	}
+	if (o->metrics && start_metrics(o->metrics, td, &http))
+		goto out;
 	if (!secrets_file)
 		pr_warn("tokend: no --secrets: clients are not authenticated "
 			"(loopback only)");
@@ -111,6 +148,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	running = NULL;
 	pr_info("tokend: stopped");
 out:
+	sl_http_metrics_stop(http);
 	sl_tokend_free(td);
 	sl_secrets_free(&secrets);
 	sl_ruleset_free(&rs);
@@ -151,6 +189,10 @@ static const struct sl_opt tokend_opts[] = {
 	{ .name = "ns-rate", .type = SL_OPT_U32, .field = CFG(ns_rate),
 	  .metavar = "SYNCS_PER_S", .max = UINT32_MAX,
 	  .help = "SYNC frames/s per namespace (100000; 0: no limit)" },
+	{ .name = "metrics", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, metrics),
+	  .metavar = "ADDR:PORT",
+	  .help = "serve Prometheus metrics on http://ADDR:PORT/metrics" },
 	{ 0 },
 };
 

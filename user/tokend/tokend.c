@@ -7,9 +7,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +104,8 @@ struct sl_tokend {
 	size_t scratch_cap;
 	struct sl_flow_grant *grants; /* one SYNC's answer */
 	struct sl_tokend_stats st;
+	/* held while an event batch runs: the metrics copy between two */
+	pthread_mutex_t lock;
 };
 
 void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
@@ -527,8 +529,10 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 	int ret;
 
 	td->st.syncs++;
-	if (td->draining)
+	if (td->draining) {
+		td->st.drain_replies++;
 		return put_frame_grants(td, c, m->req_id, SL_SRV_DRAIN, 0, 0);
+	}
 	if (!ns_admit(td, c->ns, now)) {
 		/* Overloaded: the leases in force stay right; never push
 		 * clients into fallback. */
@@ -547,6 +551,7 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 		if (!f) {
 			/* Another namespace's flow looks exactly like this. */
 			g->flags = SL_GRANT_UNKNOWN;
+			td->st.unknown_flows++;
 			continue;
 		}
 		ret = grant_flow(td, c, f, &r, now, g);
@@ -564,6 +569,7 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	size_t len;
 	int ret;
 
+	td->st.hellos++;
 	/* Unknown namespaces get a challenge too, and fail at AUTH: the
 	 * answer does not tell which namespaces exist. */
 	c->ns = find_ns(td, m->hello.ns, m->hello.ns_len);
@@ -607,6 +613,7 @@ static int on_auth(struct sl_tokend *td, struct conn *c,
 	}
 	node = intern_node(td, ns, c->node_name);
 	if (node < 0) {
+		td->st.refused_nodes++;
 		pr_warn("tokend: namespace '%s' has %u nodes; refusing '%s'",
 			ns->name, td->cfg.max_nodes, c->node_name);
 		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
@@ -646,6 +653,7 @@ static int on_frame(struct sl_tokend *td, struct conn *c,
 		return on_auth(td, c, m, now);
 	if (c->state == CONN_READY && m->type == SL_MSG_SYNC)
 		return on_sync(td, c, m, now);
+	td->st.unexpected++;
 	return fail_conn(td, c, m->req_id, SL_ERR_UNEXPECTED, now);
 }
 
@@ -845,6 +853,7 @@ static void sweep(struct sl_tokend *td, uint64_t now)
 	for (c = td->conns; c; c = next) {
 		next = c->next;
 		if (c->deadline && now >= c->deadline) {
+			td->st.timed_out++;
 			if (c->state == CONN_CLOSING) {
 				conn_close(td, c);
 			} else if (fail_conn(td, c, 0, SL_ERR_TIMEOUT, now) ||
@@ -878,6 +887,7 @@ int sl_tokend_run(struct sl_tokend *td)
 		n = epoll_wait(td->epfd, ev, EVENTS, tick);
 		if (n < 0 && errno != EINTR)
 			return -errno;
+		pthread_mutex_lock(&td->lock);
 		now = sl_now_ms();
 		for (i = 0; i < n; i++) {
 			void *p = ev[i].data.ptr;
@@ -892,8 +902,10 @@ int sl_tokend_run(struct sl_tokend *td)
 		if (now - td->last_sweep >= (uint64_t)tick)
 			sweep(td, now);
 		reap(td);
+		pthread_mutex_unlock(&td->lock);
 	}
 	/* A clean stop: tell connected clients, best effort. */
+	pthread_mutex_lock(&td->lock);
 	while (td->conns) {
 		struct conn *c = td->conns;
 
@@ -903,6 +915,7 @@ int sl_tokend_run(struct sl_tokend *td)
 		conn_close(td, c);
 	}
 	reap(td);
+	pthread_mutex_unlock(&td->lock);
 	return 0;
 }
 
@@ -919,29 +932,13 @@ void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd)
 static int parse_listen(const char *s, struct sockaddr_storage *ss,
 			socklen_t *sl, char *err, size_t errlen)
 {
-	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				 .ai_socktype = SOCK_STREAM};
-	struct sl_hostport hp;
-	struct addrinfo *ai;
-	char port[8];
-	int ret;
-
-	if (!s || sl_parse_hostport(s, strlen(s), &hp)) {
+	if (!s || sl_parse_sockaddr(s, ss, sl)) {
 		snprintf(err, errlen,
-			 "listen address '%s': expected ADDR:PORT "
-			 "([ADDR6]:PORT for IPv6, port 0-65535)", s ? s : "");
+			 "listen address '%s': expected ADDR:PORT with a "
+			 "numeric address ([ADDR6]:PORT for IPv6, port "
+			 "0-65535)", s ? s : "");
 		return -EINVAL;
 	}
-	snprintf(port, sizeof(port), "%u", hp.port);
-	ret = getaddrinfo(hp.host, port, &hints, &ai);
-	if (ret) {
-		snprintf(err, errlen, "listen address '%s': %s", s,
-			 gai_strerror(ret));
-		return -EINVAL;
-	}
-	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-	*sl = ai->ai_addrlen;
-	freeaddrinfo(ai);
 	return 0;
 }
 
@@ -1069,6 +1066,7 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	if (!td)
 		return -ENOMEM;
 	td->cfg = *cfg;
+	pthread_mutex_init(&td->lock, NULL);
 	td->auth = secrets != NULL;
 	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = -1;
 	td->grants = calloc(SL_PROTO_MAX_REPORTS, sizeof(*td->grants));
@@ -1129,10 +1127,60 @@ uint16_t sl_tokend_port(const struct sl_tokend *td)
 	return td->port;
 }
 
-void sl_tokend_get_stats(const struct sl_tokend *td,
-			 struct sl_tokend_stats *st)
+void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st)
 {
+	pthread_mutex_lock(&td->lock);
 	*st = td->st;
+	pthread_mutex_unlock(&td->lock);
+}
+
+int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
+{
+	size_t n = 0;
+
+	memset(out, 0, sizeof(*out));
+	/* namespaces and flows are fixed once the server is made */
+	for (uint32_t i = 0; i < td->n_ns; i++)
+		n += td->ns[i].n_flows;
+	out->flows = calloc(n ? n : 1, sizeof(*out->flows));
+	out->ns = calloc(td->n_ns ? td->n_ns : 1, sizeof(*out->ns));
+	if (!out->flows || !out->ns) {
+		sl_tokend_info_free(out);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&td->lock);
+	out->st = td->st;
+	out->learning = sl_now_ms() < td->start + td->cfg.learn_ms;
+	out->draining = td->draining;
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		const struct ns *ns = &td->ns[i];
+
+		out->ns[i].name = ns->name;
+		out->ns[i].nodes = ns->n_nodes;
+		for (uint32_t j = 0; j < ns->n_flows; j++) {
+			const struct flow *f = &ns->flows[j];
+			struct sl_tokend_flow_info *o =
+				&out->flows[out->n_flows++];
+
+			o->ns = ns->name;
+			o->rule = f->rule->name;
+			o->flow_id = f->id;
+			o->count = f->count;
+			o->granted = f->outstanding;
+			o->holders = f->n_live;
+		}
+	}
+	pthread_mutex_unlock(&td->lock);
+	out->n_ns = td->n_ns;
+	return 0;
+}
+
+void sl_tokend_info_free(struct sl_tokend_info *info)
+{
+	free(info->flows);
+	free(info->ns);
+	info->flows = NULL;
+	info->ns = NULL;
 }
 
 void sl_tokend_free(struct sl_tokend *td)
@@ -1165,5 +1213,6 @@ void sl_tokend_free(struct sl_tokend *td)
 		close(td->ctl[0]);
 	if (td->ctl[1] >= 0)
 		close(td->ctl[1]);
+	pthread_mutex_destroy(&td->lock);
 	free(td);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "metrics.h"
 #include "params.h"
 #include "proto.h"
 #include "rules.h"
@@ -60,13 +61,19 @@ void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg);
 struct sl_tokend_stats {
 	uint64_t accepted;
 	uint64_t refused_busy;   /* over max_conns */
+	uint64_t refused_nodes;	 /* its namespace is at max_nodes */
+	uint64_t hellos;
 	uint64_t auth_ok;
 	uint64_t auth_failed;
 	uint64_t malformed;	 /* connections closed for a bad frame */
+	uint64_t unexpected;	 /* ... for a frame out of turn */
+	uint64_t timed_out;	 /* handshake or closing past its deadline */
 	uint64_t dropped_slow;	 /* output buffer full */
 	uint64_t syncs;
-	uint64_t flow_updates;
+	uint64_t flow_updates;	 /* flow entries of the SYNCs answered */
+	uint64_t unknown_flows;	 /* ... of no flow it has */
 	uint64_t keep_replies;	 /* namespace over its request rate */
+	uint64_t drain_replies;	 /* SYNCs answered while draining */
 	uint32_t conns;
 };
 
@@ -95,10 +102,41 @@ int sl_tokend_run(struct sl_tokend *td);
 /* Ask the running server to drain or stop; async-signal-safe. */
 void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd);
 
-void sl_tokend_get_stats(const struct sl_tokend *td,
-			 struct sl_tokend_stats *st);
+/* Safe from any thread: the server's lock is held while it copies. */
+void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st);
+
+/* A flow as the metrics see it. */
+struct sl_tokend_flow_info {
+	const char *ns;	  /* names live as long as the server */
+	const char *rule;
+	uint32_t flow_id;
+	uint64_t count;	  /* the rule's, before any warm-up ramp */
+	uint64_t granted; /* the live holders' grants */
+	uint32_t holders;
+};
+
+struct sl_tokend_info {
+	struct sl_tokend_stats st;
+	bool learning, draining;
+	size_t n_flows;
+	struct sl_tokend_flow_info *flows; /* malloc'd, n_flows */
+	size_t n_ns;
+	struct sl_tokend_ns_info {
+		const char *name;
+		uint32_t nodes; /* node ids it has seen, max_nodes at most */
+	} *ns;			/* malloc'd, n_ns */
+};
+
+/* The counters and every flow, copied under the server's lock (the
+ * arrays are allocated before it is taken); -ENOMEM. */
+int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out);
+void sl_tokend_info_free(struct sl_tokend_info *info);
 
 void sl_tokend_free(struct sl_tokend *td);
+
+/* The server's metric families (user/tokend/metrics.c, docs/metrics.md),
+ * for `sluice tokend --metrics` and the agent's embedded server; -ENOMEM. */
+int sl_tokend_metrics(struct sl_tokend *td, struct sl_metrics *m);
 
 /* `sluice tokend` (user/tokend/main.c). */
 extern const struct sl_cmd sl_cmd_tokend;

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The token server's metrics (docs/metrics.md): its counters and flows,
+ * copied under the server's lock, formatted after it is released.
+ */
+#include <stdio.h>
+
+#include "tokend.h"
+
+static const struct sl_metric
+	learning = { "sluice_tokend_learning",
+		     "1 during the learn period after the start: grants renew "
+		     "what agents hold, nothing new." },
+	draining = { "sluice_tokend_draining",
+		     "1 once SIGUSR1 asked the server to drain." },
+	conns = { "sluice_tokend_connections", "Connections open now." },
+	accepted = { "sluice_tokend_connections_accepted_total",
+		     "Connections accepted." },
+	refused = { "sluice_tokend_connections_refused_total",
+		    "Connections refused: over --max-conns, or from a "
+		    "namespace with as many node ids as it keeps." },
+	closed = { "sluice_tokend_connections_closed_total",
+		   "Connections the server closed: its output bound reached "
+		   "(a slow reader), or a handshake or final error past its "
+		   "deadline." },
+	frames = { "sluice_tokend_frames_received_total",
+		   "Frames received, by type." },
+	refused_frames = { "sluice_tokend_frames_refused_total",
+			   "Frames refused, each closing its connection: "
+			   "malformed (an unsupported protocol version "
+			   "included), out of turn, or a failed AUTH." },
+	replies = { "sluice_tokend_sync_replies_total",
+		    "SYNCs answered: with grants, with KEEP (the namespace is "
+		    "over --ns-rate: leases kept, nothing new), with DRAIN." },
+	reports = { "sluice_tokend_flow_reports_total",
+		    "Flow entries of the SYNCs answered with grants." },
+	unknown = { "sluice_tokend_unknown_flow_reports_total",
+		    "Flow entries naming no flow of their namespace." },
+	flow_threshold = { "sluice_tokend_flow_threshold",
+			   "The flow's count per second, as its rule says "
+			   "(before a warm-up ramp)." },
+	flow_granted = { "sluice_tokend_flow_granted",
+			 "The sum of the grants its live holders hold, per "
+			 "second." },
+	flow_holders = { "sluice_tokend_flow_holders",
+			 "Nodes holding a live lease of the flow." },
+	ns_nodes = { "sluice_tokend_namespace_nodes",
+		     "Node ids the namespace has seen since the start "
+		     "(--max-nodes at most)." };
+
+static void counters(struct sl_metrics *m, const struct sl_tokend_stats *st)
+{
+	sl_metrics_gauge(m, &conns, NULL, 0, st->conns);
+	sl_metrics_counter(m, &accepted, NULL, 0, st->accepted);
+	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "max_conns" }),
+			   st->refused_busy);
+	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "max_nodes" }),
+			   st->refused_nodes);
+	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "slow" }),
+			   st->dropped_slow);
+	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "timeout" }),
+			   st->timed_out);
+	sl_metrics_counter(m, &frames, SL_LABELS({ "type", "hello" }),
+			   st->hellos);
+	sl_metrics_counter(m, &frames, SL_LABELS({ "type", "auth" }),
+			   st->auth_ok + st->auth_failed);
+	sl_metrics_counter(m, &frames, SL_LABELS({ "type", "sync" }),
+			   st->syncs);
+	sl_metrics_counter(m, &refused_frames,
+			   SL_LABELS({ "reason", "malformed" }), st->malformed);
+	sl_metrics_counter(m, &refused_frames,
+			   SL_LABELS({ "reason", "unexpected" }),
+			   st->unexpected);
+	sl_metrics_counter(m, &refused_frames,
+			   SL_LABELS({ "reason", "auth_failed" }),
+			   st->auth_failed);
+	sl_metrics_counter(m, &replies, SL_LABELS({ "kind", "grants" }),
+			   st->syncs - st->keep_replies - st->drain_replies);
+	sl_metrics_counter(m, &replies, SL_LABELS({ "kind", "keep" }),
+			   st->keep_replies);
+	sl_metrics_counter(m, &replies, SL_LABELS({ "kind", "drain" }),
+			   st->drain_replies);
+	sl_metrics_counter(m, &reports, NULL, 0, st->flow_updates);
+	sl_metrics_counter(m, &unknown, NULL, 0, st->unknown_flows);
+}
+
+static void flows(struct sl_metrics *m, const struct sl_tokend_info *in)
+{
+	static const struct sl_metric *const per_flow[] = {
+		&flow_threshold, &flow_granted, &flow_holders,
+	};
+
+	for (size_t k = 0; k < ARRAY_SIZE(per_flow); k++) {
+		for (size_t i = 0; i < in->n_flows; i++) {
+			const struct sl_tokend_flow_info *f = &in->flows[i];
+			char id[12];
+
+			snprintf(id, sizeof(id), "%u", f->flow_id);
+			sl_metrics_gauge(m, per_flow[k],
+					 SL_LABELS({ "namespace", f->ns },
+						   { "flow_id", id },
+						   { "rule", f->rule }),
+					 k == 0	  ? f->count
+					 : k == 1 ? f->granted
+						  : f->holders);
+		}
+	}
+	for (size_t i = 0; i < in->n_ns; i++)
+		sl_metrics_gauge(m, &ns_nodes,
+				 SL_LABELS({ "namespace", in->ns[i].name }),
+				 in->ns[i].nodes);
+}
+
+int sl_tokend_metrics(struct sl_tokend *td, struct sl_metrics *m)
+{
+	struct sl_tokend_info in;
+	int err = sl_tokend_get_info(td, &in);
+
+	if (err)
+		return err;
+	sl_metrics_gauge(m, &learning, NULL, 0, in.learning);
+	sl_metrics_gauge(m, &draining, NULL, 0, in.draining);
+	counters(m, &in.st);
+	flows(m, &in);
+	sl_tokend_info_free(&in);
+	return 0;
+}
