@@ -59,8 +59,12 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
 # The tools' self-test measures rates and floods with live frames, which
 # crash Debian's 6.12 under qemu TCG (docs/kernels.md): host only.
 # test_install.sh checks packaging, not the kernel, and writes the build
-# tree (read-only in the guests); test_upgrade.sh builds two more trees.
-HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh
+# tree (read-only in the guests); test_upgrade.sh builds two more trees;
+# test_alerts.sh is promtool alone, and test_metrics.sh checks the HTTP
+# side of the counters test_limit.sh checks in the guests (its 4096-rule
+# scrapes outlast a TCG guest's time).
+HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
+		   %/test_metrics.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)
