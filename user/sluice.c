@@ -16,6 +16,7 @@ const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_rule_list,
 	&sl_cmd_status,
 	&sl_cmd_stats,
+	&sl_cmd_top,
 	&sl_cmd_down,
 	&sl_cmd_tokend,
 	&sl_cmd_check,

@@ -67,6 +67,27 @@ static uint64_t to_cluster(struct sl_lease *l, const struct sl_rule *r,
 	return now;
 }
 
+/* The threshold's source, as stats, metrics and top name it. */
+static void test_threshold_source(void **state)
+{
+	(void)state;
+	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_CLUSTER, false),
+			 SL_THRESHOLD_LEASE);
+	/* a flow's lease state decides, a warm-up ramp does not */
+	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_EXPIRED, true),
+			 SL_THRESHOLD_FALLBACK);
+	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_FALLBACK, false),
+			 SL_THRESHOLD_FALLBACK);
+	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_CLUSTER, true),
+			 SL_THRESHOLD_WARMUP);
+	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_CLUSTER, false),
+			 SL_THRESHOLD_STATIC);
+	for (int k = 0; k < SL_THRESHOLD_SOURCES; k++)
+		assert_non_null(sl_threshold_source_names[k]);
+	assert_string_equal(sl_threshold_source_names[SL_THRESHOLD_WARMUP],
+			    "warmup");
+}
+
 static void test_fallback_thresholds(void **state)
 {
 	struct sl_rule g = rule(SL_THRESH_GLOBAL, SL_FB_SHARE);
@@ -410,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_refresh_on_rule_change),
 		cmocka_unit_test(test_parse_servers),
 		cmocka_unit_test(test_backoff),
+		cmocka_unit_test(test_threshold_source),
 		cmocka_unit_test(test_new_errors),
 		cmocka_unit_test(test_agent_args),
 	};

@@ -359,11 +359,18 @@ static cJSON *do_status(struct agent *a)
 	return r;
 }
 
+/* Where a rule's threshold comes from and what it is now. */
+struct rule_threshold {
+	uint64_t limit;
+	enum sl_threshold_source source;
+	bool cluster_flow;
+	enum sl_lease_state state; /* of a cluster flow */
+};
+
 /* Rule names are [a-z0-9_.-] (docs/rules.md): nothing to escape. */
-/* One rule's stats object; cluster_state is NULL for a local rule. */
 static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 			   const struct sl_rule_stats *st,
-			   const char *cluster_state)
+			   const struct rule_threshold *th)
 {
 	sl_text_printf(t,
 		       "{\"name\":\"%s\",\"mode\":\"%s\",\"grade\":\"%s\","
@@ -389,8 +396,12 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 		       (unsigned long long)st->sources,
 		       (unsigned long long)ru->max_sources,
 		       (unsigned long long)st->source_overflow);
-	if (cluster_state)
-		sl_text_printf(t, ",\"cluster_state\":\"%s\"", cluster_state);
+	sl_text_printf(t, ",\"threshold\":%llu,\"threshold_source\":\"%s\"",
+		       (unsigned long long)th->limit,
+		       sl_threshold_source_names[th->source]);
+	if (th->cluster_flow)
+		sl_text_printf(t, ",\"cluster_state\":\"%s\"",
+			       sl_lease_state_str(th->state));
 	sl_text_printf(t, "}");
 }
 
@@ -415,18 +426,29 @@ static char *do_stats(struct agent *a)
 	}
 	sl_text_printf(&t, "{\"ok\":true,\"time_ns\":%llu,\"rules\":[",
 		       (unsigned long long)sl_dp_now(&a->dp));
-	for (size_t i = 0; i < a->dp.rules.n; i++) {
+	for (size_t i = 0; i < a->dp.rules.n && !err; i++) {
 		const struct sl_rule *ru = &a->dp.rules.rules[i];
+		struct rule_threshold th = { 0 };
+		bool warming;
 
+		err = sl_dp_rule_threshold(&a->dp, i, &th.limit, &warming);
+		th.cluster_flow = ru->cluster.enabled && a->cluster &&
+				  sl_cluster_rule_state(a->cluster, ru->name,
+							&th.state);
+		th.source = sl_threshold_source_of(th.cluster_flow, th.state,
+						   warming);
 		if (i)
 			sl_text_printf(&t, ",");
-		add_rule_stats(&t, ru, &st[i],
-			       ru->cluster.enabled && a->cluster
-				       ? sl_cluster_rule_state(a->cluster,
-							       ru->name)
-				       : NULL);
+		add_rule_stats(&t, ru, &st[i], &th);
 	}
 	pthread_mutex_unlock(&a->dp_lock);
+	if (err) {
+		free(st);
+		free(t.buf);
+		return print_answer(error_answer("internal",
+						 "reading the thresholds: %s",
+						 strerror(-err)));
+	}
 	sl_text_printf(&t, "],\"host\":{");
 	if (!sl_dp_host_stats(&a->dp, hs))
 		for (int k = 0; k < SLUICE_ST_MAX; k++)

@@ -989,16 +989,19 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 	return o;
 }
 
-const char *sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule)
+bool sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule,
+			   enum sl_lease_state *state)
 {
-	const char *st = NULL;
+	bool found = false;
 
 	pthread_mutex_lock(&c->lock);
-	for (size_t i = 0; i < c->n_flows && !st; i++)
-		if (!strcmp(c->flows[i].rule, rule))
-			st = sl_lease_state_str(c->flows[i].l.state);
+	for (size_t i = 0; i < c->n_flows && !found; i++)
+		if (!strcmp(c->flows[i].rule, rule)) {
+			*state = c->flows[i].l.state;
+			found = true;
+		}
 	pthread_mutex_unlock(&c->lock);
-	return st;
+	return found;
 }
 
 void sl_cluster_info(struct sl_cluster_sync *c,

@@ -98,9 +98,10 @@ int sl_cluster_start(struct sl_cluster_sync *c);
 /* The "cluster" object of `sluice status -j` (docs/cli.md). */
 cJSON *sl_cluster_status(struct sl_cluster_sync *c);
 
-/* The state of rule's flow ("cluster", "fallback", ...), NULL if the rule
- * is not a cluster flow. */
-const char *sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule);
+/* The lease state of rule's flow into *state; false if the rule is not a
+ * synced cluster flow. */
+bool sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule,
+			   enum sl_lease_state *state);
 
 /* One cluster flow, as the metrics see it. */
 struct sl_cluster_flow_info {

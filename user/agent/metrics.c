@@ -10,16 +10,6 @@
 #include "stats.h"
 #include "util.h"
 
-/* Where a rule's threshold in force comes from. */
-enum source { SRC_STATIC, SRC_LEASE, SRC_FALLBACK, SRC_WARMUP, SRC_COUNT };
-
-static const char *const source_names[SRC_COUNT] = {
-	[SRC_STATIC] = "static",
-	[SRC_LEASE] = "lease",
-	[SRC_FALLBACK] = "fallback",
-	[SRC_WARMUP] = "warmup",
-};
-
 static const enum sl_lease_state flow_states[] = {
 	SL_LEASE_CLUSTER, SL_LEASE_EXPIRED, SL_LEASE_FALLBACK,
 };
@@ -268,13 +258,13 @@ static uint64_t rule_counter(const struct scrape *s, size_t i,
 	}
 }
 
-static enum source source_of(const struct scrape *s, const struct rule_row *r)
+static enum sl_threshold_source source_of(const struct scrape *s,
+					 const struct rule_row *r)
 {
-	if (r->flow >= 0)
-		return s->flows[r->flow].state == SL_LEASE_CLUSTER
-			       ? SRC_LEASE
-			       : SRC_FALLBACK;
-	return r->warming ? SRC_WARMUP : SRC_STATIC;
+	return sl_threshold_source_of(r->flow >= 0,
+				      r->flow >= 0 ? s->flows[r->flow].state
+						   : SL_LEASE_FALLBACK,
+				      r->warming);
 }
 
 static void put_agent(struct sl_metrics *m, const struct scrape *s,
@@ -333,13 +323,13 @@ static void put_rules(struct sl_metrics *m, const struct scrape *s)
 	for (size_t i = 0; i < s->n; i++)
 		rule_gauge(m, &threshold, s, i, s->rules[i].threshold);
 	for (size_t i = 0; i < s->n; i++) {
-		enum source src = source_of(s, &s->rules[i]);
+		enum sl_threshold_source src = source_of(s, &s->rules[i]);
 
-		for (int k = 0; k < SRC_COUNT; k++)
+		for (int k = 0; k < SL_THRESHOLD_SOURCES; k++)
 			sl_metrics_gauge(m, &threshold_source,
 					 SL_LABELS({ "rule", s->rules[i].name },
 						   { "source",
-						     source_names[k] }),
+						     sl_threshold_source_names[k] }),
 					 k == (int)src);
 	}
 	for (size_t i = 0; i < s->n; i++)

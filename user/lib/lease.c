@@ -203,3 +203,20 @@ const char *sl_lease_state_str(enum sl_lease_state s)
 		return "fallback";
 	}
 }
+
+const char *const sl_threshold_source_names[SL_THRESHOLD_SOURCES] = {
+	[SL_THRESHOLD_STATIC] = "static",
+	[SL_THRESHOLD_LEASE] = "lease",
+	[SL_THRESHOLD_FALLBACK] = "fallback",
+	[SL_THRESHOLD_WARMUP] = "warmup",
+};
+
+enum sl_threshold_source sl_threshold_source_of(bool cluster_flow,
+						enum sl_lease_state state,
+						bool warming)
+{
+	if (cluster_flow)
+		return state == SL_LEASE_CLUSTER ? SL_THRESHOLD_LEASE
+						 : SL_THRESHOLD_FALLBACK;
+	return warming ? SL_THRESHOLD_WARMUP : SL_THRESHOLD_STATIC;
+}

@@ -103,4 +103,21 @@ static inline uint64_t sl_lease_held(const struct sl_lease *l)
 
 const char *sl_lease_state_str(enum sl_lease_state s);
 
+/* Where a rule's threshold in force comes from (stats, metrics, top). */
+enum sl_threshold_source {
+	SL_THRESHOLD_STATIC,   /* the rule's count */
+	SL_THRESHOLD_LEASE,    /* a cluster lease's grant */
+	SL_THRESHOLD_FALLBACK, /* a cluster flow without a lease */
+	SL_THRESHOLD_WARMUP,   /* a local warm-up ramp */
+	SL_THRESHOLD_SOURCES,
+};
+
+extern const char *const sl_threshold_source_names[SL_THRESHOLD_SOURCES];
+
+/* A synced cluster flow's source follows its lease state (state is
+ * ignored otherwise); a local rule's, whether it is ramping. */
+enum sl_threshold_source sl_threshold_source_of(bool cluster_flow,
+						enum sl_lease_state state,
+						bool warming);
+
 #endif
