@@ -407,6 +407,91 @@ static void test_two_bursts(struct sl_dataplane *dp)
 }
 
 
+
+/*
+ * Sentinel's LeapArray, as a model to run the same arrivals through:
+ * n buckets of interval / n aligned on the clock; a bucket counts while
+ * now - its start <= interval (isWindowDeprecated), and a request passes
+ * while the window's sum stays within limit. Returns what a burst of
+ * want at now_ms passes; sums[] and starts[] are its state.
+ */
+static long leap_array_burst(uint64_t *sums, uint64_t *starts, uint32_t n,
+			     uint64_t interval_ms, uint64_t limit,
+			     uint64_t now_ms, long want)
+{
+	uint64_t len = interval_ms / n, start = now_ms - now_ms % len;
+	uint32_t cur = start / len % n;
+	uint64_t used = 0;
+	long passed = 0;
+
+	if (starts[cur] != start) {
+		starts[cur] = start;
+		sums[cur] = 0;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (starts[i] != UINT64_MAX && now_ms - starts[i] <= interval_ms)
+			used += sums[i];
+	for (; passed < want && used < limit; passed++, used++)
+		sums[cur]++;
+	return passed;
+}
+
+/*
+ * The boundary burst: a full burst at the end of a bucket and another
+ * just after that bucket leaves a LeapArray's window. A LeapArray of any
+ * bucket count passes both (2 x count within interval - bucket + 2 ms);
+ * sluice's admission keeps its own ledger, so any interval holds its
+ * bound, and sample_count (the statistics' buckets) changes nothing.
+ */
+static void test_boundary_burst(struct sl_dataplane *dp)
+{
+	static const uint32_t counts[] = { 1, 2, 4, 8 };
+	const uint64_t C = 1000;
+	struct pkt p = udp_to(7005, NULL, 0);
+	long first_a = -1, first_b = -1;
+
+	for (size_t i = 0; i < ARRAY_SIZE(counts); i++) {
+		uint32_t n = counts[i];
+		uint64_t sums[8] = { 0 }, starts[8], bucket_ms = 1000 / n;
+		uint64_t t0, t0_ms, t1_ms;
+		char extra[64];
+		long a, b, la, lb;
+
+		memset(starts, 0xff, sizeof(starts));
+		next_scenario(); /* a whole second: buckets start on it */
+		t0 = test_time();
+		t0_ms = t0 / NSEC_PER_MSEC + bucket_ms - 1;
+		t1_ms = t0 / NSEC_PER_MSEC + 1000 + 1;
+		snprintf(extra, sizeof(extra),
+			 "\"window\":{\"interval_ms\":1000,\"sample_count\":%u}",
+			 n);
+		if (!tap(apply_one(dp, "edge", 7005, "pps", C, extra) == 0,
+			 "boundary burst, sample_count %u: rule applies", n))
+			continue;
+		set_time(t0_ms * NSEC_PER_MSEC);
+		a = burst(dp, &p, 2 * C);
+		set_time(t1_ms * NSEC_PER_MSEC);
+		b = burst(dp, &p, 2 * C);
+		la = leap_array_burst(sums, starts, n, 1000, C, t0_ms, 2 * C);
+		lb = leap_array_burst(sums, starts, n, 1000, C, t1_ms, 2 * C);
+		tap(la + lb == (long)(2 * C),
+		    "boundary burst, sample_count %u: a LeapArray passes %ld + "
+		    "%ld within %llu ms (the case is its boundary)",
+		    n, la, lb, (unsigned long long)(t1_ms - t0_ms + 1));
+		tap(a == (long)C && (uint64_t)(a + b) * 100 <= C * 105,
+		    "boundary burst, sample_count %u: sluice passes %ld + %ld, "
+		    "at most 1.05 x %llu",
+		    n, a, b, (unsigned long long)C);
+		if (first_a < 0) {
+			first_a = a;
+			first_b = b;
+		}
+		tap(a == first_a && b == first_b,
+		    "boundary burst, sample_count %u: admission as with 1 "
+		    "bucket (%ld + %ld)", n, first_a, first_b);
+	}
+}
+
 /* ---- shadow mode, cps ------------------------------------------------- */
 
 static void test_shadow(struct sl_dataplane *dp)
@@ -551,6 +636,7 @@ int main(void)
 	test_pacing(&dp);
 	test_flood_smooth(&dp);
 	test_two_bursts(&dp);
+	test_boundary_burst(&dp);
 	test_shadow(&dp);
 	test_cps(&dp);
 	test_set_limit(&dp);
