@@ -12,13 +12,16 @@ BENCH_XDP   := $(BUILD)/bench_xdp
 BENCH_TOKEND := $(BUILD)/bench_tokend
 BENCH_VETH  := $(BUILD)/bench_veth
 ADMIT_SHAPE := $(BUILD)/admit_shape
+BENCH_GC    := $(BUILD)/bench_gc
 
 .PHONY: bench bench-bins bench-tokend
-bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE)
+bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE) \
+	    $(BENCH_GC)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
 	$(ADMIT_SHAPE)
+	$(BENCH_GC)
 	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
@@ -44,8 +47,14 @@ $(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o \
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -Itests/gen -Iuser/lib -o $@ $< \
 		$(GEN_OUT)/genutil.o $(GEN_UTIL) $(LDLIBS)
 
-$(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB)
-	$(CC) $(CFLAGS) $(INC_ALL) -I$(BENCH_DIR) -o $@ $< $(LIB) $(LDLIBS)
+$(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB) \
+		$(GEN_OUT)/genutil.o
+	$(CC) $(CFLAGS) $(INC_ALL) -I$(BENCH_DIR) -Itests/gen -o $@ $< \
+		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)
+
+$(BENCH_GC): tests/bench/bench_gc.c $(SKEL) $(LIB) $(GEN_OUT)/genutil.o
+	$(CC) $(CFLAGS) $(INC_ALL) -Itests/gen -o $@ $< \
+		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)
 
 $(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o $(PKT_OBJ)

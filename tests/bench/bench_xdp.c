@@ -28,6 +28,7 @@
 #include <bpf/libbpf.h>
 
 #include "bare.skel.h"
+#include "genutil.h"
 #include "loader.h"
 #include "log.h"
 #include "rules.h"
@@ -317,26 +318,6 @@ static void setup_case(struct bench_case *c, const struct bench_opts *bo)
 		prefill_sources(c, bo->sources);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *) a, y = *(const double *) b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median_of(const double *v, int n, double *min, double *max)
-{
-	double s[BENCH_MAX_RUNS * BK_MAX];
-
-	memcpy(s, v, n * sizeof(*s));
-	qsort(s, n, sizeof(*s), cmp_double);
-	if (min)
-		*min = s[0];
-	if (max)
-		*max = s[n - 1];
-	return n & 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
-}
-
 static int pin_cpu(int cpu)
 {
 	cpu_set_t set;
@@ -513,11 +494,11 @@ int main(int argc, char **argv)
 	for (i = 0; i < n_cases; i++) {
 		struct bench_case *c = &cases[i];
 
-		c->median = median_of(c->ns, c->n_ns, &c->min, &c->max);
+		c->median = gen_median(c->ns, c->n_ns, &c->min, &c->max);
 		c->ratio_median =
 		    c->kind == BK_BARE
 			? 1.0
-			: median_of(c->ratio, bo.runs, NULL, NULL);
+			: gen_median(c->ratio, bo.runs, NULL, NULL);
 		if (c->have_dp) {
 			uint64_t p, b;
 

@@ -4,6 +4,8 @@
  * prefix (IPv4 /24, IPv6 the default /64), idle sources collected, and
  * max_sources with the overflow that shares one allowance.
  */
+#include <stdio.h>
+
 #include "harness.h"
 
 static void test_per_source(struct sl_dataplane *dp)
@@ -105,6 +107,70 @@ static void test_per_source(struct sl_dataplane *dp)
 	    (unsigned long long)st.blocked_pkts);
 }
 
+/* n sources (198.18.x.y) one packet each to dport; how many passed. */
+static long many_sources(struct sl_dataplane *dp, uint16_t dport, int n)
+{
+	long passed = 0;
+
+	for (int i = 0; i < n; i++) {
+		char src[32];
+		struct pkt p;
+
+		snprintf(src, sizeof(src), "198.18.%d.%d", i / 250,
+			 i % 250 + 1);
+		p = udp_to(dport, src, 0);
+		passed += run(dp, &p) == XDP_PASS;
+	}
+	return passed;
+}
+
+/*
+ * The collection in chunks: more idle sources than one chunk all go and
+ * the live count returns to 0; a rule set applied between the scan and
+ * the collection ends it with nothing deleted (a slot may have changed
+ * hands), and the next collection takes them.
+ */
+static void test_gc_chunks(struct sl_dataplane *dp)
+{
+	const int n = SL_GC_CHUNK + 1000;
+	struct sl_src_victims v = { 0 };
+	struct sl_rule_stats st;
+	long passed;
+	int deleted, err;
+
+	next_scenario();
+	if (!tap(apply_one(dp, "churn", 8002, "pps", 5,
+			   "\"per_source\":{\"max_sources\":10000}") == 0,
+		 "gc chunks: rule applies"))
+		return;
+	passed = many_sources(dp, 8002, n);
+	st = rule_stats(dp, "churn");
+	tap(passed == n && st.sources == (uint64_t)n,
+	    "gc chunks: %d sources, each passed (%ld), %llu live", n, passed,
+	    (unsigned long long)st.sources);
+
+	set_time(test_time() + 3 * NSEC_PER_SEC);
+	err = sl_dp_gc_scan(dp, &v);
+	/* and what earlier scenarios' rules left */
+	tap(!err && v.n >= (size_t)n, "gc chunks: the scan finds %zu idle, "
+	    "at least %d (err %d)", v.n, n, err);
+	/* the same rule again (kept: its slot and sources stay) */
+	apply_one(dp, "churn", 8002, "pps", 5,
+		  "\"per_source\":{\"max_sources\":10000}");
+	deleted = sl_dp_gc_collect(dp, &v);
+	st = rule_stats(dp, "churn");
+	tap(deleted == 0 && v.next == v.n && st.sources == (uint64_t)n,
+	    "gc chunks: an apply after the scan: collect deletes %d, ends, "
+	    "%llu live", deleted, (unsigned long long)st.sources);
+	sl_src_victims_free(&v);
+
+	deleted = sl_dp_gc_sources(dp);
+	st = rule_stats(dp, "churn");
+	tap(deleted == n && st.sources == 0,
+	    "gc chunks: the next collection deletes %d in chunks of %d, "
+	    "%llu live", deleted, SL_GC_CHUNK, (unsigned long long)st.sources);
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -112,6 +178,7 @@ int main(void)
 	if (h_begin(&dp))
 		return h_end();
 	test_per_source(&dp);
+	test_gc_chunks(&dp);
 	h_unload(&dp);
 	return h_end();
 }

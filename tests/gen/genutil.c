@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,4 +85,28 @@ int gen_pin_cpu(int cpu)
 	if (sched_setaffinity(0, sizeof(set), &set))
 		return -errno;
 	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double gen_median(const double *v, int n, double *min, double *max)
+{
+	double *s = malloc(n * sizeof(*s)), m;
+
+	if (!s)
+		return NAN;
+	memcpy(s, v, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), cmp_double);
+	if (min)
+		*min = s[0];
+	if (max)
+		*max = s[n - 1];
+	m = n & 1 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	free(s);
+	return m;
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Helpers shared by the traffic tools: logging, sleeping, CPU pinning
- * and a stop flag raised by SIGINT/SIGTERM; numbers and the clock come
+ * a stop flag raised by SIGINT/SIGTERM, and the medians the benchmarks
+ * report; numbers and the clock come
  * from user/lib/util.h.
  */
 #ifndef SLUICE_GEN_GENUTIL_H
@@ -31,5 +32,9 @@ int gen_sleep_until(uint64_t deadline_ns);
 
 
 int gen_pin_cpu(int cpu);
+
+/* The median of v[0..n) (n >= 1), and its extremes when asked; v is left
+ * as it was. */
+double gen_median(const double *v, int n, double *min, double *max);
 
 #endif

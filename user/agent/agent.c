@@ -930,9 +930,30 @@ static void defaults(void *opts)
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
+/*
+ * Idle per-source entries: the walk holds no lock (the cluster thread and
+ * the metrics need dp_lock meanwhile), each chunk of deletes holds it.
+ * victims keeps its memory from one second to the next.
+ */
+static void collect_sources(struct agent *a, struct sl_src_victims *victims)
+{
+	int err = sl_dp_gc_scan(&a->dp, victims);
+
+	while (!err && victims->next < victims->n) {
+		pthread_mutex_lock(&a->dp_lock);
+		err = sl_dp_gc_collect(&a->dp, victims);
+		pthread_mutex_unlock(&a->dp_lock);
+		err = err < 0 ? err : 0;
+	}
+	if (err)
+		pr_warn("collecting idle per-source entries: %s",
+			strerror(-err));
+}
+
 static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 {
 	struct agent *a = opts;
+	struct sl_src_victims victims = { 0 };
 	double last_stats, last_gc;
 	int ret;
 
@@ -968,9 +989,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 			last_stats = now;
 		}
 		if (now - last_gc >= 1.0) {
-			pthread_mutex_lock(&a->dp_lock);
-			sl_dp_gc_sources(&a->dp);
-			pthread_mutex_unlock(&a->dp_lock);
+			collect_sources(a, &victims);
 			last_gc = now;
 		}
 	}
@@ -978,6 +997,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		pr_info("signal %d: exiting; the data plane stays attached "
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
+	sl_src_victims_free(&victims);
 	/* first: it reads everything below */
 	sl_http_metrics_stop(a->metrics);
 	if (a->metrics_fd >= 0)

@@ -81,6 +81,7 @@ struct sl_dataplane {
 	uint32_t *retired_slots;  /* slots that left the set, to zero */
 	size_t n_retired_slots;
 	bool retire_pending;
+	uint64_t rules_gen; /* applies so far: slots may have changed hands */
 };
 
 int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts);
@@ -120,7 +121,31 @@ void sl_dp_set_test_time(struct sl_dataplane *dp, uint64_t now_ns);
 /* The clock the data plane uses (CLOCK_MONOTONIC or the test clock). */
 uint64_t sl_dp_now(const struct sl_dataplane *dp);
 
-/* Delete source entries idle for two intervals; returns how many. */
+/*
+ * Source entries idle for two intervals are collected in two steps, so
+ * that neither the walk of the table nor a long run of deletes holds a
+ * lock for long: sl_dp_gc_scan() without the caller's data-plane lock,
+ * then sl_dp_gc_collect() with it, once per SL_GC_CHUNK entries until
+ * v->next reaches v->n (releasing the lock in between). A rule set
+ * applied since the scan ends the collection (a slot may have changed
+ * hands; the next scan decides again). The scan returns -errno, collect
+ * the number deleted or -errno. sl_dp_gc_sources() does it all.
+ */
+#define SL_GC_CHUNK 4096
+
+struct sluice_src_key;
+
+struct sl_src_victims {
+	struct sluice_src_key *keys;
+	size_t n, cap;
+	size_t next; /* the first not yet deleted */
+	uint64_t rules_gen; /* dp->rules_gen at the scan */
+};
+
+int sl_dp_gc_scan(struct sl_dataplane *dp, struct sl_src_victims *v);
+int sl_dp_gc_collect(struct sl_dataplane *dp, struct sl_src_victims *v);
+void sl_src_victims_free(struct sl_src_victims *v);
+/* Returns the number deleted or -errno. */
 int sl_dp_gc_sources(struct sl_dataplane *dp);
 
 /* Number of rule slots in force (after an adoption, before any apply,
