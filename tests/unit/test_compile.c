@@ -721,6 +721,51 @@ static void test_e2big(void **state)
 	sl_ruleset_free(&rs);
 }
 
+/* The per_source rules of a set must fit the one source table, each
+ * with its overflow entry; the rule that crosses it is named. */
+static void test_sources_fit(void **state)
+{
+	char err[256], json[512];
+	struct sl_compiled c;
+	struct sl_ruleset rs;
+	uint32_t *slots;
+	/* two rules filling the table exactly, then one source more */
+	uint32_t half = SLUICE_MAX_SOURCES / 2 - 1;
+
+	(void)state;
+	for (int over = 0; over < 2; over++) {
+		snprintf(json, sizeof(json),
+			 "{\"rules\":["
+			 "{\"name\":\"a\",\"match\":{\"proto\":\"udp\",\"dport\":1},"
+			 "\"grade\":\"pps\",\"count\":9,"
+			 "\"per_source\":{\"max_sources\":%u}},"
+			 "{\"name\":\"b\",\"match\":{\"proto\":\"udp\",\"dport\":2},"
+			 "\"grade\":\"pps\",\"count\":9,"
+			 "\"per_source\":{\"max_sources\":%u}},"
+			 "{\"name\":\"c\",\"match\":{\"proto\":\"udp\",\"dport\":3},"
+			 "\"grade\":\"pps\",\"count\":9}]}",
+			 half, half + over);
+		rs = parse_ok(json);
+		slots = make_slots(rs.n);
+		err[0] = 0;
+		if (!over) {
+			assert_int_equal(sl_compile(&rs, slots, 1, 8, &c, err,
+						    sizeof(err)),
+					 0);
+			sl_compiled_free(&c);
+		} else {
+			assert_int_equal(sl_compile(&rs, slots, 1, 8, &c, err,
+						    sizeof(err)),
+					 -E2BIG);
+			assert_non_null(strstr(err, "rule 'b'"));
+			assert_non_null(strstr(err, "262145 source entries"));
+			assert_null(c.port);
+		}
+		free(slots);
+		sl_ruleset_free(&rs);
+	}
+}
+
 static void test_rule_cfg(void **state)
 {
 	struct sl_ruleset rs = parse_ok(
@@ -890,6 +935,7 @@ int main(void)
 		cmocka_unit_test(test_port_refs),
 		cmocka_unit_test(test_lpm_nested),
 		cmocka_unit_test(test_e2big),
+		cmocka_unit_test(test_sources_fit),
 		cmocka_unit_test(test_rule_cfg),
 		cmocka_unit_test(test_differential_small),
 		cmocka_unit_test(test_differential_large),

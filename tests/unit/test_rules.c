@@ -105,7 +105,7 @@ static void test_full_document(void **state)
 	    "\"2001:db8:1::1\"},\n"
 	    "  \"grade\": \"bps\", \"count\": 100000000000,\n"
 	    "  \"per_source\": {\"prefix_v4\": 24, \"prefix_v6\": 48,\n"
-	    "                 \"max_sources\": 1048576}},\n"
+	    "                 \"max_sources\": 262143}},\n"
 	    " {\"name\": \"syn.443\", \"match\": {\"proto\": \"tcp\", "
 	    "\"dport\": \"443\"},\n"
 	    "  \"grade\": \"cps\", \"count\": 1000, \"priority\": 65535},\n"
@@ -158,7 +158,7 @@ static void test_full_document(void **state)
 	assert_true(r->per_source);
 	assert_int_equal(r->src_prefix_v4, 24);
 	assert_int_equal(r->src_prefix_v6, 48);
-	assert_int_equal(r->max_sources, 1048576);
+	assert_int_equal(r->max_sources, 262143);
 	assert_int_equal(r->mode, SL_MODE_ENFORCE);
 	assert_false(r->has_priority);
 	assert_int_equal(r->priority, 0);
@@ -686,10 +686,10 @@ static void test_per_source_errors(void **state)
 	    {"{}", "field 'per_source.max_sources': required"},
 	    {"{\"max_sources\": 0}",
 	     "field 'per_source.max_sources': must be between 1 and "
-	     "1048576, got 0"},
-	    {"{\"max_sources\": 1048577}",
+	     "262143, got 0"},
+	    {"{\"max_sources\": 262144}",
 	     "field 'per_source.max_sources': must be between 1 and "
-	     "1048576, got 1048577"},
+	     "262143, got 262144"},
 	    {"{\"max_sources\": 10, \"prefix_v4\": 0}",
 	     "field 'per_source.prefix_v4': must be between 1 and 32, got 0"},
 	    {"{\"max_sources\": 10, \"prefix_v4\": 33}",
@@ -1527,7 +1527,7 @@ static char *varied_rules(unsigned int n)
 	    "",
 	    ", \"per_source\": {\"max_sources\": 1}",
 	    ", \"per_source\": {\"prefix_v4\": 24, \"prefix_v6\": 128, "
-	    "\"max_sources\": 1048576}",
+	    "\"max_sources\": 262143}",
 	};
 	static const char *const behaviors[] = {
 	    "",

@@ -388,6 +388,37 @@ static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 	return err;
 }
 
+/*
+ * The per_source rules of a set share one table of SLUICE_MAX_SOURCES
+ * entries: each rule's max_sources and its overflow entry must fit, or
+ * sources past the table would be blocked as source_table_full while
+ * every rule is under its max_sources.
+ */
+static int check_sources(const struct sl_ruleset *rs, char *err,
+			 size_t errlen)
+{
+	uint64_t need = 0;
+
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct sl_rule *r = &rs->rules[i];
+
+		if (!r->per_source)
+			continue;
+		need += r->max_sources + 1ULL;
+		if (need > SLUICE_MAX_SOURCES) {
+			snprintf(err, errlen,
+				 "per_source: with rule '%s' the rules' "
+				 "max_sources need %llu source entries (one "
+				 "more each for the overflow), more than the "
+				 "source table's %u; lower max_sources",
+				 r->name, (unsigned long long)need,
+				 SLUICE_MAX_SOURCES);
+			return -E2BIG;
+		}
+	}
+	return 0;
+}
+
 int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	       uint32_t class_base, uint32_t max_lpm_per_family,
 	       struct sl_compiled *out, char *err, size_t errlen)
@@ -405,6 +436,10 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	int ret = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
+	ret = check_sources(rs, err, errlen);
+	if (ret)
+		return ret;
+	ret = -ENOMEM;
 	out->port = calloc(SLUICE_SET_SPACE, sizeof(*out->port));
 	x.order = calloc(rs->n ? rs->n : 1, sizeof(*x.order));
 	ranks = calloc(rs->n ? rs->n : 1, sizeof(*ranks));

@@ -18,13 +18,16 @@
 
 #include <cjson/cJSON.h>
 
+#include "consts.h"
 #include "json_text.h"
 #include "rules_parse.h"
 #include "util.h"
 
 #define SL_RULES_FILE_MAX   (64u << 20) /* larger is surely a mistake */
 #define SL_ERR_MAX_MSGS	    50
-#define SL_MAX_SOURCES	    1048576
+/* the source table, less one rule's overflow entry (compile.c checks a
+ * whole set) */
+#define SL_MAX_SOURCES	    (SLUICE_MAX_SOURCES - 1)
 #define SL_MIN_BUCKET_MS    5
 #define SL_DEF_INTERVAL_MS  1000
 #define SL_DEF_SAMPLE_COUNT 2
