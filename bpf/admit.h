@@ -566,7 +566,12 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 		return false;
 	now = sluice_now();
 	roll_bucket(rc, cfg, now);
-	count = sluice_effective_limit(cfg, *limit, now);
+	count = sluice_effective_limit(
+		cfg,
+		sluice_leased_limit(*limit,
+				    bpf_map_lookup_elem(&rule_lease, &slot),
+				    now),
+		now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_CHUNK_DIV * (__u64)nr_cpus);
 	if (chunk < cost)
@@ -753,6 +758,7 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
 	WRITE_ONCE(st->last_seen_ns, now);
+	/* no lease: cluster rules are never per_source (rules.md) */
 	count = sluice_effective_limit(cfg, *limit, now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);

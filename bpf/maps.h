@@ -55,6 +55,15 @@ struct {
 	__type(value, __u64);
 } rule_limit SEC(".maps");
 
+/* The expiry of each slot's cluster lease and the fallback after it, read
+ * with rule_limit on the refill path only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_lease);
+} rule_lease SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);

@@ -99,6 +99,23 @@ struct sluice_rule_cfg {
 	__u32 cold_factor;
 };
 
+/* A cluster lease as the data plane enforces it, beside rule_limit's
+ * grant: from expires_ns on, the fallback is in force, whether or not an
+ * agent is left to write it. Written only by user space. */
+struct sluice_lease {
+	__u64 fallback;	  /* per second, the rule's unit */
+	__u64 expires_ns; /* CLOCK_MONOTONIC; 0: no lease, limit stands */
+};
+
+/* rule_limit's value, or the fallback once the lease has expired. */
+static inline __attribute__((always_inline)) __u64
+sluice_leased_limit(__u64 limit, const struct sluice_lease *l, __u64 now_ns)
+{
+	if (l && l->expires_ns && now_ns >= l->expires_ns)
+		return l->fallback;
+	return limit;
+}
+
 /* The threshold in force: count, or its warm-up ramp (linear from
  * count / cold_factor to count over warm_period_ms). User space reads it
  * the same way (sl_dp_rule_threshold()). */

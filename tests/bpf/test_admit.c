@@ -588,7 +588,7 @@ static void test_set_limit(struct sl_dataplane *dp)
 		return;
 	a = burst(dp, &p, 60);
 	tap(a == 10, "set_limit: count 10 admits 10 (%ld)", a);
-	tap(sl_dp_set_limit(dp, "lim", 4) == 0, "set_limit: lowered to 4");
+	tap(sl_dp_set_limit(dp, "lim", 4, NULL) == 0, "set_limit: lowered to 4");
 	set_time(test_time() + 500 * NSEC_PER_MSEC);
 	a = burst(dp, &p, 60);
 	tap(a == 0, "set_limit: within the same interval nothing more is "
@@ -596,11 +596,11 @@ static void test_set_limit(struct sl_dataplane *dp)
 	next_scenario();
 	a = burst(dp, &p, 60);
 	tap(a == 4, "set_limit: the next interval admits 4 (%ld)", a);
-	tap(sl_dp_set_limit(dp, "lim", 25) == 0, "set_limit: raised to 25");
+	tap(sl_dp_set_limit(dp, "lim", 25, NULL) == 0, "set_limit: raised to 25");
 	next_scenario();
 	a = burst(dp, &p, 60);
 	tap(a == 25, "set_limit: the next interval admits 25 (%ld)", a);
-	tap(sl_dp_set_limit(dp, "nosuch", 25) == -ENOENT,
+	tap(sl_dp_set_limit(dp, "nosuch", 25, NULL) == -ENOENT,
 	    "set_limit: an unknown rule is -ENOENT");
 
 	/* a large limit: a chunk of the old limit may still be cached */
@@ -612,13 +612,49 @@ static void test_set_limit(struct sl_dataplane *dp)
 	chunk = chunk_of(dp, 1000);
 	a = burst(dp, &p, 500);
 	tap(a == 500, "set_limit: 500 of a 1000/s limit pass (%ld)", a);
-	sl_dp_set_limit(dp, "lim2", 100);
+	sl_dp_set_limit(dp, "lim2", 100, NULL);
 	next_scenario();
 	a = burst(dp, &p, 500);
 	tap(a >= 100 && a <= 100 + (long)chunk,
 	    "set_limit: lowered to 100: the next interval admits %ld, in "
 	    "[100, 100 + one cached chunk of %llu]",
 	    a, (unsigned long long)chunk);
+}
+
+/*
+ * A lease in the data plane: the grant holds until its expiry, then the
+ * program itself enforces the fallback written beside it, with no agent
+ * to write it; a limit set without a lease clears it.
+ */
+static void test_lease_expiry(struct sl_dataplane *dp)
+{
+	struct pkt p = udp_to(8102, NULL, 0);
+	struct sluice_lease lease = { .fallback = 100 };
+	uint64_t t0;
+	long a;
+
+	next_scenario();
+	t0 = test_time();
+	if (!tap(apply_one(dp, "leased", 8102, "pps", 1000, NULL) == 0,
+		 "lease: rule applies"))
+		return;
+	lease.expires_ns = t0 + 2500 * NSEC_PER_MSEC;
+	tap(sl_dp_set_limit(dp, "leased", 1000, &lease) == 0,
+	    "lease: grant 1000 until t0 + 2.5 s, fallback 100");
+	a = burst(dp, &p, 2000);
+	tap(a == 1000, "lease: at t0 the grant admits 1000 (%ld)", a);
+	set_time(t0 + NSEC_PER_SEC + SLOT_NS);
+	a = burst(dp, &p, 2000);
+	tap(a == 1000, "lease: at t0 + 1 s, before the expiry, 1000 (%ld)", a);
+	set_time(t0 + 3 * NSEC_PER_SEC);
+	a = burst(dp, &p, 2000);
+	tap(a == 100, "lease: at t0 + 3 s, expired with no agent to say so, "
+	    "the fallback admits 100 (%ld)", a);
+	tap(sl_dp_set_limit(dp, "leased", 1000, NULL) == 0,
+	    "lease: limit 1000 set without a lease");
+	set_time(t0 + 4 * NSEC_PER_SEC + SLOT_NS);
+	a = burst(dp, &p, 2000);
+	tap(a == 1000, "lease: cleared, 1000 again (%ld)", a);
 }
 
 int main(void)
@@ -640,6 +676,7 @@ int main(void)
 	test_shadow(&dp);
 	test_cps(&dp);
 	test_set_limit(&dp);
+	test_lease_expiry(&dp);
 	h_unload(&dp);
 	return h_end();
 }

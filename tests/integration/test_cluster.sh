@@ -18,6 +18,8 @@
 #   5. partition a host: it falls back, the others keep the bound; heal
 #   6. avg_local and manual flows, fixed and block fallbacks (thresholds)
 #   7. a wrong secret is refused: the host stays in fallback
+#   8. kill -9 the agent of a host holding a large grant: its XDP
+#      program enforces the fallback by itself once the lease expires
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -449,8 +451,40 @@ echo "# server down: fixed 1000 and block, in force:$lims"
 check $([ "$lims" = " 1000/0 1000/0 1000/0 1000/0" ]; echo $?) \
 	"fallback fixed N and block in force while the server is down"
 
-# ---- 7: a wrong secret ----
+# ---- 8: kill -9 the agent of a host holding a large grant ----
+# Its lease dies with it: the XDP program itself switches to the
+# fallback (share: count / 4) when the lease expires, where before the
+# host kept its grant for ever.
 tokend_start
+wait_state cluster 10 fleet $HOSTS
+traffic 40000 2000 2000 2000 10 || { echo "Bail out! traffic did not start"; exit 1; }
+sleep 4
+g1=$(flow 1 fleet limit)
+sl_mark TAK
+AK_REL=$(python3 -c "print($TAK - $TGEN)")
+kill -KILL "${NETNS_PID[agent1]}"
+wait "${NETNS_PID[agent1]}" 2>/dev/null
+unset "NETNS_PID[agent1]"
+traffic_end
+res=$(rx_py "$AK_REL" <<'PY'
+K = float(sys.argv[14])
+print(f"{mean_rate(1, 2.0, K):.0f} {mean_rate(1, K + 1.0, 9.5):.0f}",
+      " ".join(f"{rate(1, K + k / 10, K + k / 10 + 0.1):.0f}"
+               for k in range(10)))
+PY
+)
+read -r before after steps <<<"$res"
+fb1=$((COUNT / 4))
+echo "# host 1 held $g1 pps (rxcount: $before) until its agent was killed; then $after pps; per 100 ms after the kill: $steps"
+check $(python3 -c "print(0 if abs($before - $g1) <= 0.05 * $g1 and $g1 > 2 * $fb1 else 1)") \
+	"agent killed: before, host 1 admitted its grant ($before of $g1)"
+check $(python3 -c "print(0 if abs($after - $fb1) <= 0.05 * $fb1 else 1)") \
+	"agent killed: from 1 s after, its XDP enforces the fallback by itself ($after of $fb1, not the grant $g1)"
+agent_start 1
+wait_state cluster 10 fleet 1
+check $? "agent 1 restarted: back in cluster state"
+
+# ---- 7: a wrong secret ----
 wait_state cluster 10 fleet $HOSTS
 netns_stop agent4
 agent_start 4 "$T/bad-secrets"

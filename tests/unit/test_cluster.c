@@ -176,6 +176,38 @@ static void test_recovery_needs_k_good(void **state)
 	assert_int_equal(l.lease_end_ns, now + 1000 * MS);
 }
 
+/*
+ * The expiry the data plane is given is the moment tick drops the lease,
+ * and the fallback written beside it is what tick then enforces: 350 ms
+ * after the last answer with 3 syncs of 100 ms, or the TTL if that ends
+ * first; none outside a lease.
+ */
+static void test_expiry_in_data_plane(void **state)
+{
+	struct sl_rule r = rule(SL_THRESH_GLOBAL, SL_FB_SHARE);
+	struct sl_flow_grant keep = grant(9000, 4);
+	struct sl_lease l;
+	uint64_t t0, expiry;
+
+	(void)state;
+	t0 = to_cluster(&l, &r, 9000, 1000 * MS);
+	expiry = sl_lease_expiry(&l, &cfg);
+	assert_int_equal(expiry, t0 + 350 * MS);
+	assert_int_equal(sl_lease_fallback(&r, "a", l.holders, &l), 5000);
+	sl_lease_tick(&l, &r, "a", &cfg, expiry - 1);
+	assert_int_equal(l.state, SL_LEASE_CLUSTER);
+	sl_lease_tick(&l, &r, "a", &cfg, expiry);
+	assert_int_equal(l.state, SL_LEASE_EXPIRED);
+	assert_int_equal(l.limit, 5000);
+	assert_int_equal(sl_lease_expiry(&l, &cfg), 0);
+
+	/* a short TTL ends the lease before the missed syncs would */
+	t0 = to_cluster(&l, &r, 9000, 10000 * MS);
+	keep.ttl_ms = 200;
+	sl_lease_on_grant(&l, &r, "a", &keep, &cfg, t0 + 100 * MS);
+	assert_int_equal(sl_lease_expiry(&l, &cfg), t0 + 300 * MS);
+}
+
 static void test_expiry_after_n_missed(void **state)
 {
 	struct sl_rule r = rule(SL_THRESH_GLOBAL, SL_FB_SHARE);
@@ -432,6 +464,7 @@ int main(void)
 		cmocka_unit_test(test_parse_servers),
 		cmocka_unit_test(test_backoff),
 		cmocka_unit_test(test_threshold_source),
+		cmocka_unit_test(test_expiry_in_data_plane),
 		cmocka_unit_test(test_new_errors),
 		cmocka_unit_test(test_agent_args),
 	};

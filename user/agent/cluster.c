@@ -2,7 +2,8 @@
 /*
  * Cluster sync (cluster.h): one thread, one non-blocking TCP session per
  * namespace, HELLO/CHALLENGE/AUTH then one SYNC per sync period for all
- * the namespace's flows. Every threshold change is one sl_dp_set_limit().
+ * the namespace's flows. Every threshold change, and every renewal of a
+ * lease (its expiry), is one sl_dp_set_limit().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 
 #include "cluster.h"
 #include "log.h"
+#include "sluice_abi.h"
 #include "stats.h"
 #include "util.h"
 
@@ -71,6 +73,7 @@ struct flow {
 	size_t sess;
 	struct sl_lease l;
 	enum sl_lease_state logged; /* the state last logged */
+	uint64_t dp_expires; /* the lease expiry the data plane holds */
 	uint64_t demand, used; /* per second, in the rule's unit */
 };
 
@@ -267,22 +270,41 @@ static void log_state(struct flow *f)
 	f->logged = f->l.state;
 }
 
+/*
+ * The threshold of each flow whose limit changed, and under a lease its
+ * expiry whenever a renewal moved it, with the fallback beside it: the
+ * data plane switches to that by itself at the expiry, the moment
+ * sl_lease_tick() would, should this agent be gone by then. (Under a
+ * lease good is 0, so sl_lease_fallback() is what tick writes.)
+ */
 static void write_limits(struct sl_cluster_sync *c, uint64_t now)
 {
 	for (size_t i = 0; i < c->n_flows; i++) {
 		struct flow *f = &c->flows[i];
+		struct sl_lease_cfg lc = {
+			.sync_ms = c->sess[f->sess].sync_ms,
+			.miss_limit = c->cfg.miss_limit,
+		};
+		struct sluice_lease dl = {
+			.expires_ns = sl_lease_expiry(&f->l, &lc),
+		};
 		int err;
 
 		log_state(f);
-		if (!f->l.dirty)
+		if (!f->l.dirty && dl.expires_ns == f->dp_expires)
 			continue;
-		err = sl_dp_set_limit(c->dp, f->rule, f->l.limit);
+		if (dl.expires_ns)
+			dl.fallback = sl_lease_fallback(&f->r, c->node,
+							f->l.holders, &f->l);
+		err = sl_dp_set_limit(c->dp, f->rule, f->l.limit,
+				      dl.expires_ns ? &dl : NULL);
 		if (err) {
 			pr_warn("cluster: %s: cannot write threshold %llu: %s",
 				f->rule, (unsigned long long)f->l.limit,
 				strerror(-err));
 			continue;
 		}
+		f->dp_expires = dl.expires_ns;
 		sl_lease_written(&f->l, now);
 		log_state(f);
 	}

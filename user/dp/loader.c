@@ -240,7 +240,7 @@ struct slot_map {
 	size_t value_size; /* as user space reads and writes it */
 };
 
-#define N_SLOT_STATE_MAPS 3
+#define N_SLOT_STATE_MAPS 4
 
 /* What packets and the source collector write for a slot, besides
  * rule_cpu (written through its mmap): zero before the slot serves a new
@@ -254,6 +254,9 @@ static void slot_state_maps(const struct sl_dataplane *dp,
 				    sizeof(struct sluice_budget) };
 	out[1] = (struct slot_map){ s->maps.rule_src_added, sizeof(uint64_t) };
 	out[2] = (struct slot_map){ s->maps.rule_src_freed, sizeof(uint64_t) };
+	/* user space writes it, but a new rule must not inherit a lease */
+	out[3] = (struct slot_map){ s->maps.rule_lease,
+				    sizeof(struct sluice_lease) };
 }
 
 static bool map_pinned(const struct bpf_map *map)
@@ -1126,14 +1129,25 @@ bool sl_dp_iface_attached(const struct sl_iface *ifc)
 }
 
 int sl_dp_set_limit(struct sl_dataplane *dp, const char *rule_name,
-		    uint64_t count)
+		    uint64_t count, const struct sluice_lease *lease)
 {
-	int fd = bpf_map__fd(dp->skel->maps.rule_limit);
+	static const struct sluice_lease none;
+	int limit_fd = bpf_map__fd(dp->skel->maps.rule_limit);
+	int lease_fd = bpf_map__fd(dp->skel->maps.rule_lease);
 
 	for (size_t i = 0; i < dp->rules.n; i++) {
+		const uint32_t *slot = &dp->slots[i];
+
 		if (strcmp(dp->rules.rules[i].name, rule_name))
 			continue;
-		if (bpf_map_update_elem(fd, &dp->slots[i], &count, BPF_ANY))
+		/* a reader between the writes sees the new expiry with the
+		 * old grant, or the new limit with the old expiry: either
+		 * way what one of the two states allows */
+		if ((lease && bpf_map_update_elem(lease_fd, slot, lease,
+						  BPF_ANY)) ||
+		    bpf_map_update_elem(limit_fd, slot, &count, BPF_ANY) ||
+		    (!lease && bpf_map_update_elem(lease_fd, slot, &none,
+						   BPF_ANY)))
 			return -errno;
 		dp->rules.rules[i].count = count;
 		return 0;

@@ -111,9 +111,15 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 /* The interface's link still points at it (0 once it went away). */
 bool sl_dp_iface_attached(const struct sl_iface *ifc);
 
-/* Change a rule's threshold (per second) with one map write. */
+/*
+ * Change a rule's threshold (per second). With a lease, it holds until
+ * lease->expires_ns and lease->fallback after that, switched by the data
+ * plane itself (an agent that dies cannot leave a grant in force);
+ * without, until changed. Two map writes.
+ */
+struct sluice_lease;
 int sl_dp_set_limit(struct sl_dataplane *dp, const char *rule_name,
-		    uint64_t count);
+		    uint64_t count, const struct sluice_lease *lease);
 
 /* Test builds: the clock the data plane reads. */
 void sl_dp_set_test_time(struct sl_dataplane *dp, uint64_t now_ns);

@@ -83,11 +83,19 @@ int sl_dp_rule_threshold(const struct sl_dataplane *dp, size_t rule,
 {
 	const struct sl_rule *r = &dp->rules.rules[rule];
 	struct sluice_rule_cfg cfg;
+	struct sluice_lease lease;
 
 	/* sl_dp_set_limit() keeps count as rule_limit holds it */
 	*limit = r->count;
 	*warming = false;
-	if (!r->warm_up || r->cluster.enabled)
+	if (r->cluster.enabled) {
+		if (bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_lease),
+					&dp->slots[rule], &lease))
+			return -errno;
+		*limit = sluice_leased_limit(r->count, &lease, sl_dp_now(dp));
+		return 0;
+	}
+	if (!r->warm_up)
 		return 0;
 	if (bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_cfg),
 				&dp->slots[rule], &cfg))

@@ -32,9 +32,10 @@ int sl_dp_rules_stats(const struct sl_dataplane *dp, struct sl_rule_stats *st);
 
 /*
  * The threshold in force of dp->rules.rules[rule], per second: what
- * rule_limit holds (the count, or a cluster rule's lease or fallback),
- * ramped as the fast path does while a warm-up runs (*warming). A warm-up
- * rule costs one map read.
+ * rule_limit holds (the count, or a cluster rule's lease or fallback, the
+ * fallback written beside the lease once it expired), ramped as the fast
+ * path does while a warm-up runs (*warming). A warm-up or cluster rule
+ * costs one map read.
  */
 int sl_dp_rule_threshold(const struct sl_dataplane *dp, size_t rule,
 			 uint64_t *limit, bool *warming);

@@ -154,20 +154,29 @@ void sl_lease_on_miss(struct sl_lease *l)
 	l->good = 0;
 }
 
-void sl_lease_tick(struct sl_lease *l, const struct sl_rule *r,
-		   const char *node, const struct sl_lease_cfg *cfg,
-		   uint64_t now_ns)
+uint64_t sl_lease_expiry(const struct sl_lease *l,
+			 const struct sl_lease_cfg *cfg)
 {
 	/* N periods and half a period of slack for a late answer */
 	uint64_t window = (cfg->miss_limit * 2ULL + 1) * cfg->sync_ms *
 			  NSEC_PER_MSEC / 2;
+	uint64_t missed = l->last_ok_ns + window;
 
+	if (l->state != SL_LEASE_CLUSTER)
+		return 0;
+	return missed < l->lease_end_ns ? missed : l->lease_end_ns;
+}
+
+void sl_lease_tick(struct sl_lease *l, const struct sl_rule *r,
+		   const char *node, const struct sl_lease_cfg *cfg,
+		   uint64_t now_ns)
+{
 	if (l->state != SL_LEASE_CLUSTER) {
 		if (!l->good)
 			set_limit(l, fallback_limit(l, r, node));
 		return;
 	}
-	if (now_ns < l->lease_end_ns && now_ns - l->last_ok_ns < window)
+	if (now_ns < sl_lease_expiry(l, cfg))
 		return;
 	l->state = SL_LEASE_EXPIRED;
 	l->since_ns = now_ns;

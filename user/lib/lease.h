@@ -88,6 +88,13 @@ void sl_lease_tick(struct sl_lease *l, const struct sl_rule *r,
 		   const char *node, const struct sl_lease_cfg *cfg,
 		   uint64_t now_ns);
 
+/* When the lease in force ends unless renewed: its TTL, or N missed syncs
+ * and half a period after the last answer, whichever comes first; 0
+ * outside a lease. sl_lease_tick() drops it then, and the data plane
+ * switches to sl_lease_fallback() by itself then if no agent is left. */
+uint64_t sl_lease_expiry(const struct sl_lease *l,
+			 const struct sl_lease_cfg *cfg);
+
 /* The rule changed (count, fallback): recompute what is in force. */
 void sl_lease_refresh(struct sl_lease *l, const struct sl_rule *r,
 		      const char *node);
