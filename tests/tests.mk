@@ -64,9 +64,12 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
 # side of the counters test_limit.sh checks in the guests (its 4096-rule
 # scrapes outlast a TCG guest's time); test_top.sh checks a terminal view
 # of rates against paced traffic, which a TCG guest cannot pace;
-# test_runbook.sh checks docs against the source, not the kernel.
+# test_runbook.sh checks docs against the source, and
+# test_cluster_trust.sh the agent's checks of a token server's answers,
+# not the kernel.
 HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
-		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh
+		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
+		   %/test_cluster_trust.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)

@@ -62,6 +62,7 @@ struct agent {
 	const char *node_id;
 	const char *secrets_file;
 	const char *serve_tokens;
+	uint32_t max_ttl_ms;
 	struct sl_secrets secrets;
 	pthread_mutex_t dp_lock; /* dp, shared with the cluster thread */
 	struct sl_cluster_sync *cluster;
@@ -767,6 +768,7 @@ static int new_cluster(struct agent *a)
 	cfg.servers = a->token_servers;
 	cfg.node_id = a->node_id;
 	cfg.secrets = a->secrets_file ? &a->secrets : NULL;
+	cfg.max_ttl_ms = a->max_ttl_ms;
 	err = sl_cluster_new(&cfg, &a->dp, &a->dp_lock, &a->cluster, a->err,
 			     sizeof(a->err));
 	if (err)
@@ -927,6 +929,7 @@ static void defaults(void *opts)
 	a->state_dir = "/var/lib/sluice";
 	a->pin_dir = "/sys/fs/bpf/sluice";
 	a->metrics_fd = -1;
+	a->max_ttl_ms = SL_CLUSTER_MAX_TTL_MS;
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
@@ -1058,6 +1061,10 @@ static const struct sl_opt agent_opts[] = {
 	{ .name = "secrets", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, secrets_file), .metavar = "FILE",
 	  .help = "namespace secrets for the token protocol" },
+	{ .name = "max-lease-ttl-ms", .type = SL_OPT_U32,
+	  .field = SL_FIELD(struct agent, max_ttl_ms), .metavar = "MS",
+	  .min = 1, .max = 3600000,
+	  .help = "refuse a token server's lease longer than MS (10000)" },
 	{ .name = "serve-tokens", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, serve_tokens),
 	  .metavar = "ADDR:PORT",

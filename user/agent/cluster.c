@@ -60,10 +60,11 @@ struct session {
 	uint64_t gen;	      /* c->gen when that SYNC was built */
 	uint64_t rtt_us;
 	struct sl_histogram sync_rtt;
-	char last_error[96];
+	char last_error[192];
 	uint8_t *in, *out;
 	size_t in_len, out_len;
 	bool alive;	      /* still has flows after a rules change */
+	uint64_t refused[SL_REFUSALS];
 };
 
 struct flow {
@@ -110,7 +111,13 @@ void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
 	cfg->handshake_ms = SL_CLUSTER_HANDSHAKE_MS;
 	cfg->backoff_min_ms = SL_CLUSTER_BACKOFF_MIN_MS;
 	cfg->backoff_max_ms = SL_CLUSTER_BACKOFF_MAX_MS;
+	cfg->max_ttl_ms = SL_CLUSTER_MAX_TTL_MS;
 }
+
+const char *const sl_cluster_refusal_names[SL_REFUSALS] = {
+	[SL_REFUSED_OVER_COUNT] = "over_count",
+	[SL_REFUSED_TTL] = "ttl",
+};
 
 int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 			     size_t max, size_t *n, char *err, size_t errlen)
@@ -612,9 +619,62 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 		s->next_sync_ns = now + s->sync_ms * NSEC_PER_MSEC;
 }
 
+/*
+ * What an answer may not say, whoever sent it: a grant above the rule's
+ * count (a manual flow's: this node's quota), which no share of the
+ * cluster's count can be, or a lease longer than max_ttl_ms. Returns the
+ * reason (why says it), or -1 for an answer within bounds.
+ */
+static int out_of_bounds(const struct sl_cluster_sync *c,
+			 const struct session *s, const struct sl_msg *m,
+			 char *why, size_t len)
+{
+	if ((m->grants.flags & SL_SRV_KEEP) &&
+	    m->grants.ttl_ms > c->cfg.max_ttl_ms) {
+		snprintf(why, len, "a lease of %u ms, above --max-lease-ttl-ms "
+			 "%u", m->grants.ttl_ms, c->cfg.max_ttl_ms);
+		return SL_REFUSED_TTL;
+	}
+	if (m->grants.flags & SL_SRV_KEEP || s->gen != c->gen)
+		return -1;
+	for (uint32_t i = 0; i < m->grants.n; i++) {
+		struct sl_flow_grant g;
+		const struct flow *f;
+		uint64_t bound;
+
+		sl_proto_grant(m, i, &g);
+		f = &c->flows[c->sent[i]];
+		if (g.flow_id != f->r.cluster.flow_id ||
+		    (g.flags & SL_GRANT_UNKNOWN))
+			continue;
+		bound = f->r.cluster.threshold == SL_THRESH_MANUAL
+				? sl_cluster_quota(&f->r.cluster, c->node)
+				: f->r.count;
+		if (g.grant > bound) {
+			snprintf(why, len, "%s: a grant of %llu, above the "
+				 "rule's %s %llu", f->rule,
+				 (unsigned long long)g.grant,
+				 f->r.cluster.threshold == SL_THRESH_MANUAL
+					 ? "quota for this node"
+					 : "count",
+				 (unsigned long long)bound);
+			return SL_REFUSED_OVER_COUNT;
+		}
+		if (g.ttl_ms > c->cfg.max_ttl_ms) {
+			snprintf(why, len, "%s: a lease of %u ms, above "
+				 "--max-lease-ttl-ms %u", f->rule, g.ttl_ms,
+				 c->cfg.max_ttl_ms);
+			return SL_REFUSED_TTL;
+		}
+	}
+	return -1;
+}
+
 static void on_grants(struct sl_cluster_sync *c, struct session *s,
 		      const struct sl_msg *m, uint64_t now)
 {
+	char why[sizeof(s->last_error) - 16];
+	int refused;
 	struct sl_lease_cfg lc = { .sync_ms = s->sync_ms,
 				   .miss_limit = c->cfg.miss_limit,
 				   .good_needed = c->cfg.good_needed };
@@ -629,6 +689,13 @@ static void on_grants(struct sl_cluster_sync *c, struct session *s,
 	}
 	if (!answer)
 		return; /* late, or unasked: nothing to apply */
+	refused = out_of_bounds(c, s, m, why, sizeof(why));
+	if (refused >= 0) {
+		/* nothing of it applied; the leases run out as if unanswered */
+		s->refused[refused]++;
+		sess_fail(c, s, now, false, "refused: %s", why);
+		return;
+	}
 	s->waiting = 0;
 	s->failures = 0;
 	s->rtt_us = (now - s->sent_ns) / 1000;
@@ -1056,6 +1123,7 @@ void sl_cluster_info(struct sl_cluster_sync *c,
 		o->syncing = s->st == SESS_READY;
 		o->server = s->server;
 		o->failures = s->failures;
+		memcpy(o->refused, s->refused, sizeof(o->refused));
 		o->sync_rtt = s->sync_rtt;
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -36,6 +36,9 @@
 #ifndef SL_CLUSTER_BACKOFF_MAX_MS
 #define SL_CLUSTER_BACKOFF_MAX_MS 500 /* below the server's learn period */
 #endif
+#ifndef SL_CLUSTER_MAX_TTL_MS
+#define SL_CLUSTER_MAX_TTL_MS 10000 /* the longest lease believed */
+#endif
 #define SL_CLUSTER_MAX_SERVERS 16
 
 struct sl_cluster_server {
@@ -54,6 +57,7 @@ struct sl_cluster_cfg {
 	uint32_t handshake_ms;
 	uint32_t backoff_min_ms;
 	uint32_t backoff_max_ms;
+	uint32_t max_ttl_ms; /* a longer lease is refused, as over count */
 };
 
 void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg);
@@ -111,12 +115,23 @@ struct sl_cluster_flow_info {
 	uint32_t holders;	/* as the server last told; 0: unknown */
 };
 
+/* Why an answer of a token server was refused (and its session closed):
+ * a grant above what the rule allows this node, a TTL above max_ttl_ms. */
+enum sl_cluster_refusal {
+	SL_REFUSED_OVER_COUNT,
+	SL_REFUSED_TTL,
+	SL_REFUSALS,
+};
+
+extern const char *const sl_cluster_refusal_names[SL_REFUSALS];
+
 /* One namespace's session with the token servers. */
 struct sl_cluster_session_info {
 	char ns[SL_NAME_MAX + 1];
 	bool syncing;	   /* authenticated, with servers[server] */
 	size_t server;	   /* the one in use or tried last */
 	uint32_t failures; /* in a row */
+	uint64_t refused[SL_REFUSALS]; /* answers refused, since the start */
 	struct sl_histogram sync_rtt; /* seconds from a SYNC to its answer */
 };
 

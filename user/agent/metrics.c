@@ -191,7 +191,12 @@ static const struct sl_metric
 			   "1 for the token server the namespace syncs with; "
 			   "0 for the others." },
 	sync_rtt = { "sluice_cluster_sync_seconds",
-		     "Round trip of a SYNC to its answer." };
+		     "Round trip of a SYNC to its answer." },
+	grants_refused = { "sluice_cluster_grants_refused_total",
+			   "Answers of a token server refused, and the "
+			   "session closed, by reason: a grant above the "
+			   "rule's count (over_count) or a lease above "
+			   "--max-lease-ttl-ms (ttl)." };
 
 enum rule_counter {
 	PASSED_PKTS,
@@ -416,6 +421,14 @@ static void put_cluster(struct sl_metrics *m, const struct scrape *s,
 					 ss->syncing && ss->server == k);
 		}
 	}
+	for (size_t j = 0; j < s->n_sess; j++)
+		for (int k = 0; k < SL_REFUSALS; k++)
+			sl_metrics_counter(
+				m, &grants_refused,
+				SL_LABELS({ "namespace", s->sess[j].ns },
+					  { "reason",
+					    sl_cluster_refusal_names[k] }),
+				s->sess[j].refused[k]);
 	for (size_t j = 0; j < s->n_sess; j++)
 		sl_metrics_histogram(m, &sync_rtt,
 				     SL_LABELS({ "namespace", s->sess[j].ns }),

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# What an agent believes of a token server (docs/cluster.md, "What the
+# agent believes"): a real tokend whose rules or TTL do not match the
+# agent's. A grant above the rule's count (avg_local), above this node's
+# quota (manual), or a lease above --max-lease-ttl-ms is refused: the
+# session is closed with the reason in status, the log and
+# sluice_cluster_grants_refused_total, and the flow stays in fallback
+# (its threshold the fallback, never the grant). The same tokend with
+# matching rules, or the agent allowing the TTL, reaches cluster state.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/netns.sh
+source tests/lib/sluice.sh
+source tests/lib/tap.sh
+
+skip_unless_root_and_xdp "cluster trust"
+command -v curl >/dev/null || { skip "cluster trust" "no curl"; echo "1..$n"; exit 0; }
+netns_setup trust 2 || { echo "Bail out! netns setup failed"; exit 1; }
+sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
+T=$NETNS_TMP
+TD=127.0.0.1:7270
+METRICS=127.0.0.1:9470
+if [ -n "$VM" ]; then WAIT_S=60; else WAIT_S=10; fi
+
+# rules COUNT QUOTA: one avg_local flow (count COUNT) and one manual flow
+# (h1's quota QUOTA of 4000)
+rules()
+{
+	cat <<EOF
+{"rules": [
+ {"name": "local", "match": {"proto": "udp", "dport": 9000}, "grade": "pps",
+  "count": $1, "cluster": {"namespace": "web", "flow_id": 1,
+  "threshold_type": "avg_local", "fallback": {"fixed": 100}}},
+ {"name": "quota", "match": {"proto": "udp", "dport": 9001}, "grade": "pps",
+  "count": 4000, "cluster": {"namespace": "web", "flow_id": 2,
+  "threshold_type": "manual", "quotas": {"h1": $2, "h2": 500},
+  "fallback": {"fixed": 100}}}
+]}
+EOF
+}
+rules 1000 1000 >"$T/agent.json"
+
+tokend() # RULES [OPTIONS]: a token server, restarted
+{
+	netns_stop tokend >/dev/null 2>&1
+	rm -rf "$T/td"
+	mkdir -p "$T/td"
+	netns_bg "$NS_RX" tokend "$SLUICE" tokend --listen "$TD" \
+		--rules "$1" --state-dir "$T/td" "${@:2}"
+}
+
+agent() # [OPTIONS]: the agent, restarted
+{
+	netns_stop agent >/dev/null 2>&1
+	sluice_bg agent --rules "$T/agent.json" --token-server "$TD" \
+		--node-id h1 --metrics "$METRICS" "$@"
+	sluice_wait_ready agent "$WAIT_S"
+}
+
+flow() # RULE FIELD
+{
+	sluice_cli status -j 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for f in d["cluster"]["flows"]:
+    if f["name"] == sys.argv[1]:
+        print(f[sys.argv[2]])' "$1" "$2"
+}
+
+last_error()
+{
+	sluice_cli status -j | sluice_json 'd["cluster"]["sessions"][0]["last_error"]'
+}
+
+wait_state() # RULE STATE SECS
+{
+	local i
+
+	for ((i = 0; i < $3 * 10; i++)); do
+		[ "$(flow "$1" state)" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+refused() # REASON: the counter's value
+{
+	ip netns exec "$NS_RX" curl -sS --max-time 5 "http://$METRICS/metrics" |
+		awk -v k="sluice_cluster_grants_refused_total{namespace=\"web\",reason=\"$1\"}" \
+			'$1 == k { v = $2 } END { print v == "" ? -1 : v }'
+}
+
+# ---- a bad value of the option ----
+sluice_agent_fg "$T/bad" --rules "$T/agent.json" --token-server "$TD" \
+	--max-lease-ttl-ms 0
+rc=$?
+grep -q -- '--max-lease-ttl-ms' "$T/bad"
+check $((rc == 2 && $? == 0 ? 0 : 1)) "--max-lease-ttl-ms 0: exit $rc (want 2), the option named"
+
+# ---- matching rules: believed ----
+tokend "$T/agent.json"
+agent || { echo "Bail out! the agent did not start"; show "$T/agent.err" 10; exit 1; }
+wait_state local cluster "$WAIT_S" && wait_state quota cluster "$WAIT_S"
+check $? "matching rules: both flows in cluster state ($(flow local limit)/$(flow quota limit))"
+check $([ "$(flow local limit)" = 1000 ] && [ "$(flow quota limit)" = 1000 ] &&
+	[ "$(refused over_count)" = 0 ] && [ "$(refused ttl)" = 0 ] && echo 0 || echo 1) \
+	"matching rules: grants 1000 and 1000, nothing refused"
+
+# ---- a server with a larger count: refused ----
+rules 5000 1000 >"$T/server.json"
+tokend "$T/server.json"
+sleep 1.5
+err=$(last_error)
+echo "# server count 5000 against the agent's 1000: local $(flow local state) at $(flow local limit), last error: $err"
+check $([ "$(flow local state)" = fallback ] && [ "$(flow local limit)" = 100 ] &&
+	grep -qF "refused: local: a grant of 5000, above the rule's count 1000" <<<"$err" &&
+	echo 0 || echo 1) \
+	"grant over count: refused, the flow in fallback at 100, the reason in status"
+n_over=$(refused over_count)
+check $([ "$n_over" -ge 1 ] && echo 0 || echo 1) "... counted: grants_refused_total{reason=\"over_count\"} $n_over"
+grep -qF "refused: local: a grant of 5000, above the rule's count 1000" "$T/agent.err"
+check $? "... and logged"
+sleep 1
+check $([ "$(flow local state)" = fallback ] && [ "$(refused over_count)" -gt "$n_over" ] &&
+	echo 0 || echo 1) "... still refused on every retry ($(refused over_count))"
+
+# ---- a larger quota for this node: refused ----
+rules 1000 3000 >"$T/server.json"
+tokend "$T/server.json"
+sleep 1.5
+err=$(last_error)
+check $([ "$(flow quota state)" = fallback ] &&
+	grep -qF "quota: a grant of 3000, above the rule's quota for this node 1000" <<<"$err" &&
+	echo 0 || echo 1) "grant over this node's quota: refused ($err)"
+
+# ---- a lease longer than the agent believes ----
+tokend "$T/agent.json" --lease-ttl-ms 60000
+sleep 1.5
+err=$(last_error)
+check $([ "$(flow local state)" = fallback ] &&
+	grep -qF "a lease of 60000 ms, above --max-lease-ttl-ms 10000" <<<"$err" &&
+	[ "$(refused ttl)" -ge 1 ] && echo 0 || echo 1) \
+	"TTL 60 s against --max-lease-ttl-ms 10000: refused, counted ($(refused ttl)): $err"
+agent --max-lease-ttl-ms 60000 ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+wait_state local cluster "$WAIT_S"
+check $? "--max-lease-ttl-ms 60000: the same server is believed (local $(flow local state))"
+echo "1..$n"
