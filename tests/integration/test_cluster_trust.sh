@@ -8,6 +8,9 @@
 # sluice_cluster_grants_refused_total, and the flow stays in fallback
 # (its threshold the fallback, never the grant). The same tokend with
 # matching rules, or the agent allowing the TTL, reaches cluster state.
+# Then a rotation of the namespace's secret: old and new held on one side,
+# SIGHUP reloads on both without dropping the session, a damaged file on
+# SIGHUP changes nothing, and once the old secret is gone it is refused.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -146,4 +149,64 @@ agent --max-lease-ttl-ms 60000 ||
 	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
 wait_state local cluster "$WAIT_S"
 check $? "--max-lease-ttl-ms 60000: the same server is believed (local $(flow local state))"
+
+# ---- a rotation of the namespace's secret (docs/cluster.md) ----
+OLD=0123456789abcdef-old-0123456789
+NEW=fedcba9876543210-new-fedcba9876
+secrets() # FILE LINES...: a secrets file of those lines, mode 0600
+{
+	local f=$1
+
+	shift
+	printf '%s\n' "$@" >"$f.tmp" && chmod 0600 "$f.tmp" && mv "$f.tmp" "$f"
+}
+secrets "$T/td.sec" "web $OLD"
+secrets "$T/ag.sec" "web $OLD" "web $NEW"
+tokend "$T/agent.json" --secrets "$T/td.sec"
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+wait_state local cluster "$WAIT_S"
+check $? "rotation: the agent holds old and new, the server the old: cluster state (the newer refused, then the old)"
+sessions() { grep -c 'cluster: namespace web: token server' "$T/agent.err"; }
+s0=$(sessions)
+
+# the server learns the new secret: SIGHUP, the session stays
+secrets "$T/td.sec" "web $OLD" "web $NEW"
+kill -HUP "${NETNS_PID[tokend]}"
+sleep 0.5
+grep -q 'tokend: SIGHUP: secrets reloaded from .*: 1 namespaces' "$T/tokend.err"
+check $? "rotation: tokend reloads on SIGHUP"
+# the agent keeps only the new one
+secrets "$T/ag.sec" "web $NEW"
+kill -HUP "${NETNS_PID[agent]}"
+sleep 0.5
+grep -q 'SIGHUP: secrets reloaded from .*: 1 namespaces' "$T/agent.err"
+check $? "rotation: the agent reloads on SIGHUP"
+check $([ "$(sessions)" = "$s0" ] && [ "$(flow local state)" = cluster ] && echo 0 || echo 1) \
+	"rotation: both reloads kept the session up ($(sessions) sessions, $s0 before)"
+
+# a damaged file on SIGHUP changes nothing
+chmod 0644 "$T/ag.sec"
+kill -HUP "${NETNS_PID[agent]}"
+sleep 0.5
+grep -q 'SIGHUP: secrets not reloaded, those in use stay: .*mode 0644' "$T/agent.err" &&
+	[ "$(flow local state)" = cluster ]
+check $? "rotation: a file of mode 0644 on SIGHUP is refused, the secrets in use stay"
+chmod 0600 "$T/ag.sec"
+
+# the old secret removed from the server: a new session with the new one
+# is believed, an agent that has only the old one is refused
+secrets "$T/td.sec" "web $NEW"
+kill -HUP "${NETNS_PID[tokend]}"
+sleep 0.5
+tokend "$T/agent.json" --secrets "$T/td.sec"
+wait_state local cluster "$WAIT_S"
+check $? "rotation done: a new session with the new secret reaches cluster state"
+secrets "$T/ag.sec" "web $OLD"
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+sleep 1.5
+check $([ "$(flow local state)" = fallback ] &&
+	grep -q 'authentication failed' <<<"$(last_error)" && echo 0 || echo 1) \
+	"rotation done: an agent with the old secret only is refused ($(last_error))"
 echo "1..$n"

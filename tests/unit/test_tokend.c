@@ -750,13 +750,32 @@ static void test_secrets_file(void **state)
 	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)), 0);
 	assert_int_equal(sec.n, 2);
 	assert_non_null(sl_secrets_find(&sec, "api"));
-	assert_int_equal(sl_secrets_find(&sec, "web")->len, 20);
+	assert_int_equal(sl_secrets_find(&sec, "web")->len[0], 20);
+	assert_int_equal(sl_secrets_find(&sec, "web")->n_keys, 1);
 	assert_null(sl_secrets_find(&sec, "nope"));
 	sl_secrets_free(&sec);
-	dprintf(fd, "short abc\n");
+	/* a rotation: web's second line is its newer secret */
+	dprintf(fd, "web fedcba9876543210fedcba\n");
+	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)), 0);
+	assert_int_equal(sec.n, 2);
+	assert_int_equal(sl_secrets_find(&sec, "web")->n_keys, 2);
+	assert_int_equal(sl_secrets_find(&sec, "web")->len[1], 22);
+	assert_memory_equal(sl_secrets_find(&sec, "web")->key[1],
+			    "fedcba9876543210fedcba", 22);
+	assert_memory_equal(sl_secrets_find(&sec, "web")->key[0],
+			    "0123456789abcdef0123", 20);
+	sl_secrets_free(&sec);
+	dprintf(fd, "web 00000000000000000000\n");
 	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
 			 -EINVAL);
-	assert_non_null(strstr(err, "line 5: secret must be 16"));
+	assert_non_null(strstr(err, "line 6: namespace 'web' has a third "
+				    "secret"));
+	ftruncate(fd, 0);
+	lseek(fd, 0, SEEK_SET);
+	dprintf(fd, "web 0123456789abcdef0123\nshort abc\n");
+	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "line 2: secret must be 16"));
 	close(fd);
 	unlink(path);
 }
@@ -770,11 +789,13 @@ static int setup(void **state)
 			   sizeof(err)))
 		fprintf(stderr, "rules: %s\n", err);
 	strcpy(secret_v[0].ns, "a");
-	secret_v[0].len = strlen(SECRET_A);
-	memcpy(secret_v[0].key, SECRET_A, secret_v[0].len);
+	secret_v[0].len[0] = strlen(SECRET_A);
+	memcpy(secret_v[0].key[0], SECRET_A, secret_v[0].len[0]);
+	secret_v[0].n_keys = 1;
 	strcpy(secret_v[1].ns, "b");
-	secret_v[1].len = strlen(SECRET_B);
-	memcpy(secret_v[1].key, SECRET_B, secret_v[1].len);
+	secret_v[1].len[0] = strlen(SECRET_B);
+	memcpy(secret_v[1].key[0], SECRET_B, secret_v[1].len[0]);
+	secret_v[1].n_keys = 1;
 	secrets.v = secret_v;
 	secrets.n = 2;
 	return rs.n == 6 ? 0 : -1;

@@ -63,7 +63,7 @@ struct agent {
 	const char *secrets_file;
 	const char *serve_tokens;
 	uint32_t max_ttl_ms;
-	struct sl_secrets secrets;
+	struct sl_secrets *secrets; /* NULL without --secrets */
 	pthread_mutex_t dp_lock; /* dp, shared with the cluster thread */
 	struct sl_cluster_sync *cluster;
 	struct sl_ruleset served; /* the embedded token server's rules */
@@ -76,11 +76,16 @@ struct agent {
 	struct sl_http_metrics *metrics;
 };
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, reload;
 
 static void on_signal(int sig)
 {
 	stop = sig;
+}
+
+static void on_sighup(int sig)
+{
+	reload = sig;
 }
 
 /* What the table cannot say: options that need others. */
@@ -734,8 +739,7 @@ static int start_tokend(struct agent *a)
 		return err;
 	sl_tokend_cfg_default(&cfg);
 	cfg.listen = a->serve_tokens;
-	err = sl_tokend_new(&cfg, &a->served,
-			    a->secrets_file ? &a->secrets : NULL, &a->tokend,
+	err = sl_tokend_new(&cfg, &a->served, a->secrets, &a->tokend,
 			    a->err, sizeof(a->err));
 	if (err) {
 		pr_err("--serve-tokens %s: %s", a->serve_tokens, a->err);
@@ -758,16 +762,20 @@ static int new_cluster(struct agent *a)
 	struct sl_cluster_cfg cfg;
 	int err;
 
-	if (a->secrets_file &&
-	    sl_secrets_load(a->secrets_file, &a->secrets, a->err,
-			    sizeof(a->err))) {
-		pr_err("--secrets %s", a->err);
-		return -EINVAL;
+	if (a->secrets_file) {
+		a->secrets = calloc(1, sizeof(*a->secrets));
+		if (!a->secrets)
+			return -ENOMEM;
+		if (sl_secrets_load(a->secrets_file, a->secrets, a->err,
+				    sizeof(a->err))) {
+			pr_err("--secrets %s", a->err);
+			return -EINVAL;
+		}
 	}
 	sl_cluster_cfg_default(&cfg);
 	cfg.servers = a->token_servers;
 	cfg.node_id = a->node_id;
-	cfg.secrets = a->secrets_file ? &a->secrets : NULL;
+	cfg.secrets = a->secrets;
 	cfg.max_ttl_ms = a->max_ttl_ms;
 	err = sl_cluster_new(&cfg, &a->dp, &a->dp_lock, &a->cluster, a->err,
 			     sizeof(a->err));
@@ -933,6 +941,44 @@ static void defaults(void *opts)
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
+static void free_secrets(struct sl_secrets *s)
+{
+	if (s)
+		sl_secrets_free(s);
+	free(s);
+}
+
+/*
+ * SIGHUP: read the secrets file again (a rotation, docs/cluster.md). New
+ * sessions, and the embedded server's new clients, use it; the sessions
+ * up stay. A file that does not load changes nothing.
+ */
+static void reload_secrets(struct agent *a)
+{
+	struct sl_secrets *next;
+
+	if (!a->secrets) {
+		pr_warn("SIGHUP: no --secrets to reload");
+		return;
+	}
+	next = calloc(1, sizeof(*next));
+	if (!next ||
+	    sl_secrets_load(a->secrets_file, next, a->err, sizeof(a->err))) {
+		pr_err("SIGHUP: secrets not reloaded, those in use stay: %s",
+		       next ? a->err : "out of memory");
+		free(next);
+		return;
+	}
+	if (a->cluster)
+		sl_cluster_set_secrets(a->cluster, next);
+	if (a->tokend)
+		sl_tokend_set_secrets(a->tokend, next);
+	free_secrets(a->secrets);
+	a->secrets = next;
+	pr_info("SIGHUP: secrets reloaded from %s: %zu namespaces",
+		a->secrets_file, next->n);
+}
+
 /*
  * Idle per-source entries: the walk holds no lock (the cluster thread and
  * the metrics need dp_lock meanwhile), each chunk of deletes holds it.
@@ -966,6 +1012,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	a->started = sl_now_ns() / 1e9;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_sighup);
 	signal(SIGPIPE, SIG_IGN);
 
 	ret = start(a) ? 1 : 0;
@@ -982,6 +1029,10 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		if (err)
 			pr_warn("control socket: epoll failed: %s",
 				strerror(-err));
+		if (reload) {
+			reload = 0;
+			reload_secrets(a);
+		}
 		/* a change answered: clear the old set before the next one */
 		pthread_mutex_lock(&a->dp_lock);
 		sl_dp_retire(&a->dp);
@@ -1017,7 +1068,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		sl_tokend_free(a->tokend);
 	}
 	sl_ruleset_free(&a->served);
-	sl_secrets_free(&a->secrets);
+	free_secrets(a->secrets);
 	sl_dp_destroy(&a->dp);
 	sl_snapshot_free(&a->snap);
 	sl_snapshot_mark_free(&a->mark);

@@ -65,6 +65,7 @@ struct session {
 	size_t in_len, out_len;
 	bool alive;	      /* still has flows after a rules change */
 	uint64_t refused[SL_REFUSALS];
+	uint32_t key_tries; /* refused AUTHs: which secret of a rotation */
 };
 
 struct flow {
@@ -731,9 +732,11 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 {
 	const struct sl_secret *sec;
 	uint8_t mac[SL_PROTO_MAC_LEN], buf[64];
-	size_t n;
+	size_t n, k;
 
 	if (m->type == SL_MSG_ERROR) {
+		if (m->error.code == SL_ERR_AUTH && s->st == SESS_AUTH)
+			s->key_tries++;
 		sess_fail(c, s, now, false, "error from the server: %s",
 			  sl_proto_err_str(m->error.code));
 		return;
@@ -749,8 +752,10 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 				  "no secret for the namespace in --secrets");
 			return;
 		}
-		if (sl_proto_auth_mac(sec ? sec->key : (const uint8_t *)"",
-				      sec ? sec->len : 0, m->challenge.nonce,
+		/* the newest secret first; after a refusal, the other */
+		k = sec ? sec->n_keys - 1 - s->key_tries % sec->n_keys : 0;
+		if (sl_proto_auth_mac(sec ? sec->key[k] : (const uint8_t *)"",
+				      sec ? sec->len[k] : 0, m->challenge.nonce,
 				      s->ns, strlen(s->ns), c->node,
 				      strlen(c->node), mac) ||
 		    sl_proto_put_auth(buf, sizeof(buf), ++s->req_id, mac, &n) ||
@@ -1076,6 +1081,14 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 	}
 	pthread_mutex_unlock(&c->lock);
 	return o;
+}
+
+void sl_cluster_set_secrets(struct sl_cluster_sync *c,
+			    const struct sl_secrets *secrets)
+{
+	pthread_mutex_lock(&c->lock);
+	c->cfg.secrets = secrets;
+	pthread_mutex_unlock(&c->lock);
 }
 
 bool sl_cluster_rule_state(struct sl_cluster_sync *c, const char *rule,

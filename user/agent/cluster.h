@@ -96,6 +96,11 @@ int sl_cluster_new(const struct sl_cluster_cfg *cfg, struct sl_dataplane *dp,
  */
 void sl_cluster_rules_changed(struct sl_cluster_sync *c);
 
+/* New sessions authenticate with secrets from now on (a reload); the
+ * sessions up stay. secrets must outlive c or the next call. */
+void sl_cluster_set_secrets(struct sl_cluster_sync *c,
+			    const struct sl_secrets *secrets);
+
 /* Start the sync thread; -errno if it cannot. */
 int sl_cluster_start(struct sl_cluster_sync *c);
 

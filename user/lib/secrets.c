@@ -48,13 +48,14 @@ static int parse_line(char *line, struct sl_secret *e, const char **why)
 		       "'.', '-'";
 		return -EINVAL;
 	}
-	e->len = strlen(key);
-	if (e->len < SL_SECRET_MIN || e->len > SL_SECRET_MAX) {
+	e->len[0] = strlen(key);
+	if (e->len[0] < SL_SECRET_MIN || e->len[0] > SL_SECRET_MAX) {
 		*why = "secret must be 16 to 256 characters";
 		return -EINVAL;
 	}
 	strcpy(e->ns, ns);
-	memcpy(e->key, key, e->len);
+	memcpy(e->key[0], key, e->len[0]);
+	e->n_keys = 1;
 	return 0;
 }
 
@@ -65,7 +66,7 @@ static int parse(char *text, struct sl_secrets *s, char *err, size_t errlen)
 	const char *why;
 
 	for (; line && *line; line = nl) {
-		struct sl_secret *e;
+		struct sl_secret *e, *known;
 		char *p;
 
 		lineno++;
@@ -86,12 +87,22 @@ static int parse(char *text, struct sl_secrets *s, char *err, size_t errlen)
 			snprintf(err, errlen, "line %u: %s", lineno, why);
 			return -EINVAL;
 		}
-		if (sl_secrets_find(s, e->ns)) {
-			snprintf(err, errlen, "line %u: namespace '%s' given "
-				 "twice", lineno, e->ns);
+		known = (struct sl_secret *)sl_secrets_find(s, e->ns);
+		if (!known) {
+			s->n++;
+			continue;
+		}
+		if (known->n_keys == SL_SECRET_KEYS) {
+			snprintf(err, errlen, "line %u: namespace '%s' has a "
+				 "third secret: a rotation holds two, the old "
+				 "and the new", lineno, e->ns);
 			return -EINVAL;
 		}
-		s->n++;
+		/* the rotation's newer secret */
+		memcpy(known->key[1], e->key[0], e->len[0]);
+		known->len[1] = e->len[0];
+		known->n_keys = 2;
+		OPENSSL_cleanse(e, sizeof(*e));
 	}
 	return 0;
 }

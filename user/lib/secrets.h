@@ -10,10 +10,14 @@
 #define SL_SECRET_MAX 256
 #define SL_SECRETS_MAX 4096
 
+#define SL_SECRET_KEYS 2 /* a namespace's secrets during a rotation */
+
+/* A namespace's secrets in file order: the last is the newest. */
 struct sl_secret {
 	char ns[64];
-	uint8_t key[SL_SECRET_MAX];
-	size_t len;
+	uint8_t key[SL_SECRET_KEYS][SL_SECRET_MAX];
+	size_t len[SL_SECRET_KEYS];
+	size_t n_keys;
 };
 
 struct sl_secrets {
@@ -22,7 +26,8 @@ struct sl_secrets {
 };
 
 /*
- * Read "namespace secret" lines ('#' comments and blank lines allowed).
+ * Read "namespace secret" lines ('#' comments and blank lines allowed); a
+ * namespace may have a second line during a rotation (the newer secret).
  * The file must be a regular file without group or other permissions
  * (mode 0600 or 0400): -EPERM otherwise. -EINVAL for a bad line, with
  * the line number in err. *out is untouched on failure.

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +88,48 @@ static int start_metrics(const char *addr, struct sl_tokend *td,
 	return 0;
 }
 
+/*
+ * SIGHUP reloads the secrets (a rotation, docs/cluster.md): a thread that
+ * waits for it, since the file cannot be read in a handler. New clients
+ * are checked against the new file; a file that does not load changes
+ * nothing. SIGHUP is blocked in every other thread.
+ */
+struct reloader {
+	pthread_t thread;
+	struct sl_tokend *td;
+	const char *path;
+	struct sl_secrets *cur;
+	volatile sig_atomic_t stop;
+};
+
+static void *reload_secrets(void *arg)
+{
+	struct reloader *r = arg;
+	sigset_t hup;
+	char err[512];
+	int sig;
+
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	while (!sigwait(&hup, &sig) && !r->stop) {
+		struct sl_secrets *next = calloc(1, sizeof(*next));
+
+		if (!next || sl_secrets_load(r->path, next, err, sizeof(err))) {
+			pr_err("tokend: SIGHUP: secrets not reloaded, those in "
+			       "use stay: %s", next ? err : "out of memory");
+			free(next);
+			continue;
+		}
+		sl_tokend_set_secrets(r->td, next);
+		sl_secrets_free(r->cur);
+		free(r->cur);
+		r->cur = next;
+		pr_info("tokend: SIGHUP: secrets reloaded from %s: %zu "
+			"namespaces", r->path, next->n);
+	}
+	return NULL;
+}
+
 static void defaults(void *opts)
 {
 	sl_tokend_cfg_default(&((struct tokend_opts *)opts)->cfg);
@@ -98,13 +141,19 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	const char *rules = o->rules, *state_dir = o->state_dir;
 	const char *secrets_file = o->secrets;
 	struct sl_tokend_cfg cfg = o->cfg;
-	struct sl_secrets secrets = {0};
+	struct reloader rl = { .path = secrets_file };
+	bool reloading = false;
+	sigset_t hup;
 	struct sl_ruleset rs = {0};
 	struct sl_http_metrics *http = NULL;
 	struct sl_tokend *td = NULL;
 	char *err = NULL;
 	int ret = 1, lock_fd = -1;
 
+	/* before any thread starts: only the reloader takes SIGHUP */
+	sigemptyset(&hup);
+	sigaddset(&hup, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &hup, NULL);
 	if (o->metrics && !sl_http_metrics_addr_valid(o->metrics))
 		return sl_params_error(cmd, "--metrics: '%s' is not "
 					    SL_HTTP_METRICS_ADDR_FORM,
@@ -122,12 +171,12 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		goto out;
 	}
 	if (secrets_file &&
-	    sl_secrets_load(secrets_file, &secrets, err, ERRBUF)) {
-		pr_err("--secrets %s", err);
+	    (!(rl.cur = calloc(1, sizeof(*rl.cur))) ||
+	     sl_secrets_load(secrets_file, rl.cur, err, ERRBUF))) {
+		pr_err("--secrets %s", rl.cur ? err : "out of memory");
 		goto out;
 	}
-	if (sl_tokend_new(&cfg, &rs, secrets_file ? &secrets : NULL, &td, err,
-			  ERRBUF)) {
+	if (sl_tokend_new(&cfg, &rs, rl.cur, &td, err, ERRBUF)) {
 		pr_err("tokend: %s", err);
 		goto out;
 	}
@@ -139,6 +188,14 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	pr_info("tokend: listening on port %u; lease TTL %u ms, learning "
 		"for %u ms",
 		sl_tokend_port(td), cfg.ttl_ms, cfg.learn_ms);
+	if (secrets_file) {
+		rl.td = td;
+		reloading = !pthread_create(&rl.thread, NULL, reload_secrets,
+					    &rl);
+		if (!reloading)
+			pr_warn("tokend: no SIGHUP reload of the secrets: "
+				"cannot start its thread");
+	}
 	running = td;
 	signal(SIGUSR1, on_signal);
 	signal(SIGTERM, on_signal);
@@ -146,11 +203,18 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = sl_tokend_run(td) ? 1 : 0;
 	running = NULL;
+	if (reloading) {
+		rl.stop = 1;
+		pthread_kill(rl.thread, SIGHUP);
+		pthread_join(rl.thread, NULL);
+	}
 	pr_info("tokend: stopped");
 out:
 	sl_http_metrics_stop(http);
 	sl_tokend_free(td);
-	sl_secrets_free(&secrets);
+	if (rl.cur)
+		sl_secrets_free(rl.cur);
+	free(rl.cur);
 	sl_ruleset_free(&rs);
 	if (lock_fd >= 0)
 		close(lock_fd);

@@ -598,12 +598,15 @@ static int on_auth(struct sl_tokend *td, struct conn *c,
 	int node, ret;
 
 	ret = -EACCES;
-	if (ns && td->auth && ns->secret)
-		ret = sl_proto_auth_check(ns->secret->key, ns->secret->len,
-					  c->nonce, ns->name, strlen(ns->name),
+	/* during a rotation either secret authenticates */
+	for (size_t k = 0; ns && td->auth && ns->secret &&
+			   k < ns->secret->n_keys && ret; k++)
+		ret = sl_proto_auth_check(ns->secret->key[k],
+					  ns->secret->len[k], c->nonce,
+					  ns->name, strlen(ns->name),
 					  c->node_name, c->node_len,
 					  m->auth.mac);
-	else if (ns && !td->auth)
+	if (ns && !td->auth)
 		ret = 0;
 	if (ret) {
 		td->st.auth_failed++;
@@ -1125,6 +1128,24 @@ fail:
 uint16_t sl_tokend_port(const struct sl_tokend *td)
 {
 	return td->port;
+}
+
+int sl_tokend_set_secrets(struct sl_tokend *td,
+			  const struct sl_secrets *secrets)
+{
+	if (!td->auth || !secrets)
+		return -EINVAL;
+	pthread_mutex_lock(&td->lock);
+	for (size_t i = 0; i < td->n_ns; i++) {
+		struct ns *ns = &td->ns[i];
+
+		ns->secret = sl_secrets_find(secrets, ns->name);
+		if (!ns->secret)
+			pr_warn("tokend: no secret for namespace '%s': its "
+				"new clients will be refused", ns->name);
+	}
+	pthread_mutex_unlock(&td->lock);
+	return 0;
 }
 
 void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st)

@@ -102,6 +102,15 @@ int sl_tokend_run(struct sl_tokend *td);
 /* Ask the running server to drain or stop; async-signal-safe. */
 void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd);
 
+/*
+ * Authenticate new connections with secrets from now on (those already
+ * authenticated stay): a rotation's reload. Safe from any thread, under
+ * the server's lock; secrets must outlive the server or the next call.
+ * -EINVAL for a server started without secrets (loopback only).
+ */
+int sl_tokend_set_secrets(struct sl_tokend *td,
+			  const struct sl_secrets *secrets);
+
 /* Safe from any thread: the server's lock is held while it copies. */
 void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st);
 
