@@ -180,7 +180,7 @@ check $? "rotation: tokend reloads on SIGHUP"
 secrets "$T/ag.sec" "web $NEW"
 kill -HUP "${NETNS_PID[agent]}"
 sleep 0.5
-grep -q 'SIGHUP: secrets reloaded from .*: 1 namespaces' "$T/agent.err"
+grep -q 'info: secrets reloaded from .*: 1 namespaces' "$T/agent.err"
 check $? "rotation: the agent reloads on SIGHUP"
 check $([ "$(sessions)" = "$s0" ] && [ "$(flow local state)" = cluster ] && echo 0 || echo 1) \
 	"rotation: both reloads kept the session up ($(sessions) sessions, $s0 before)"
@@ -192,7 +192,16 @@ sleep 0.5
 grep -q 'SIGHUP: secrets not reloaded, those in use stay: .*mode 0644' "$T/agent.err" &&
 	[ "$(flow local state)" = cluster ]
 check $? "rotation: a file of mode 0644 on SIGHUP is refused, the secrets in use stay"
+sluice_cli secrets reload >"$T/reload.out" 2>&1
+rc=$?
+grep -q 'secrets not reloaded, those in use stay: .*mode 0644' "$T/reload.out"
+check $((rc == 1 && $? == 0 ? 0 : 1)) "rotation: \`sluice secrets reload\` of that file: exit $rc (want 1), the reason"
+show "$T/reload.out" 1
 chmod 0600 "$T/ag.sec"
+out=$(sluice_cli secrets reload 2>&1)
+check $([ $? = 0 ] && [ "$out" = "secrets reloaded: 1 namespaces" ] &&
+	[ "$(sessions)" = "$s0" ] && echo 0 || echo 1) \
+	"rotation: \`sluice secrets reload\`: $out, the session kept"
 
 # the old secret removed from the server: a new session with the new one
 # is believed, an agent that has only the old one is refused

@@ -656,6 +656,62 @@ static bool is_cmd(const cJSON *req, const char *name)
 	return cJSON_IsString(cmd) && !strcmp(cmd->valuestring, name);
 }
 
+static void free_secrets(struct sl_secrets *s)
+{
+	if (s)
+		sl_secrets_free(s);
+	free(s);
+}
+
+/*
+ * SIGHUP or `sluice secrets reload`: read the secrets file again (a
+ * rotation, docs/cluster.md). New sessions, and the embedded server's
+ * new clients, use it; the sessions up stay. A file that does not load
+ * changes nothing: -errno, the reason in a->err.
+ */
+static int reload_secrets(struct agent *a)
+{
+	struct sl_secrets *next;
+	int err;
+
+	if (!a->secrets) {
+		snprintf(a->err, sizeof(a->err),
+			 "the agent runs without --secrets");
+		return -ENOENT;
+	}
+	next = calloc(1, sizeof(*next));
+	if (!next) {
+		snprintf(a->err, sizeof(a->err), "out of memory");
+		return -ENOMEM;
+	}
+	err = sl_secrets_load(a->secrets_file, next, a->err, sizeof(a->err));
+	if (err) {
+		free(next);
+		return err;
+	}
+	if (a->cluster)
+		sl_cluster_set_secrets(a->cluster, next);
+	if (a->tokend)
+		sl_tokend_set_secrets(a->tokend, next);
+	free_secrets(a->secrets);
+	a->secrets = next;
+	pr_info("secrets reloaded from %s: %zu namespaces", a->secrets_file,
+		next->n);
+	return 0;
+}
+
+static cJSON *do_reload_secrets(struct agent *a)
+{
+	cJSON *r;
+
+	if (reload_secrets(a))
+		return error_answer("invalid", "secrets not reloaded, those "
+					       "in use stay: %s", a->err);
+	r = ok_answer();
+	cJSON_AddNumberToObject(r, "namespaces", a->secrets->n);
+	return r;
+}
+
 static cJSON *dispatch(struct agent *a, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
@@ -670,6 +726,8 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 		return do_change(a, CHANGE_DEL, req);
 	if (!strcmp(cmd->valuestring, "rule.replace"))
 		return do_change(a, CHANGE_REPLACE, req);
+	if (!strcmp(cmd->valuestring, "secrets.reload"))
+		return do_reload_secrets(a);
 	return error_answer("invalid", "request: unknown cmd '%s'",
 			    cmd->valuestring);
 }
@@ -941,44 +999,6 @@ static void defaults(void *opts)
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
-static void free_secrets(struct sl_secrets *s)
-{
-	if (s)
-		sl_secrets_free(s);
-	free(s);
-}
-
-/*
- * SIGHUP: read the secrets file again (a rotation, docs/cluster.md). New
- * sessions, and the embedded server's new clients, use it; the sessions
- * up stay. A file that does not load changes nothing.
- */
-static void reload_secrets(struct agent *a)
-{
-	struct sl_secrets *next;
-
-	if (!a->secrets) {
-		pr_warn("SIGHUP: no --secrets to reload");
-		return;
-	}
-	next = calloc(1, sizeof(*next));
-	if (!next ||
-	    sl_secrets_load(a->secrets_file, next, a->err, sizeof(a->err))) {
-		pr_err("SIGHUP: secrets not reloaded, those in use stay: %s",
-		       next ? a->err : "out of memory");
-		free(next);
-		return;
-	}
-	if (a->cluster)
-		sl_cluster_set_secrets(a->cluster, next);
-	if (a->tokend)
-		sl_tokend_set_secrets(a->tokend, next);
-	free_secrets(a->secrets);
-	a->secrets = next;
-	pr_info("SIGHUP: secrets reloaded from %s: %zu namespaces",
-		a->secrets_file, next->n);
-}
-
 /*
  * Idle per-source entries: the walk holds no lock (the cluster thread and
  * the metrics need dp_lock meanwhile), each chunk of deletes holds it.
@@ -1031,7 +1051,9 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 				strerror(-err));
 		if (reload) {
 			reload = 0;
-			reload_secrets(a);
+			if (reload_secrets(a))
+				pr_err("SIGHUP: secrets not reloaded, those in "
+				       "use stay: %s", a->err);
 		}
 		/* a change answered: clear the old set before the next one */
 		pthread_mutex_lock(&a->dp_lock);

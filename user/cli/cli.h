@@ -132,6 +132,6 @@ void table_done(struct table *t);
 
 extern const struct sl_cmd sl_cmd_rule_add, sl_cmd_rule_del,
 	sl_cmd_rule_replace, sl_cmd_rule_list, sl_cmd_status, sl_cmd_stats,
-	sl_cmd_top, sl_cmd_down, sl_cmd_check;
+	sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check;
 
 #endif

@@ -231,9 +231,75 @@ int sl_layout_pin_btf(struct bpf_object *obj, const char *dir)
 	return err;
 }
 
+/*
+ * A map's key and value types in a layout's pinned BTF, by the map's pin
+ * name: a variable of the ".maps" section, whose definition's key and
+ * value members point to them, or a data section (".bss" is pinned as
+ * "..._bss"). Not by the kernel's type ids: a map shared from an older
+ * build carries the ids of that build's BTF, which need not be this one's.
+ */
+static bool types_by_name(const struct btf *btf, const char *pin,
+			  uint32_t *key, uint32_t *value)
+{
+	uint32_t n = btf__type_cnt(btf);
+
+	for (uint32_t id = 1; id < n; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_var_secinfo *vs;
+		const char *name;
+		char sec[64];
+		size_t ls, lp;
+
+		if (!btf_is_datasec(t))
+			continue;
+		name = btf__name_by_offset(btf, t->name_off);
+		if (strcmp(name, ".maps")) {
+			sl_layout_pin_name(name, sec, sizeof(sec));
+			ls = strlen(sec);
+			lp = strlen(pin);
+			if (ls > lp || strcmp(pin + lp - ls, sec))
+				continue;
+			*key = 0;
+			*value = id;
+			return true;
+		}
+		vs = btf_var_secinfos(t);
+		for (uint16_t i = 0; i < btf_vlen(t); i++, vs++) {
+			const struct btf_type *var = btf__type_by_id(btf, vs->type);
+			const struct btf_type *def;
+			const struct btf_member *mb;
+
+			if (!var || strcmp(btf__name_by_offset(btf, var->name_off),
+					   pin))
+				continue;
+			def = btf__type_by_id(btf, var->type);
+			if (!def || !btf_is_struct(def))
+				return false;
+			*key = *value = 0;
+			mb = btf_members(def);
+			for (uint16_t j = 0; j < btf_vlen(def); j++, mb++) {
+				const char *m = btf__name_by_offset(btf,
+								    mb->name_off);
+				const struct btf_type *ptr =
+					btf__type_by_id(btf, mb->type);
+
+				if (!ptr || !btf_is_ptr(ptr))
+					continue;
+				if (!strcmp(m, "key"))
+					*key = ptr->type;
+				else if (!strcmp(m, "value"))
+					*value = ptr->type;
+			}
+			return true;
+		}
+	}
+	return false;
+}
+
 int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 		      struct sl_layout *l)
 {
+	bool own_btf;
 	char path[PATH_MAX];
 	struct dirent *de;
 	DIR *d = opendir(dir);
@@ -243,6 +309,7 @@ int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 	if (!d)
 		return -errno;
 	l->btf = pinned_btf(dir);
+	own_btf = l->btf != NULL;
 	while (!err && (de = readdir(d))) {
 		struct bpf_map_info info = { 0 };
 		__u32 len = sizeof(info);
@@ -279,9 +346,17 @@ int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 		m->value_size = info.value_size;
 		m->max_entries = info.max_entries;
 		m->flags = info.map_flags;
+		if (own_btf) {
+			m->btf = types_by_name(l->btf, m->name, &m->key_type,
+					       &m->value_type)
+					 ? l->btf
+					 : NULL;
+			continue;
+		}
+		/* a layout before pinned BTF (one build made all its maps):
+		 * the kernel's copy, which needs CAP_SYS_ADMIN */
 		m->key_type = info.btf_key_type_id;
 		m->value_type = info.btf_value_type_id;
-		/* the kernel's copy needs CAP_SYS_ADMIN; the pinned one not */
 		if (info.btf_id && !l->btf)
 			l->btf = btf__load_from_kernel_by_id(info.btf_id);
 		m->btf = info.btf_id ? l->btf : NULL;
