@@ -892,6 +892,14 @@ static int serve_metrics(struct agent *a)
 	return 0;
 }
 
+/* A value of the etcd key waits: the control loop takes it at once. */
+static void wake_control_loop(void *arg)
+{
+	struct agent *a = arg;
+
+	sl_ctl_server_wake(a->ctl);
+}
+
 /* Before the boot: the options are checked, nothing asked of etcd yet. */
 static int new_etcd_source(struct agent *a)
 {
@@ -902,7 +910,8 @@ static int new_etcd_source(struct agent *a)
 	int err;
 
 	err = sl_etcd_source_new(a->etcd_endpoints, a->etcd_key, applied,
-				 &a->etcd, a->err, sizeof(a->err));
+				 wake_control_loop, a, &a->etcd, a->err,
+				 sizeof(a->err));
 	if (err)
 		pr_err("%s", a->err);
 	return err;

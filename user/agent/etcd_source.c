@@ -22,6 +22,8 @@ static const char *const state_names[] = { "connecting", "watching",
 
 struct sl_etcd_source {
 	const char *endpoints, *key;
+	void (*wake)(void *arg);
+	void *wake_arg;
 	struct sl_etcd etcd; /* the thread's once started */
 	pthread_t thread;
 	bool started;
@@ -45,7 +47,8 @@ struct sl_etcd_source {
 };
 
 int sl_etcd_source_new(const char *endpoints, const char *key,
-		       uint64_t applied, struct sl_etcd_source **out,
+		       uint64_t applied, void (*wake)(void *arg),
+		       void *wake_arg, struct sl_etcd_source **out,
 		       char *err, size_t errlen)
 {
 	struct sl_etcd_source *s = calloc(1, sizeof(*s));
@@ -60,6 +63,8 @@ int sl_etcd_source_new(const char *endpoints, const char *key,
 	}
 	s->endpoints = endpoints;
 	s->key = key;
+	s->wake = wake;
+	s->wake_arg = wake_arg;
 	s->offered = s->applied_rev = applied;
 	s->rnd = (uint32_t)sl_now_ns() ^ (uint32_t)getpid() << 8;
 	if (!s->rnd)
@@ -99,6 +104,7 @@ static int offer(struct sl_etcd_source *s, const char *text, size_t len,
 	s->has_pending = true;
 	s->offered = revision;
 	pthread_mutex_unlock(&s->lock);
+	s->wake(s->wake_arg);
 	pr_debug("etcd: %s at revision %llu: handed to the control loop",
 		 s->key, (unsigned long long)revision);
 	return 0;

@@ -30,10 +30,12 @@ struct sl_etcd_source;
  * endpoints and key as given (they must outlive the source); applied is
  * the revision of KEY the rules in force are (the boot snapshot's source,
  * 0 if it has none or another key): a value of that revision or older is
- * never handed over. -EINVAL with the reason in err.
+ * never handed over. wake(wake_arg) is called from the thread when a
+ * value waits. -EINVAL with the reason in err.
  */
 int sl_etcd_source_new(const char *endpoints, const char *key,
-		       uint64_t applied, struct sl_etcd_source **out,
+		       uint64_t applied, void (*wake)(void *arg),
+		       void *wake_arg, struct sl_etcd_source **out,
 		       char *err, size_t errlen);
 int sl_etcd_source_start(struct sl_etcd_source *s);
 /* Stops the thread (within about a second) and frees. NULL is fine. */
