@@ -157,7 +157,8 @@ static int rules_from_file(struct agent *a)
 	if (!sl_snapshot_load_boot(a->state_dir, &cur, &from_prev, a->err,
 				   sizeof(a->err))) {
 		version = version_after(cur.version, from_prev);
-		if (!from_prev && same_rules(&cur.rules, &rs)) {
+		if (!from_prev && same_rules(&cur.rules, &rs) &&
+		    cur.rules.allow_empty == rs.allow_empty) {
 			sl_ruleset_free(&rs);
 			a->snap = cur;
 			return 0;

@@ -87,6 +87,7 @@ static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 	struct sl_compiled comp;
 	const char *file = argv[0];
 	size_t *order;
+	int ret;
 
 	if (cli_check_rules(file, NULL, NULL, &rs, &comp))
 		return 1;
@@ -102,10 +103,13 @@ static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 		qsort_r(order, rs.n, sizeof(*order), rank_cmp, &rs);
 	for (size_t i = 0; order && i < rs.n; i++)
 		print_rule_line(&rs.rules[order[i]], (int)i + 1);
+	ret = order ? 0 : 1;
+	if (ret)
+		fprintf(stderr, "%s: out of memory\n", file);
 	sl_compiled_free(&comp);
 	sl_ruleset_free(&rs);
 	free(order);
-	return order ? 0 : 1;
+	return ret;
 }
 
 const struct sl_cmd sl_cmd_check = {
