@@ -310,7 +310,9 @@ static void put_agent(struct sl_metrics *m, const struct scrape *s,
 	sl_metrics_gauge(m, &snap_prev, NULL, 0, st->snapshot_from_prev);
 	if (st->has_config_source) {
 		const struct sl_etcd_source_stats *cs = &st->config_source;
-		int64_t now_ms = sl_wall_ms();
+		int64_t down_ms = cs->unreachable_ms
+					  ? sl_wall_ms() - cs->unreachable_ms
+					  : 0;
 
 		sl_metrics_gauge(m, &source_up, NULL, 0, cs->up);
 		sl_metrics_gauge(m, &source_revision, NULL, 0, cs->revision);
@@ -318,10 +320,7 @@ static void put_agent(struct sl_metrics *m, const struct scrape *s,
 		sl_metrics_counter(m, &source_refused, NULL, 0, cs->refused);
 		sl_metrics_gauge(m, &source_change, NULL, 0,
 				 cs->last_change_ms / 1000.0);
-		sl_metrics_gauge(m, &source_down, NULL, 0,
-				 cs->unreachable_ms
-					 ? (now_ms - cs->unreachable_ms) / 1000.0
-					 : 0);
+		sl_metrics_gauge(m, &source_down, NULL, 0, down_ms / 1000.0);
 	}
 	for (int i = 0; i < dp->n_ifaces; i++) {
 		const struct sl_iface *ifc = &dp->ifaces[i];

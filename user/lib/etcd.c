@@ -435,7 +435,8 @@ static int parse_events(const cJSON *evs, const char *key,
 	if (!out->events)
 		return -ENOMEM;
 	cJSON_ArrayForEach(ev, evs) {
-		const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
+		const cJSON *type =
+			cJSON_GetObjectItemCaseSensitive(ev, "type");
 		struct sl_etcd_event *e = &out->events[out->n_events];
 		bool ours = false;
 
