@@ -1103,15 +1103,15 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		pr_info("signal %d: exiting; the data plane stays attached "
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
-	/* first: it reads everything below */
+	/* first: they read (and the source wakes) everything below */
 	sl_http_metrics_stop(a->metrics);
+	sl_etcd_source_free(a->etcd);
 	if (a->metrics_fd >= 0)
 		close(a->metrics_fd);
 	if (a->ctl) {
 		sl_ctl_server_free(a->ctl);
 		unlink(a->sock_path);
 	}
-	sl_etcd_source_free(a->etcd);
 	/* the thresholds in force stay: the data plane outlives us */
 	sl_cluster_free(a->cluster);
 	if (a->tokend) {
