@@ -103,12 +103,20 @@ send() # PORT N: N packets to PORT, paced
 		>/dev/null 2>&1
 }
 AGENT_ARGS=(--etcd "$EP" --etcd-key "$KEY" --metrics "$METRICS")
+# the cases that stop the agent (SIGSTOP) must not leave it stopped for
+# the cleanup's SIGTERM, which a stopped process never acts on: agent_bg
+# registers a SIGCONT that runs before it
+agent_bg()
+{
+	sluice_bg agent "${AGENT_ARGS[@]}"
+	netns_on_exit "kill -CONT ${NETNS_PID[agent]} 2>/dev/null"
+}
 
 # ---- boot from the snapshot with etcd down --------------------------------
 sluice_bg seed --rules "$T/v1.json"
 sluice_wait_ready seed "$READY_S" || { echo "Bail out! the seed agent did not start"; exit 1; }
 netns_stop seed
-sluice_bg agent "${AGENT_ARGS[@]}"
+agent_bg
 sluice_wait_ready agent "$READY_S"
 check $? "etcd down: the agent boots from its snapshot and is ready"
 [ "$(names)" = r1 ] && [ "$(st 'd["rules_in_force"]')" = 1 ]
@@ -269,7 +277,7 @@ check $? "  ... having re-read the key (logged), applied once, in the snapshot"
 etcd_kill
 netns_stop agent
 mv "$T/agent.err" "$T/agent1.err"
-sluice_bg agent "${AGENT_ARGS[@]}"
+agent_bg
 sluice_wait_ready agent "$READY_S" && [ "$(names)" = r1,r2 ] &&
 	[ "$(st 'd["config_source"]["revision"]')" = "$R_L" ]
 check $? "restart with etcd down: ready on the etcd-sourced snapshot (revision $R_L)"
