@@ -670,7 +670,6 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 	return commit_rules(a, &next, NULL);
 }
 
-
 /*
  * A value of the etcd key: a rule document, checked as `sluice check`
  * does, applied as `rule replace` does; refused, the rules in force stay.
