@@ -23,6 +23,7 @@
 #include "agent_metrics.h"
 #include "cluster.h"
 #include "ctl.h"
+#include "etcd.h"
 #include "etcd_source.h"
 #include "http_metrics.h"
 #include "json_text.h"
@@ -103,6 +104,14 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 		return sl_params_error(cmd, "--rules and --etcd: one source "
 					    "of rules (the snapshot boots "
 					    "first either way)");
+	if (a->etcd_key) {
+		struct sl_etcd probe;
+
+		if (sl_etcd_init(&probe, a->etcd_endpoints, a->etcd_key,
+				 a->err, sizeof(a->err)))
+			return sl_params_error(cmd, "%s", a->err);
+		sl_etcd_free(&probe);
+	}
 	if (a->metrics_addr && !sl_http_metrics_addr_valid(a->metrics_addr))
 		return sl_params_error(cmd, "--metrics: '%s' is not "
 					    SL_HTTP_METRICS_ADDR_FORM,
