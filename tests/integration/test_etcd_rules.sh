@@ -9,7 +9,8 @@
 # latest applied, none twice) and re-reads after a compaction; boots the
 # etcd-sourced snapshot with etcd down and applies nothing when the key
 # is at the snapshot's revision; refuses local rule changes (managed);
-# `sluice push` checks, publishes, and compares and swaps.
+# `sluice push` checks, publishes, and compares and swaps; bad options
+# are usage errors.
 #
 # etcd runs inside the agent's namespace, on that namespace's own
 # loopback: its ports are free by construction, and nothing outside sees
@@ -329,5 +330,17 @@ wait_for 5 "d['config_source']['last_refused'] is not None and 'deleted' in d['c
 check $? "the key deleted: refused, saying so"
 [ "$(names)" = r1,r2 ] && [ "$(st 'd["ready"]')" = true ]
 check $? "  ... the rules stay in force, ready"
+
+# ---- bad options: usage errors before anything is loaded -----------------
+ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
+	--pin-dir "$SL_BPFFS/bad" --etcd 127.0.0.1:2379 --etcd-key "$KEY" 2>"$T/bad.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q "'127.0.0.1:2379': not a URL" "$T/bad.err" && [ ! -e "$SL_BPFFS/bad" ]
+check $? "--etcd without http://: exit 2 ($rc), saying so, nothing loaded"
+ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
+	--pin-dir "$SL_BPFFS/bad" --etcd "$EP" 2>"$T/bad.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--etcd and --etcd-key go together" "$T/bad.err"
+check $? "--etcd without --etcd-key: exit 2 ($rc)"
 
 echo "1..$n"
