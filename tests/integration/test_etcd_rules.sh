@@ -141,6 +141,8 @@ check $? "  ... the rules in force are the value's, the snapshot records key and
 check $? "  ... r1 unchanged: its counters kept (100)"
 [ "$(metric sluice_config_source_up)" = 1 ] && [ "$(metric sluice_config_source_revision)" = "$REV2" ]
 check $? "  ... metrics: source up, revision $REV2"
+sluice_cli status | grep -qx "source:    etcd $KEY, revision $REV2, watching"
+check $? "  ... and \`sluice status\` says so in one line"
 
 # ---- a new valid value ---------------------------------------------------
 eput "$T/v3.json"
@@ -229,9 +231,15 @@ show "$T/add.err" 2
 check $? "  ... and the rules are unchanged"
 
 # ---- etcd killed ---------------------------------------------------------
+killed_at=$(date -u +%s)
 etcd_kill
 wait_for 5 'd["config_source"]["state"] == "unreachable"'
 check $? "etcd killed: status says unreachable"
+since=$(st 'd["config_source"]["unreachable_since"]')
+since_s=$(date -u -d "$since" +%s 2>/dev/null || echo 0)
+(( since_s >= killed_at && since_s <= killed_at + 5 )) &&
+	sluice_cli status | grep -q "^source:    etcd $KEY, revision $REV3, unreachable since $since"
+check $? "  ... since $since, the kill's second or after ($killed_at), also in \`sluice status\`"
 [ "$(st 'd["ready"]')" = true ] && [ "$(names)" = r1,r2 ] &&
 	[ -n "$(st 'd["config_source"]["unreachable_since"]')" ] &&
 	[ "$(metric sluice_config_source_up)" = 0 ]
