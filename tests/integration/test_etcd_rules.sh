@@ -286,13 +286,15 @@ check $? "  ... having re-read the key (logged), applied once, in the snapshot"
 etcd_kill
 netns_stop agent
 mv "$T/agent.err" "$T/agent1.err"
+# from now on a dead endpoint first: the agent falls over to the next
+AGENT_ARGS=(--etcd "http://127.0.0.1:2399,$EP" --etcd-key "$KEY" --metrics "$METRICS")
 agent_bg
 sluice_wait_ready agent "$READY_S" && [ "$(names)" = r1,r2 ] &&
 	[ "$(st 'd["config_source"]["revision"]')" = "$R_L" ]
 check $? "restart with etcd down: ready on the etcd-sourced snapshot (revision $R_L)"
 etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
-wait_for 10 'd["config_source"]["state"] == "watching"'
-check $? "  ... etcd back: watching"
+wait_for 15 "d['config_source']['state'] == 'watching' and d['config_source']['endpoint'] == '$EP'"
+check $? "  ... etcd back: watching, on the second endpoint ($EP; the first is dead)"
 sleep 0.5
 [ "$(grep -c "etcd: $KEY at revision .* in force" "$T/agent.err")" = 0 ]
 check $? "  ... and nothing applied: the key is at the snapshot's revision"
