@@ -8,9 +8,9 @@
 # since when; resumes the watch from its revision after an outage (the
 # latest applied, none twice) and re-reads after a compaction; boots the
 # etcd-sourced snapshot with etcd down and applies nothing when the key
-# is at the snapshot's revision; refuses local rule changes (managed);
-# `sluice push` checks, publishes, and compares and swaps; bad options
-# are usage errors.
+# is at the snapshot's revision, falling over past a dead endpoint;
+# refuses local rule changes (managed); `sluice push` checks, publishes,
+# and compares and swaps; bad options are usage errors.
 #
 # etcd runs inside the agent's namespace, on that namespace's own
 # loopback: its ports are free by construction, and nothing outside sees

@@ -611,6 +611,9 @@ int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 	curl_easy_cleanup(c);
 	curl_slist_free_all(hdrs);
 	free(body);
+	/* an error answer that ends without a newline: its message */
+	if (!w.ret && rc == CURLE_OK && w.buf.len)
+		w.ret = on_frame(&w, w.buf.buf, w.buf.len);
 	free(w.buf.buf);
 	if (w.ret == -ESTALE)
 		*compact_revision = w.compact_revision;
