@@ -21,6 +21,7 @@ const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_down,
 	&sl_cmd_tokend,
 	&sl_cmd_check,
+	&sl_cmd_push,
 	NULL,
 };
 

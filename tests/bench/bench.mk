@@ -25,6 +25,7 @@ bench: all gen bench-bins
 	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
+	BUILD=$(BUILD) tests/bench/bench_etcd.sh
 
 bench-tokend: all $(BENCH_TOKEND)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh

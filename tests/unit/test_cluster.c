@@ -394,13 +394,13 @@ static void test_backoff(void **state)
 
 	sl_cluster_cfg_default(&c);
 	/* doubling from min, capped at max, jitter within [d/2, d] */
-	assert_int_equal(sl_cluster_backoff_ms(&c, 1, UINT32_MAX), 100);
-	assert_int_equal(sl_cluster_backoff_ms(&c, 1, 0), 50);
-	assert_int_equal(sl_cluster_backoff_ms(&c, 2, UINT32_MAX), 200);
-	assert_int_equal(sl_cluster_backoff_ms(&c, 3, UINT32_MAX), 400);
-	assert_int_equal(sl_cluster_backoff_ms(&c, 4, UINT32_MAX), 500);
-	assert_int_equal(sl_cluster_backoff_ms(&c, 40, UINT32_MAX), 500);
-	assert_int_equal(sl_cluster_backoff_ms(&c, 40, 0), 250);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 1, UINT32_MAX), 100);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 1, 0), 50);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 2, UINT32_MAX), 200);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 3, UINT32_MAX), 400);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 4, UINT32_MAX), 500);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 40, UINT32_MAX), 500);
+	assert_int_equal(sl_backoff_ms(c.backoff_min_ms, c.backoff_max_ms, 40, 0), 250);
 }
 
 static void test_new_errors(void **state)

@@ -240,7 +240,16 @@ static void test_empty_rules_valid(void **state)
 	sl_ruleset_free(&set);
 	expect_ok("  \n{ \"rules\" : [ ] }\n\n", &set);
 	assert_int_equal(set.n, 0);
+	assert_false(set.allow_empty);
 	sl_ruleset_free(&set);
+	/* the explicit form (docs/rules.md, "An empty set") */
+	expect_ok("{\"rules\": [], \"allow_empty\": true}", &set);
+	assert_int_equal(set.n, 0);
+	assert_true(set.allow_empty);
+	sl_ruleset_free(&set);
+	assert_false(set.allow_empty);
+	expect_err_in("{\"rules\": [], \"allow_empty\": 1}",
+		      "field 'allow_empty': must be true or false, got number");
 }
 
 static void test_json_syntax_error(void **state)

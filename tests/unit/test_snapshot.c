@@ -629,8 +629,8 @@ static void test_corrupt_fields(void **state)
 	    {rules_object, ": field \"rules\" must be an array, got an "
 			   "object"},
 	    {extra_field, ": unknown field \"comment\"; a snapshot has "
-			  "sluice_snapshot, version, updated_at, checksum and "
-			  "rules"},
+			  "sluice_snapshot, version, updated_at, checksum, "
+			  "rules, allow_empty and source"},
 	    {format_string, ": field \"sluice_snapshot\" must be a "
 			    "non-negative integer, got a string"},
 	};
@@ -1092,6 +1092,46 @@ static void test_write_mark(void **state)
 	sl_snapshot_mark_free(&mark);
 }
 
+/* The etcd source and an explicit empty set survive the round trip; a
+ * snapshot without them reads as having none; a bad source is refused. */
+static void test_source_and_allow_empty(void **state)
+{
+	struct sl_snapshot_source src = { .etcd_key = "/sluice/rules",
+					  .revision = 42 };
+	struct sl_ruleset rs = {0};
+	struct sl_snapshot got;
+	char dir[256], cur[300];
+
+	(void) state;
+	fresh_dir(dir, sizeof(dir));
+	path_in(cur, sizeof(cur), dir, "rules.json");
+	ruleset(rules_a, &rs);
+	assert_int_equal(sl_snapshot_write_source(dir, &rs, 1, true, &src,
+						  NULL, err, sizeof(err)),
+			 0);
+	sl_ruleset_free(&rs);
+	assert_int_equal(sl_snapshot_read(cur, &got, err, sizeof(err)), 0);
+	assert_string_equal(got.source.etcd_key, "/sluice/rules");
+	assert_int_equal(got.source.revision, 42);
+	assert_false(got.rules.allow_empty);
+	sl_snapshot_free(&got);
+
+	ruleset("{\"rules\": [], \"allow_empty\": true}", &rs);
+	assert_true(rs.allow_empty);
+	assert_int_equal(sl_snapshot_write(dir, &rs, 2, true, NULL, err,
+					   sizeof(err)),
+			 0);
+	assert_int_equal(sl_snapshot_read(cur, &got, err, sizeof(err)), 0);
+	assert_true(got.rules.allow_empty);
+	assert_int_equal(got.rules.n, 0);
+	assert_null(got.source.etcd_key);
+	sl_snapshot_free(&got);
+
+	edit(cur, "\"allow_empty\":\ttrue",
+	     "\"source\": {\"etcd_key\": \"k\"}");
+	expect_read(cur, -EINVAL, ": field \"source\" must be");
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag,
 		  struct FTW *ftw)
 {
@@ -1138,6 +1178,7 @@ int main(void)
 	    cmocka_unit_test(test_leftover_tmp),
 	    cmocka_unit_test(test_write_keeps_good_prev),
 	    cmocka_unit_test(test_write_mark),
+	    cmocka_unit_test(test_source_and_allow_empty),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -23,6 +23,8 @@
 #include "agent_metrics.h"
 #include "cluster.h"
 #include "ctl.h"
+#include "etcd.h"
+#include "etcd_source.h"
 #include "http_metrics.h"
 #include "json_text.h"
 #include "loader.h"
@@ -74,6 +76,10 @@ struct agent {
 	int metrics_fd; /* bound at the start, served once attached */
 	struct sl_agent_metrics_src metrics_src;
 	struct sl_http_metrics *metrics;
+	/* --etcd (docs/fleet.md): the rules come from an etcd key */
+	const char *etcd_endpoints;
+	const char *etcd_key;
+	struct sl_etcd_source *etcd;
 };
 
 static volatile sig_atomic_t stop, reload;
@@ -97,6 +103,21 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 	if ((a->node_id || a->secrets_file) && !a->token_servers)
 		return sl_params_error(cmd, "--node-id and --secrets need "
 					    "--token-server or --serve-tokens");
+	if (!a->etcd_endpoints != !a->etcd_key)
+		return sl_params_error(cmd, "--etcd and --etcd-key go "
+					    "together");
+	if (a->etcd_key && a->rules_file)
+		return sl_params_error(cmd, "--rules and --etcd: one source "
+					    "of rules (the snapshot boots "
+					    "first either way)");
+	if (a->etcd_key) {
+		struct sl_etcd probe;
+
+		if (sl_etcd_init(&probe, a->etcd_endpoints, a->etcd_key,
+				 a->err, sizeof(a->err)))
+			return sl_params_error(cmd, "%s", a->err);
+		sl_etcd_free(&probe);
+	}
 	if (a->metrics_addr && !sl_http_metrics_addr_valid(a->metrics_addr))
 		return sl_params_error(cmd, "--metrics: '%s' is not "
 					    SL_HTTP_METRICS_ADDR_FORM,
@@ -139,7 +160,7 @@ static int rules_from_file(struct agent *a)
 		return -EINVAL;
 	}
 	/* refuse before writing: a refused start leaves the snapshot alone */
-	if (!rs.n && !a->allow_empty) {
+	if (!rs.n && !a->allow_empty && !rs.allow_empty) {
 		pr_err("%s holds no rules: refusing to start with nothing in "
 		       "force (--allow-empty if that is intended); the "
 		       "snapshot is left as it was",
@@ -151,7 +172,8 @@ static int rules_from_file(struct agent *a)
 	if (!sl_snapshot_load_boot(a->state_dir, &cur, &from_prev, a->err,
 				   sizeof(a->err))) {
 		version = version_after(cur.version, from_prev);
-		if (!from_prev && same_rules(&cur.rules, &rs)) {
+		if (!from_prev && same_rules(&cur.rules, &rs) &&
+		    cur.rules.allow_empty == rs.allow_empty) {
 			sl_ruleset_free(&rs);
 			a->snap = cur;
 			return 0;
@@ -170,6 +192,13 @@ static int rules_from_file(struct agent *a)
 	pr_info("%s is now the snapshot (version %llu, %zu rules)",
 		a->rules_file, (unsigned long long)version, rs.n);
 	return 0;
+}
+
+/* --allow-empty, or the rules in force came from a document that says
+ * "allow_empty": true (docs/rules.md) */
+static bool empty_allowed(const struct agent *a)
+{
+	return a->allow_empty || a->snap.rules.allow_empty;
 }
 
 static int boot_rules(struct agent *a)
@@ -205,7 +234,7 @@ static int boot_rules(struct agent *a)
 				"%llu): %s", a->state_dir, SL_SNAPSHOT_PREV,
 				(unsigned long long)a->snap.version, a->err);
 	}
-	if (!a->snap.rules.n && !a->allow_empty) {
+	if (!a->snap.rules.n && !empty_allowed(a)) {
 		pr_err("the snapshot (version %llu) holds no rules: refusing to "
 		       "start with nothing in force (--allow-empty if that is "
 		       "intended)",
@@ -255,7 +284,7 @@ static bool check_ready(const struct agent *a, const bool *attached,
 		ready = false;
 		add_reason(reasons, "the rules in force are not the snapshot's");
 	}
-	if (!a->dp.rules.n && !a->allow_empty) {
+	if (!a->dp.rules.n && !empty_allowed(a)) {
 		ready = false;
 		add_reason(reasons, "no rules in force");
 	}
@@ -362,6 +391,9 @@ static cJSON *do_status(struct agent *a)
 	if (a->cluster)
 		cJSON_AddItemToObject(r, "cluster",
 				      sl_cluster_status(a->cluster));
+	if (a->etcd)
+		cJSON_AddItemToObject(r, "config_source",
+				      sl_etcd_source_status(a->etcd));
 	return r;
 }
 
@@ -572,37 +604,30 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 			    "%s", a->err);
 }
 
-static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
+/*
+ * next (rules as the parser returned them, consumed) becomes the snapshot,
+ * from source (NULL: none), then the rules in force: what every change
+ * goes through.
+ */
+static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
+			   const struct sl_snapshot_source *source)
 {
-	const cJSON *ifv = cJSON_GetObjectItemCaseSensitive(req, "if_version");
-	struct sl_ruleset next = { 0 }, old = { 0 };
 	uint64_t version = version_after(a->snap.version, a->snap_from_prev);
+	struct sl_ruleset next = *next_in, old = { 0 };
+	char *source_key = NULL;
 	cJSON *r;
 	int err;
 
-	if (ifv && (!cJSON_IsNumber(ifv) || ifv->valuedouble < 0))
-		return error_answer("invalid",
-				    "request: 'if_version' must be a number");
-	if (ifv && (uint64_t)ifv->valuedouble != a->snap.version)
-		return error_answer("version",
-				    "the snapshot is at version %llu, not %llu:"
-				    " someone else changed the rules; "
-				    "re-read them and retry",
-				    (unsigned long long)a->snap.version,
-				    (unsigned long long)ifv->valuedouble);
-	r = build_change(a, op, req, &next);
-	if (r)
-		return r;
-	if (!next.n && !a->allow_empty) {
+	*next_in = (struct sl_ruleset){ 0 };
+	if (source && !(source_key = strdup(source->etcd_key))) {
 		sl_ruleset_free(&next);
-		return error_answer("invalid",
-				    "refusing to leave no rules in force (the "
-				    "agent runs without --allow-empty)");
+		return error_answer("internal", "out of memory");
 	}
 	/* durable first: acknowledged means it survives a crash */
-	/* next holds rules as the parser returned them (build_change()) */
-	if (sl_snapshot_write(a->state_dir, &next, version, true, &a->mark,
-			      a->err, sizeof(a->err))) {
+	if (sl_snapshot_write_source(a->state_dir, &next, version, true,
+				     source, &a->mark, a->err,
+				     sizeof(a->err))) {
+		free(source_key);
 		sl_ruleset_free(&next);
 		return error_answer("internal", "cannot write the snapshot: %s",
 				    a->err);
@@ -619,8 +644,13 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 		a->snap.updated_at = time(NULL);
 		a->snap_from_prev = false;
 		a->in_force_version = version;
+		free(a->snap.source.etcd_key);
+		a->snap.source.etcd_key = source_key;
+		a->snap.source.revision = source ? source->revision : 0;
+		source_key = NULL;
 	}
 	pthread_mutex_unlock(&a->dp_lock);
+	free(source_key);
 	if (err) {
 		char rb[ERRBUF];
 
@@ -647,6 +677,77 @@ static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
 	cJSON_AddNumberToObject(r, "version", version);
 	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 	return r;
+}
+
+static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
+{
+	const cJSON *ifv = cJSON_GetObjectItemCaseSensitive(req, "if_version");
+	struct sl_ruleset next = { 0 };
+	cJSON *r;
+
+	if (ifv && (!cJSON_IsNumber(ifv) || ifv->valuedouble < 0))
+		return error_answer("invalid",
+				    "request: 'if_version' must be a number");
+	if (ifv && (uint64_t)ifv->valuedouble != a->snap.version)
+		return error_answer("version",
+				    "the snapshot is at version %llu, not %llu:"
+				    " someone else changed the rules; "
+				    "re-read them and retry",
+				    (unsigned long long)a->snap.version,
+				    (unsigned long long)ifv->valuedouble);
+	r = build_change(a, op, req, &next);
+	if (r)
+		return r;
+	if (!next.n && !a->allow_empty) {
+		sl_ruleset_free(&next);
+		return error_answer("invalid",
+				    "refusing to leave no rules in force (the "
+				    "agent runs without --allow-empty)");
+	}
+	return commit_rules(a, &next, NULL);
+}
+
+/*
+ * A value of the etcd key: a rule document, checked as `sluice check`
+ * does, applied as `rule replace` does; refused, the rules in force stay.
+ */
+static void apply_etcd_value(struct agent *a, struct sl_etcd_value *v)
+{
+	struct sl_snapshot_source src = { .etcd_key = (char *)a->etcd_key,
+					  .revision = v->revision };
+	struct sl_ruleset next = { 0 };
+	const cJSON *why;
+	cJSON *r = NULL;
+
+	if (v->deleted)
+		r = error_answer("invalid", "the key was deleted");
+	else if (sl_rules_parse(v->text, v->len, &next, a->err,
+				sizeof(a->err)))
+		r = error_answer("invalid", "invalid rules:\n%s", a->err);
+	else if (!next.n && !next.allow_empty && !a->allow_empty)
+		r = error_answer("invalid",
+				 "no rules: refusing to leave nothing in force "
+				 "(a document meant to hold none says "
+				 "\"allow_empty\": true)");
+	if (r)
+		sl_ruleset_free(&next);
+	else
+		r = commit_rules(a, &next, &src);
+	why = cJSON_GetObjectItemCaseSensitive(r, "error");
+	if (cJSON_IsString(why)) {
+		pr_err("etcd: %s at revision %llu refused, the rules in force "
+		       "stay (snapshot version %llu): %s",
+		       a->etcd_key, (unsigned long long)v->revision,
+		       (unsigned long long)a->snap.version, why->valuestring);
+		sl_etcd_source_refused(a->etcd, v->revision, why->valuestring);
+	} else {
+		pr_info("etcd: %s at revision %llu in force (snapshot "
+			"version %llu)",
+			a->etcd_key, (unsigned long long)v->revision,
+			(unsigned long long)a->snap.version);
+		sl_etcd_source_applied(a->etcd, v->revision);
+	}
+	cJSON_Delete(r);
 }
 
 static bool is_cmd(const cJSON *req, const char *name)
@@ -720,6 +821,13 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 		return error_answer("invalid", "request: 'cmd' is missing");
 	if (!strcmp(cmd->valuestring, "status"))
 		return do_status(a);
+	if (a->etcd_key && !strncmp(cmd->valuestring, "rule.", 5))
+		return error_answer("managed",
+				    "the rules of this agent come from etcd "
+				    "key '%s' (--etcd-key): change them there, "
+				    "with `sluice push FILE --etcd URL "
+				    "--etcd-key %s`",
+				    a->etcd_key, a->etcd_key);
 	if (!strcmp(cmd->valuestring, "rule.add"))
 		return do_change(a, CHANGE_ADD, req);
 	if (!strcmp(cmd->valuestring, "rule.del"))
@@ -853,6 +961,9 @@ static void metrics_status(void *arg, const bool *attached,
 	st->snapshot_rules = a->snap.rules.n;
 	st->snapshot_from_prev = a->snap_from_prev;
 	st->ready = check_ready(a, attached, NULL);
+	st->has_config_source = a->etcd;
+	if (a->etcd)
+		sl_etcd_source_stats(a->etcd, &st->config_source);
 }
 
 /* Once everything it reads exists: the address was bound at the start. */
@@ -878,6 +989,31 @@ static int serve_metrics(struct agent *a)
 	}
 	pr_info("metrics on http://%s/metrics", a->metrics_addr);
 	return 0;
+}
+
+/* A value of the etcd key waits: the control loop takes it at once. */
+static void wake_control_loop(void *arg)
+{
+	struct agent *a = arg;
+
+	sl_ctl_server_wake(a->ctl);
+}
+
+/* Before the boot: the options are checked, nothing asked of etcd yet. */
+static int new_etcd_source(struct agent *a)
+{
+	const struct sl_snapshot_source *src = &a->snap.source;
+	uint64_t applied = src->etcd_key && !strcmp(src->etcd_key, a->etcd_key)
+				   ? src->revision
+				   : 0;
+	int err;
+
+	err = sl_etcd_source_new(a->etcd_endpoints, a->etcd_key, applied,
+				 wake_control_loop, a, &a->etcd, a->err,
+				 sizeof(a->err));
+	if (err)
+		pr_err("%s", a->err);
+	return err;
 }
 
 static int start(struct agent *a)
@@ -919,6 +1055,11 @@ static int start(struct agent *a)
 	err = boot_rules(a);
 	if (err)
 		return err;
+	if (a->etcd_key) {
+		err = new_etcd_source(a);
+		if (err)
+			return err;
+	}
 
 	err = sl_dp_load(&a->dp, &o);
 	if (err) {
@@ -984,6 +1125,15 @@ static int start(struct agent *a)
 		if (err)
 			return err;
 	}
+	/* only now: the snapshot is in force whatever etcd does */
+	if (a->etcd) {
+		err = sl_etcd_source_start(a->etcd);
+		if (err) {
+			pr_err("--etcd: cannot start the thread: %s",
+			       strerror(-err));
+			return err;
+		}
+	}
 	notify_status(a, true);
 	return 0;
 }
@@ -1041,6 +1191,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		sl_dp_abandon(&a->dp);
 	last_stats = last_gc = sl_now_ns() / 1e9;
 	while (!ret && !stop) {
+		struct sl_etcd_value value;
 		double now;
 		int err;
 
@@ -1064,6 +1215,10 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 			print_stats(a);
 			last_stats = now;
 		}
+		if (a->etcd && sl_etcd_source_take(a->etcd, &value)) {
+			apply_etcd_value(a, &value);
+			free(value.text);
+		}
 		if (now - last_gc >= 1.0) {
 			collect_sources(a, &victims);
 			last_gc = now;
@@ -1074,8 +1229,9 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
 	sl_src_victims_free(&victims);
-	/* first: it reads everything below */
+	/* first: they read (and the source wakes) everything below */
 	sl_http_metrics_stop(a->metrics);
+	sl_etcd_source_free(a->etcd);
 	if (a->metrics_fd >= 0)
 		close(a->metrics_fd);
 	if (a->ctl) {
@@ -1142,6 +1298,14 @@ static const struct sl_opt agent_opts[] = {
 	  .field = SL_FIELD(struct agent, serve_tokens),
 	  .metavar = "ADDR:PORT",
 	  .help = "serve the cluster rules' tokens (embedded token server)" },
+	{ .name = "etcd", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, etcd_endpoints),
+	  .metavar = "URL[,URL...]",
+	  .help = "take the rules from etcd (its client URLs), after the "
+		  "boot" },
+	{ .name = "etcd-key", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, etcd_key), .metavar = "KEY",
+	  .help = "the etcd key whose value is the rule file" },
 	{ .name = "metrics", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, metrics_addr),
 	  .metavar = "ADDR:PORT",

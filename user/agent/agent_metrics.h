@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "cluster.h"
+#include "etcd_source.h"
 #include "json_text.h"
 #include "loader.h"
 #include "tokend.h"
@@ -26,6 +27,8 @@ struct sl_agent_status {
 	size_t snapshot_rules;
 	bool snapshot_from_prev;
 	bool ready; /* as `sluice status --ready` */
+	bool has_config_source; /* --etcd */
+	struct sl_etcd_source_stats config_source;
 };
 
 struct sl_agent_metrics_src {

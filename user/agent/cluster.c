@@ -151,25 +151,9 @@ int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 	return 0;
 }
 
-uint32_t sl_cluster_backoff_ms(const struct sl_cluster_cfg *cfg,
-			       uint32_t failures, uint32_t rnd)
-{
-	uint64_t d = cfg->backoff_min_ms;
-
-	for (uint32_t i = 1; i < failures && d < cfg->backoff_max_ms; i++)
-		d *= 2;
-	if (d > cfg->backoff_max_ms)
-		d = cfg->backoff_max_ms;
-	return d / 2 + (d - d / 2) * (uint64_t)rnd / UINT32_MAX;
-}
-
 static uint32_t next_rand(struct sl_cluster_sync *c)
 {
-	/* xorshift32: jitter only, nothing secret */
-	c->rnd ^= c->rnd << 13;
-	c->rnd ^= c->rnd >> 17;
-	c->rnd ^= c->rnd << 5;
-	return c->rnd;
+	return sl_xorshift32(&c->rnd);
 }
 
 static struct flow *find_flow(struct sl_cluster_sync *c, const struct sl_rule *r)
@@ -485,8 +469,9 @@ static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now
 		s->retry_ns = now;
 	} else {
 		s->failures++;
-		s->retry_ns = now + sl_cluster_backoff_ms(&c->cfg, s->failures,
-							  next_rand(c)) *
+		s->retry_ns = now + sl_backoff_ms(c->cfg.backoff_min_ms,
+						  c->cfg.backoff_max_ms,
+						  s->failures, next_rand(c)) *
 					    NSEC_PER_MSEC;
 	}
 }
@@ -977,11 +962,8 @@ static void add_u64(cJSON *o, const char *name, uint64_t v)
 static void add_time(cJSON *o, const char *name, uint64_t mono, uint64_t now)
 {
 	char buf[SL_UTC_MS_LEN + 1];
-	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	sl_format_utc(ts.tv_sec * 1000LL + ts.tv_nsec / 1000000 -
-			      (int64_t)((now - mono) / NSEC_PER_MSEC),
+	sl_format_utc(sl_wall_ms() - (int64_t)((now - mono) / NSEC_PER_MSEC),
 		      true, buf);
 	cJSON_AddStringToObject(o, name, buf);
 }

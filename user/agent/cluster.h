@@ -69,14 +69,6 @@ void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg);
 int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 			     size_t max, size_t *n, char *err, size_t errlen);
 
-/*
- * The retry delay after `failures` failures in a row: min doubled per
- * failure up to max, then drawn from [d/2, d] by rnd (a uniform 32-bit
- * value) so that a fleet does not reconnect in step.
- */
-uint32_t sl_cluster_backoff_ms(const struct sl_cluster_cfg *cfg,
-			       uint32_t failures, uint32_t rnd);
-
 struct sl_cluster_sync;
 
 /*

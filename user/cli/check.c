@@ -39,53 +39,76 @@ static int rank_cmp(const void *a, const void *b, void *rs)
 			   &rules[*(const size_t *)b]);
 }
 
+int cli_check_rules(const char *file, char **text, size_t *len,
+		    struct sl_ruleset *rs, struct sl_compiled *comp)
+{
+	char *err = calloc(1, ERRBUF), *buf = NULL;
+	uint32_t *slots = NULL;
+	size_t used = 0;
+	int ret;
+
+	if (!err)
+		return -ENOMEM;
+	ret = sl_rules_read_file(file, &buf, &used, err, ERRBUF);
+	if (!ret)
+		ret = sl_rules_parse(buf, used, rs, err, ERRBUF);
+	if (ret) {
+		fprintf(stderr, "%s: invalid:\n%s\n", file, err);
+		goto out;
+	}
+	slots = calloc(rs->n + 1, sizeof(*slots));
+	for (size_t i = 0; slots && i < rs->n; i++)
+		slots[i] = i;
+	ret = slots ? sl_compile(rs, slots, 1, SLUICE_MAX_LPM / 2, comp, err,
+				 ERRBUF)
+		    : -ENOMEM;
+	if (ret) {
+		fprintf(stderr, "%s: cannot compile: %s\n", file,
+			ret == -ENOMEM ? "out of memory" : err);
+		sl_ruleset_free(rs);
+		goto out;
+	}
+	if (text) {
+		*text = buf;
+		*len = used;
+		buf = NULL;
+	}
+out:
+	free(slots);
+	free(buf);
+	free(err);
+	return ret;
+}
+
 static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 		     char **argv)
 {
 	struct sl_ruleset rs = { 0 };
 	struct sl_compiled comp;
-	char *err = calloc(1, ERRBUF);
 	const char *file = argv[0];
-	uint32_t *slots;
 	size_t *order;
 	int ret;
 
-	if (!err)
+	if (cli_check_rules(file, NULL, NULL, &rs, &comp))
 		return 1;
-	if (sl_rules_load_file(file, &rs, err, ERRBUF)) {
-		fprintf(stderr, "%s: invalid:\n%s\n", file, err);
-		free(err);
-		return 1;
-	}
-	slots = calloc(rs.n + 1, sizeof(*slots));
-	order = calloc(rs.n + 1, sizeof(*order));
-	for (size_t i = 0; slots && i < rs.n; i++)
-		slots[i] = i;
-	ret = slots && order ? sl_compile(&rs, slots, 1, SLUICE_MAX_LPM / 2,
-					  &comp, err, ERRBUF)
-			     : -ENOMEM;
-	if (ret) {
-		fprintf(stderr, "%s: cannot compile: %s\n", file,
-			ret == -ENOMEM ? "out of memory" : err);
-		ret = 1;
-		goto out;
-	}
 	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries\n",
 	       file, rs.n, comp.n_classes, comp.n_lpm4, comp.n_lpm6);
 	printf("%-4s %-24s %-6s %-11s %-20s %-20s %-4s %12s %-10s %-7s %-4s %s\n",
 	       "rank", "name", "proto", "dport", "dst", "src", "grad",
 	       "count", "window", "mode", "prio", "per_source");
-	for (size_t i = 0; i < rs.n; i++)
+	order = calloc(rs.n + 1, sizeof(*order));
+	for (size_t i = 0; order && i < rs.n; i++)
 		order[i] = i;
-	qsort_r(order, rs.n, sizeof(*order), rank_cmp, &rs);
-	for (size_t i = 0; i < rs.n; i++)
+	if (order)
+		qsort_r(order, rs.n, sizeof(*order), rank_cmp, &rs);
+	for (size_t i = 0; order && i < rs.n; i++)
 		print_rule_line(&rs.rules[order[i]], (int)i + 1);
+	ret = order ? 0 : 1;
+	if (ret)
+		fprintf(stderr, "%s: out of memory\n", file);
 	sl_compiled_free(&comp);
-out:
-	free(slots);
-	free(order);
-	free(err);
 	sl_ruleset_free(&rs);
+	free(order);
 	return ret;
 }
 

@@ -128,10 +128,24 @@ void table_addf(struct table *t, const char *fmt, ...)
 /* Print and free. */
 void table_done(struct table *t);
 
+/* ---- checking a rule file (check.c) ---- */
+
+struct sl_ruleset;
+struct sl_compiled;
+
+/*
+ * FILE read, parsed and compiled as `sluice check` does; the error printed
+ * on stderr. On success *rs and *comp are set (free both) and, unless
+ * text is NULL, *text (malloc'd) and *len are the bytes checked.
+ */
+int cli_check_rules(const char *file, char **text, size_t *len,
+		    struct sl_ruleset *rs, struct sl_compiled *comp);
+
 /* ---- the verbs, for the command table (user/sluice.c) ---- */
 
 extern const struct sl_cmd sl_cmd_rule_add, sl_cmd_rule_del,
 	sl_cmd_rule_replace, sl_cmd_rule_list, sl_cmd_status, sl_cmd_stats,
-	sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check;
+	sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check,
+	sl_cmd_push;
 
 #endif

@@ -65,6 +65,30 @@ static void print_cluster(const cJSON *cl)
 			       cli_get_str(s, "last_error", ""));
 }
 
+/* One line: where the rules come from and how that goes. */
+static void print_source(const cJSON *cs)
+{
+	const cJSON *ref = cli_get(cs, "last_refused");
+	char rev[32], dur[32];
+
+	if (!cJSON_IsObject(cs))
+		return;
+	printf("source:    etcd %s, revision %s, %s",
+	       cli_get_str(cs, "key", "?"),
+	       cli_cell(cli_get(cs, "revision"), rev, sizeof(rev)),
+	       cli_get_str(cs, "state", "?"));
+	if (cJSON_IsString(cli_get(cs, "unreachable_since")))
+		printf(" since %s (%s): %s",
+		       cli_get_str(cs, "unreachable_since", "-"),
+		       cli_dur_cell(cli_get_num(cs, "unreachable_for_s", -1),
+				    dur, sizeof(dur)),
+		       cli_get_str(cs, "last_error", "-"));
+	if (cJSON_IsObject(ref))
+		printf("; refused revision %s",
+		       cli_cell(cli_get(ref, "revision"), rev, sizeof(rev)));
+	putchar('\n');
+}
+
 static void print_status(const cJSON *resp)
 {
 	const cJSON *snap = cli_get(resp, "snapshot"), *ifs, *why;
@@ -107,6 +131,7 @@ static void print_status(const cJSON *resp)
 	printf("in force:  %s rules, version %s (the snapshot holds %s)\n",
 	       cli_cell(cli_get(resp, "rules_in_force"), a, sizeof(a)),
 	       cli_cell(cli_get(resp, "in_force_version"), b, sizeof(b)), snap_rules);
+	print_source(cli_get(resp, "config_source"));
 	ifs = cli_get(resp, "interfaces");
 	if (cJSON_GetArraySize(ifs)) {
 		putchar('\n');

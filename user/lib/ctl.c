@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,7 @@ struct conn {
 
 struct sl_ctl_server {
 	int lfd, epfd;
+	int wake_fd; /* an eventfd: sl_ctl_server_wake() from other threads */
 	int max, timeout_ms;
 	sl_ctl_handler handle;
 	void *arg;
@@ -459,10 +461,12 @@ int sl_ctl_server_new(int listen_fd, int max_clients, int timeout_ms,
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	struct sl_ctl_server *s = calloc(1, sizeof(*s));
+	struct epoll_event wake = { .events = EPOLLIN };
 	int err;
 
 	if (!s)
 		return -ENOMEM;
+	wake.data.ptr = &s->wake_fd;
 	s->lfd = listen_fd;
 	s->max = max_clients;
 	s->timeout_ms = timeout_ms;
@@ -470,11 +474,15 @@ int sl_ctl_server_new(int listen_fd, int max_clients, int timeout_ms,
 	s->arg = arg;
 	s->conns = calloc(max_clients, sizeof(*s->conns));
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (!s->conns || s->epfd < 0 ||
-	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, listen_fd, &ev)) {
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!s->conns || s->epfd < 0 || s->wake_fd < 0 ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, listen_fd, &ev) ||
+	    epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->wake_fd, &wake)) {
 		err = s->conns ? -errno : -ENOMEM;
 		if (s->epfd >= 0)
 			close(s->epfd);
+		if (s->wake_fd >= 0)
+			close(s->wake_fd);
 		free(s->conns);
 		free(s);
 		return err;
@@ -507,6 +515,13 @@ int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms)
 			accept_all(s);
 			continue;
 		}
+		if ((void *)c == &s->wake_fd) {
+			uint64_t count;
+			ssize_t got = read(s->wake_fd, &count, sizeof(count));
+
+			(void)got; /* the wake-up is all there is to it */
+			continue;
+		}
 		/* dropped earlier in this batch (room made, an answer done) */
 		if (c->fd < 0)
 			continue;
@@ -518,6 +533,14 @@ int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms)
 	expire(s);
 	free_dead(s);
 	return 0;
+}
+
+void sl_ctl_server_wake(struct sl_ctl_server *s)
+{
+	uint64_t one = 1;
+	ssize_t put = write(s->wake_fd, &one, sizeof(one));
+
+	(void)put; /* EAGAIN: the counter is full, a wake-up is pending */
 }
 
 void sl_ctl_server_get_stats(const struct sl_ctl_server *s,
@@ -535,6 +558,7 @@ void sl_ctl_server_free(struct sl_ctl_server *s)
 		drop(s, s->conns[0]);
 	free_dead(s);
 	close(s->epfd);
+	close(s->wake_fd);
 	close(s->lfd);
 	free(s->conns);
 	free(s);

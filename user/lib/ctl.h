@@ -78,6 +78,9 @@ int sl_ctl_server_new(int listen_fd, int max_clients, int timeout_ms,
  */
 int sl_ctl_server_poll(struct sl_ctl_server *s, int timeout_ms);
 
+/* End the current or next sl_ctl_server_poll() now; from any thread. */
+void sl_ctl_server_wake(struct sl_ctl_server *s);
+
 void sl_ctl_server_get_stats(const struct sl_ctl_server *s,
 			     struct sl_ctl_server_stats *st);
 

@@ -82,6 +82,7 @@ void sl_ruleset_free(struct sl_ruleset *set)
 	free(set->rules);
 	set->rules = NULL;
 	set->n = 0;
+	set->allow_empty = false;
 }
 
 const char *sl_proto_str(enum sl_proto p)

@@ -125,6 +125,8 @@ void sl_rule_release(struct sl_rule *r);
 struct sl_ruleset {
 	struct sl_rule *rules;
 	size_t n;
+	/* the document says "allow_empty": true: no rules is intended */
+	bool allow_empty;
 };
 
 void sl_ruleset_free(struct sl_ruleset *set);

@@ -1170,14 +1170,14 @@ static void syntax_error(struct errbuf *eb, const char *json, size_t len,
 }
 
 static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
-		     size_t *n_out, struct errbuf *eb)
+		     size_t *n_out, bool *allow_empty, struct errbuf *eb)
 {
-	static const char *const known[] = {"rules", NULL};
+	static const char *const known[] = {"rules", "allow_empty", NULL};
 	struct rule_ctx rc = {.eb = eb, .label = "document"};
 	struct sl_rule *rules = NULL;
 	const char **names = NULL;
 	size_t *first_of = NULL;
-	const cJSON *arr, *it;
+	const cJSON *got[2], *arr, *it;
 	size_t n, i;
 
 	if (!cJSON_IsObject(doc)) {
@@ -1186,7 +1186,12 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		       json_type(doc));
 		return -EINVAL;
 	}
-	get_fields(&rc, doc, NULL, known, &arr);
+	get_fields(&rc, doc, NULL, known, got);
+	arr = got[0];
+	if (got[1] && !cJSON_IsBool(got[1]))
+		rule_err(&rc, "allow_empty", "must be true or false, got %s",
+			 json_type(got[1]));
+	*allow_empty = cJSON_IsTrue(got[1]);
 	if (!arr) {
 		rule_err(&rc, "rules", "required");
 		return -EINVAL;
@@ -1283,6 +1288,7 @@ int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
 {
 	struct errbuf eb = {.buf = err, .len = errlen};
 	struct sl_rule *rules = NULL;
+	bool allow_empty = false;
 	size_t n = 0;
 	int ret;
 
@@ -1294,7 +1300,7 @@ int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
 		eb_add(&eb, "document: missing");
 		return -EINVAL;
 	}
-	ret = parse_doc(doc, &rules, &n, &eb);
+	ret = parse_doc(doc, &rules, &n, &allow_empty, &eb);
 	if (ret == -ENOMEM)
 		eb_add(&eb, "document: out of memory");
 	eb_finish(&eb);
@@ -1302,6 +1308,7 @@ int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
 		return ret;
 	out->rules = rules;
 	out->n = n;
+	out->allow_empty = allow_empty;
 	return 0;
 }
 
@@ -1319,11 +1326,9 @@ static void path_err(char *err, size_t errlen, const char *path,
 		snprintf(err, errlen, "%s: %s", path, what);
 }
 
-int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
-		       size_t errlen)
+int sl_rules_read_file(const char *path, char **text, size_t *len,
+		       char *err, size_t errlen)
 {
-	char *buf = NULL;
-	size_t used = 0;
 	int fd, ret;
 
 	if (err && errlen)
@@ -1334,13 +1339,24 @@ int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
 		path_err(err, errlen, path, "cannot open", -ret);
 		return ret;
 	}
-	ret = sl_read_fd(fd, SL_RULES_FILE_MAX, &buf, &used);
+	ret = sl_read_fd(fd, SL_RULES_FILE_MAX, text, len);
 	close(fd);
 	if (ret == -EFBIG)
 		path_err(err, errlen, path,
 			 "larger than 64 MiB; refusing to parse", 0);
 	else if (ret)
 		path_err(err, errlen, path, "cannot read", -ret);
+	return ret;
+}
+
+int sl_rules_load_file(const char *path, struct sl_ruleset *out, char *err,
+		       size_t errlen)
+{
+	char *buf = NULL;
+	size_t used = 0;
+	int ret;
+
+	ret = sl_rules_read_file(path, &buf, &used, err, errlen);
 	if (ret)
 		return ret;
 	ret = sl_rules_parse(buf, used, out, err, errlen);

@@ -256,7 +256,8 @@ static void syntax_error(const char *path, const char *buf, size_t len,
 }
 
 static const char *const snapshot_keys[] = {
-    "sluice_snapshot", "version", "updated_at", "checksum", "rules", NULL,
+    "sluice_snapshot", "version", "updated_at", "checksum", "rules",
+    "allow_empty", "source", NULL,
 };
 
 /* Unknown or repeated top-level keys: a snapshot is written by us only. */
@@ -287,7 +288,7 @@ static int check_keys(const char *path, const cJSON *doc, char *err,
 			set_err(err, errlen,
 				"%s: unknown field \"%s\"; a snapshot has "
 				"sluice_snapshot, version, updated_at, "
-				"checksum and rules",
+				"checksum, rules, allow_empty and source",
 				path,
 				printable(it->string, 64) ? it->string
 							  : "(unprintable)");
@@ -309,6 +310,45 @@ static bool checksum_shape(const char *s)
 			return false;
 	}
 	return true;
+}
+
+/* The optional fields: "allow_empty" (of the rules) and "source". */
+static int parse_extras(const char *path, const cJSON *doc,
+			struct sl_ruleset *rs, struct sl_snapshot_source *src,
+			char *err, size_t errlen)
+{
+	const cJSON *ae = cJSON_GetObjectItemCaseSensitive(doc, "allow_empty");
+	const cJSON *so = cJSON_GetObjectItemCaseSensitive(doc, "source");
+	const cJSON *key, *rev;
+
+	if (ae && !cJSON_IsBool(ae)) {
+		set_err(err, errlen,
+			"%s: field \"allow_empty\" must be true or false, got "
+			"%s",
+			path, json_type(ae));
+		return -EINVAL;
+	}
+	rs->allow_empty = cJSON_IsTrue(ae);
+	if (!so)
+		return 0;
+	key = cJSON_GetObjectItemCaseSensitive(so, "etcd_key");
+	rev = cJSON_GetObjectItemCaseSensitive(so, "revision");
+	if (!cJSON_IsObject(so) || cJSON_GetArraySize(so) != 2 ||
+	    !cJSON_IsString(key) || !*key->valuestring ||
+	    !json_uint(rev, 1, SL_SNAPSHOT_VERSION_MAX, &src->revision)) {
+		set_err(err, errlen,
+			"%s: field \"source\" must be {\"etcd_key\": a "
+			"non-empty string, \"revision\": an integer from 1 "
+			"to 2^53-1}",
+			path);
+		return -EINVAL;
+	}
+	src->etcd_key = strdup(key->valuestring);
+	if (!src->etcd_key) {
+		set_err(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 static int parse_snapshot(const char *path, const cJSON *doc,
@@ -447,6 +487,11 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 		sl_ruleset_free(&rs);
 		return -EINVAL;
 	}
+	ret = parse_extras(path, doc, &rs, &out->source, err, errlen);
+	if (ret) {
+		sl_ruleset_free(&rs);
+		return ret;
+	}
 	out->version = v;
 	out->updated_at = updated_at;
 	out->rules = rs;
@@ -503,6 +548,9 @@ void sl_snapshot_free(struct sl_snapshot *s)
 	if (!s)
 		return;
 	sl_ruleset_free(&s->rules);
+	free(s->source.etcd_key);
+	s->source.etcd_key = NULL;
+	s->source.revision = 0;
 	s->version = 0;
 	s->updated_at = 0;
 }
@@ -581,7 +629,8 @@ static int open_dir(const char *dir, bool create, char *err, size_t errlen)
 /* The snapshot document as text, or NULL when out of memory: laid out as
  * cJSON_Print() lays it out, the rules re-indented from canon. */
 static char *snapshot_text(const char *canon, const char *sum,
-			   uint64_t version, int64_t now)
+			   uint64_t version, int64_t now, bool allow_empty,
+			   const struct sl_snapshot_source *src)
 {
 	char when[SL_UTC_MS_LEN + 1];
 	struct sl_text t = {0};
@@ -598,6 +647,22 @@ static char *snapshot_text(const char *canon, const char *sum,
 		       sum);
 	if (!sl_json_value(&j, 1, true))
 		t.nomem = true; /* never: canon is ours */
+	if (allow_empty)
+		sl_text_printf(&t, ",\n\t\"allow_empty\":\ttrue");
+	if (src && src->etcd_key) {
+		cJSON *item = cJSON_CreateStringReference(src->etcd_key);
+		char *key = item ? cJSON_PrintUnformatted(item) : NULL;
+
+		cJSON_Delete(item);
+		sl_text_printf(&t,
+			       ",\n\t\"source\":\t{\n\t\t\"etcd_key\":\t%s,"
+			       "\n\t\t\"revision\":\t%llu\n\t}",
+			       key ? key : "\"\"",
+			       (unsigned long long) src->revision);
+		if (!key)
+			t.nomem = true;
+		free(key);
+	}
 	sl_text_put(&t, "\n}\n", 3);
 	if (t.nomem) {
 		free(t.buf);
@@ -778,6 +843,16 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 		      uint64_t version, bool parsed,
 		      struct sl_snapshot_mark *mark, char *err, size_t errlen)
 {
+	return sl_snapshot_write_source(dir, rs, version, parsed, NULL, mark,
+					err, errlen);
+}
+
+int sl_snapshot_write_source(const char *dir, const struct sl_ruleset *rs,
+			     uint64_t version, bool parsed,
+			     const struct sl_snapshot_source *source,
+			     struct sl_snapshot_mark *mark, char *err,
+			     size_t errlen)
+{
 	char *cur = NULL, *prev = NULL, *tmp = NULL, *text = NULL;
 	char sum[SL_CHECKSUM_LEN + 1], *canon = NULL;
 	int dfd = -1, ret;
@@ -805,7 +880,8 @@ int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 	if (ret)
 		goto out;
 	canon_checksum(canon, sum);
-	text = snapshot_text(canon, sum, version, (int64_t) time(NULL));
+	text = snapshot_text(canon, sum, version, (int64_t) time(NULL),
+			     rs->allow_empty && !rs->n, source);
 	if (!text) {
 		ret = -ENOMEM;
 		set_err(err, errlen, "%s: out of memory", dir);

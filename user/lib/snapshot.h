@@ -21,10 +21,18 @@
 /* Versions are JSON numbers: keep them exact as doubles. */
 #define SL_SNAPSHOT_VERSION_MAX ((1ULL << 53) - 1)
 
+/* Where the rules came from when a config source wrote them (optional in
+ * the file: snapshots without it still load). */
+struct sl_snapshot_source {
+	char *etcd_key;	  /* NULL: no source (a rule file, the CLI) */
+	uint64_t revision; /* the key's mod_revision the rules are */
+};
+
 struct sl_snapshot {
 	uint64_t version;   /* 1.., chosen by the writer; higher is newer */
 	int64_t updated_at; /* Unix seconds, UTC */
-	struct sl_ruleset rules;
+	struct sl_ruleset rules; /* rules.allow_empty kept too */
+	struct sl_snapshot_source source;
 };
 
 /*
@@ -70,6 +78,13 @@ void sl_snapshot_mark_free(struct sl_snapshot_mark *mark);
 int sl_snapshot_write(const char *dir, const struct sl_ruleset *rs,
 		      uint64_t version, bool parsed,
 		      struct sl_snapshot_mark *mark, char *err, size_t errlen);
+
+/* As sl_snapshot_write(), recording source (NULL: none) in the file. */
+int sl_snapshot_write_source(const char *dir, const struct sl_ruleset *rs,
+			     uint64_t version, bool parsed,
+			     const struct sl_snapshot_source *source,
+			     struct sl_snapshot_mark *mark, char *err,
+			     size_t errlen);
 
 /*
  * Make DIR/rules.json.prev current again (when applying a just-written

@@ -319,3 +319,31 @@ void sl_format_utc(int64_t unix_ms, bool millis, char out[SL_UTC_MS_LEN + 1])
 	*out++ = 'Z';
 	*out = '\0';
 }
+
+uint32_t sl_backoff_ms(uint32_t min_ms, uint32_t max_ms, uint32_t failures,
+		       uint32_t rnd)
+{
+	uint64_t d = min_ms;
+
+	for (uint32_t i = 1; i < failures && d < max_ms; i++)
+		d *= 2;
+	if (d > max_ms)
+		d = max_ms;
+	return d / 2 + (d - d / 2) * (uint64_t)rnd / UINT32_MAX;
+}
+
+uint32_t sl_xorshift32(uint32_t *state)
+{
+	*state ^= *state << 13;
+	*state ^= *state >> 17;
+	*state ^= *state << 5;
+	return *state;
+}
+
+int64_t sl_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}

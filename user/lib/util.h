@@ -123,10 +123,26 @@ int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *
  */
 int sl_read_fd(int fd, size_t max, char **out, size_t *len);
 
+/* ---- retrying ---- */
+
+/*
+ * The retry delay after `failures` failures in a row: min_ms doubled per
+ * failure up to max_ms, then drawn from [d/2, d] by rnd (a uniform 32-bit
+ * value) so that a fleet does not retry in step.
+ */
+uint32_t sl_backoff_ms(uint32_t min_ms, uint32_t max_ms, uint32_t failures,
+		       uint32_t rnd);
+
+/* xorshift32 of *state (not 0): jitter only, nothing secret. */
+uint32_t sl_xorshift32(uint32_t *state);
+
 /* ---- time ---- */
 
 /* CLOCK_MONOTONIC in ns: what durations and deadlines are measured in. */
 uint64_t sl_now_ns(void);
+
+/* CLOCK_REALTIME in ms since the epoch: what is shown as a UTC time. */
+int64_t sl_wall_ms(void);
 
 #define NSEC_PER_MSEC 1000000ULL
 #define NSEC_PER_SEC  1000000000ULL

@@ -1,0 +1,115 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Rules from etcd (docs/fleet.md): the time from a put of the key to its
+# revision in force on each of N agents. One etcd and N agents in one
+# namespace, each agent on a veth of its own with its own state and pin
+# directories; etcd on that namespace's loopback. A put goes through
+# etcd's JSON gateway; each agent's revision in force is read from its
+# metrics (sluice_config_source_revision) round robin, every 2 ms.
+#
+# usage: tests/bench/bench_etcd.sh [--agents N] [--puts N]
+# Prints one line per put count and the medians; exits 0 whatever the
+# figures, 1 when it cannot measure, and prints a TAP skip (exit 0)
+# without root, native XDP on veth or etcd.
+
+set -u
+
+AGENTS=4
+PUTS=20
+while [ $# -gt 0 ]; do
+	case $1 in
+	--agents) AGENTS=$2; shift 2 ;;
+	--puts) PUTS=$2; shift 2 ;;
+	*) echo "usage: $0 [--agents N] [--puts N]" >&2; exit 2 ;;
+	esac
+done
+
+cd "$(dirname "$0")/../.."
+source tests/lib/netns.sh
+source tests/lib/sluice.sh
+
+if ! command -v etcd >/dev/null; then
+	echo "ok 1 - etcd fan-out # SKIP etcd is not installed (etcd-server)"
+	exit 0
+fi
+skip_unless_root_and_xdp "etcd fan-out"
+netns_setup betcd 1 || { echo "netns setup failed" >&2; exit 1; }
+sluice_env_setup || { echo "bpffs setup failed" >&2; exit 1; }
+T=$NETNS_TMP
+EP=http://127.0.0.1:2379
+KEY=/sluice/bench
+
+rule() { printf '{"name":"%s","match":{"proto":"udp","dport":%s},"grade":"pps","count":%s}' "$@"; }
+echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 2000)]}" >"$T/a.json"
+echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 3000)]}" >"$T/b.json"
+
+netns_bg "$NS_RX" etcd etcd --name b --data-dir "$T/etcd" \
+	--listen-client-urls "$EP" --advertise-client-urls "$EP" \
+	--listen-peer-urls http://127.0.0.1:2380 \
+	--initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster b=http://127.0.0.1:2380
+for ((i = 0; i < 100; i++)); do
+	ip netns exec "$NS_RX" env ETCDCTL_API=3 etcdctl --endpoints "$EP" \
+		put "$KEY" "$(cat "$T/a.json")" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+[ "$i" -lt 100 ] || { echo "etcd did not come up" >&2; exit 1; }
+
+ports=()
+for ((k = 0; k < AGENTS; k++)); do
+	ip -n "$NS_RX" link add "b$k" type veth peer name "b$k-peer" &&
+		ip -n "$NS_RX" link set "b$k" up &&
+		ip -n "$NS_RX" link set "b$k-peer" up ||
+		{ echo "veth b$k failed" >&2; exit 1; }
+	mkdir -p "$T/state$k"
+	netns_on_exit "ip netns exec '$NS_RX' '$SLUICE' down --iface b$k --pin-dir '$SL_BPFFS/pin$k'"
+	# --allow-empty: no snapshot yet, the rules come from etcd
+	netns_bg "$NS_RX" "agent$k" "$SLUICE" agent --iface "b$k" \
+		--state-dir "$T/state$k" --pin-dir "$SL_BPFFS/pin$k" \
+		--allow-empty --etcd "$EP" --etcd-key "$KEY" \
+		--metrics "127.0.0.1:$((9500 + k))"
+	ports+=($((9500 + k)))
+done
+
+ip netns exec "$NS_RX" python3 - "$EP" "$KEY" "$PUTS" "$T/a.json" "$T/b.json" "${ports[@]}" <<'PY'
+import base64, json, statistics, sys, time, urllib.request
+ep, key, puts, files, ports = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:6], sys.argv[6:]
+b64 = lambda b: base64.b64encode(b).decode()
+def revision(port):
+    try:
+        text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=1).read().decode()
+    except OSError:
+        return -1
+    for line in text.splitlines():
+        if line.startswith("sluice_config_source_revision "):
+            return int(float(line.split()[1]))
+    return -1
+def put(value):
+    req = urllib.request.Request(ep + "/v3/kv/put",
+        json.dumps({"key": b64(key.encode()), "value": b64(value)}).encode(),
+        {"Content-Type": "application/json"})
+    return int(json.load(urllib.request.urlopen(req))["header"]["revision"])
+def wait_all(rev, t0, limit=10):
+    when = {}
+    while len(when) < len(ports):
+        for p in ports:
+            if p not in when and revision(p) >= rev:
+                when[p] = (time.monotonic() - t0) * 1000
+        if time.monotonic() - t0 > limit:
+            sys.exit("revision %d in force on %d of %d agents after %d s" % (rev, len(when), len(ports), limit))
+        time.sleep(0.002)
+    return when
+# the agents are up once the first value is in force everywhere
+wait_all(put(open(files[0], "rb").read()), time.monotonic(), 30)
+first, last = [], []
+for i in range(puts):
+    value = open(files[(i + 1) % 2], "rb").read()
+    t0 = time.monotonic()
+    when = wait_all(put(value), t0)
+    first.append(min(when.values()))
+    last.append(max(when.values()))
+print("put -> in force, %d agents, %d puts: first agent median %.0f ms (max %.0f), "
+      "all %d median %.0f ms (max %.0f)" % (len(ports), puts, statistics.median(first),
+      max(first), len(ports), statistics.median(last), max(last)))
+PY

@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Rules from etcd (docs/fleet.md), against a real etcd-server: the agent
+# boots from its snapshot with etcd down; takes the key's value once etcd
+# is up and every put after, keeping the counters of unchanged rules;
+# refuses invalid, empty and deleted values with the rules in force
+# unchanged; keeps enforcing and stays ready while etcd is down and says
+# since when; resumes the watch from its revision after an outage (the
+# latest applied, none twice) and re-reads after a compaction; boots the
+# etcd-sourced snapshot with etcd down and applies nothing when the key
+# is at the snapshot's revision, falling over past a dead endpoint;
+# refuses local rule changes (managed); `sluice push` checks, publishes,
+# and compares and swaps; bad options are usage errors.
+#
+# etcd runs inside the agent's namespace, on that namespace's own
+# loopback: its ports are free by construction, and nothing outside sees
+# it. Its data dir is under the suite's temporary directory.
+set -u
+cd "$(dirname "$0")/../.."
+source tests/lib/netns.sh
+source tests/lib/sluice.sh
+source tests/lib/tap.sh
+
+if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
+	echo "ok 1 - etcd rules # SKIP etcd is not installed (etcd-server, etcd-client)"
+	exit 0
+fi
+skip_unless_root_and_xdp "etcd rules"
+netns_setup etcd 2 || { echo "Bail out! netns setup failed"; exit 1; }
+sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
+
+T=$NETNS_TMP
+KEY=/sluice/rules
+EP=http://127.0.0.1:2379
+METRICS=127.0.0.1:9464
+READY_S=10
+[ -n "$VM" ] && READY_S=120
+CUR=$SL_STATE/rules.json
+
+rule() # NAME PORT COUNT
+{
+	printf '{"name":"%s","match":{"proto":"udp","dport":%s},"grade":"pps","count":%s}' "$1" "$2" "$3"
+}
+echo "{\"rules\":[$(rule r1 9000 1000)]}" >"$T/v1.json"
+echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 2000)]}" >"$T/v2.json"
+echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 3000)]}" >"$T/v3.json"
+echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 -5)]}" >"$T/invalid.json"
+echo '{"rules":[]}' >"$T/empty.json"
+echo '{"rules":[],"allow_empty":true}' >"$T/explicit-empty.json"
+
+etcd_start()
+{
+	netns_bg "$NS_RX" etcd etcd --name t --data-dir "$T/etcd" \
+		--listen-client-urls "$EP" --advertise-client-urls "$EP" \
+		--listen-peer-urls http://127.0.0.1:2380 \
+		--initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster t=http://127.0.0.1:2380
+	for ((i = 0; i < 100; i++)); do
+		ectl endpoint health >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "# etcd did not come up:"
+	show "$T/etcd.err" 20
+	return 1
+}
+etcd_kill()
+{
+	kill -KILL "${NETNS_PID[etcd]}" 2>/dev/null
+	wait "${NETNS_PID[etcd]}" 2>/dev/null
+	unset "NETNS_PID[etcd]"
+}
+# etcdctl in the agent's namespace: the operator's second client
+ectl() { ip netns exec "$NS_RX" env ETCDCTL_API=3 etcdctl --endpoints "$EP" "$@"; }
+eput() { ectl put "$KEY" "$(cat "$1")" >/dev/null; }
+# the key's mod_revision
+erev()
+{
+	ectl get "$KEY" -w json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(d["kvs"][0]["mod_revision"] if d.get("kvs") else 0)'
+}
+st() { sluice_cli status -j | sluice_json "$1"; }
+names() { sluice_cli rule list -j | sluice_json '",".join(r["name"] for r in d["rules"])'; }
+snap() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$CUR" "$1"; }
+metric() { ip netns exec "$NS_RX" curl -s "http://$METRICS/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+# wait_for SECS EXPR: poll `status -j` every 50 ms until EXPR is true
+wait_for()
+{
+	local deadline=$(( ${EPOCHREALTIME//[.,]/} + $1 * 1000000 ))
+
+	while (( ${EPOCHREALTIME//[.,]/} < deadline )); do
+		[ "$(st "$2" 2>/dev/null)" = true ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# applies REV: how many times the agent's log says REV was put in force
+applies() { grep -c "etcd: $KEY at revision $1 in force" "$T/agent.err"; }
+send() # PORT N: N packets to PORT, paced
+{
+	ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
+		--dst-mac "$RX_MAC" --dport "$1" --count "$2" --rate 1000 \
+		>/dev/null 2>&1
+}
+AGENT_ARGS=(--etcd "$EP" --etcd-key "$KEY" --metrics "$METRICS")
+# the cases that stop the agent (SIGSTOP) must not leave it stopped for
+# the cleanup's SIGTERM, which a stopped process never acts on: agent_bg
+# registers a SIGCONT that runs before it
+agent_bg()
+{
+	sluice_bg agent "${AGENT_ARGS[@]}"
+	netns_on_exit "kill -CONT ${NETNS_PID[agent]} 2>/dev/null"
+}
+
+# ---- boot from the snapshot with etcd down --------------------------------
+sluice_bg seed --rules "$T/v1.json"
+sluice_wait_ready seed "$READY_S" || { echo "Bail out! the seed agent did not start"; exit 1; }
+netns_stop seed
+agent_bg
+sluice_wait_ready agent "$READY_S"
+check $? "etcd down: the agent boots from its snapshot and is ready"
+[ "$(names)" = r1 ] && [ "$(st 'd["rules_in_force"]')" = 1 ]
+check $? "  ... with the snapshot's rules in force (r1)"
+wait_for 5 'd["config_source"]["state"] == "unreachable" and d["config_source"]["unreachable_since"] is not None'
+check $? "  ... and status says etcd is unreachable, and since when"
+send 9000 100
+[ "$(sluice_rule_stat r1 passed_pkts)" = 100 ]
+check $? "  ... r1 judges packets (100 passed)"
+
+# ---- etcd comes up with a value ------------------------------------------
+etcd_start || { echo "Bail out! etcd did not start"; exit 1; }
+eput "$T/v2.json"
+REV2=$(erev)
+wait_for 10 "d['config_source']['revision'] == $REV2 and d['config_source']['state'] == 'watching'"
+check $? "etcd up with a value: applied (revision $REV2), status watching at it"
+[ "$(names)" = r1,r2 ] && [ "$(snap 'd["source"]["revision"]')" = "$REV2" ] &&
+	[ "$(snap 'd["source"]["etcd_key"]')" = "$KEY" ]
+check $? "  ... the rules in force are the value's, the snapshot records key and revision"
+[ "$(sluice_rule_stat r1 passed_pkts)" = 100 ]
+check $? "  ... r1 unchanged: its counters kept (100)"
+[ "$(metric sluice_config_source_up)" = 1 ] && [ "$(metric sluice_config_source_revision)" = "$REV2" ]
+check $? "  ... metrics: source up, revision $REV2"
+sluice_cli status | grep -qx "source:    etcd $KEY, revision $REV2, watching"
+check $? "  ... and \`sluice status\` says so in one line"
+
+# ---- a new valid value ---------------------------------------------------
+eput "$T/v3.json"
+REV3=$(erev)
+wait_for 2 "d['config_source']['revision'] == $REV3"
+check $? "a put is in force within 2 s (revision $REV3)"
+[ "$(sluice_cli rule list -j | sluice_json '[r["count"] for r in d["rules"] if r["name"] == "r2"][0]')" = 3000 ] &&
+	[ "$(sluice_rule_stat r1 passed_pkts)" = 100 ]
+check $? "  ... r2 changed to 3000, r1's counters kept"
+# put -> in force, N times: a put through the gateway, then the revision
+# in force polled from the metrics every 2 ms
+ip netns exec "$NS_RX" python3 - "$EP" "$KEY" "$METRICS" "$T/v2.json" "$T/v3.json" >"$T/latency" <<'PY'
+import base64, json, statistics, sys, time, urllib.request
+ep, key, metrics, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+b64 = lambda b: base64.b64encode(b).decode()
+def post(path, body):
+    req = urllib.request.Request(ep + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+def in_force():
+    text = urllib.request.urlopen("http://%s/metrics" % metrics).read().decode()
+    for line in text.splitlines():
+        if line.startswith("sluice_config_source_revision "):
+            return int(float(line.split()[1]))
+ms = []
+for i in range(20):
+    value = open(files[i % 2], "rb").read()
+    t0 = time.monotonic()
+    rev = int(post("/v3/kv/put", {"key": b64(key.encode()), "value": b64(value)})["header"]["revision"])
+    while in_force() != rev:
+        if time.monotonic() - t0 > 5:
+            sys.exit("revision %d not in force after 5 s" % rev)
+        time.sleep(0.002)
+    ms.append((time.monotonic() - t0) * 1000)
+print("%.0f %.0f %.0f" % (statistics.median(ms), min(ms), max(ms)))
+PY
+check $? "20 puts in a row: each in force within 5 s"
+read -r LAT_MED LAT_MIN LAT_MAX <"$T/latency"
+echo "# put -> in force on one agent, 20 puts: median ${LAT_MED:-?} ms, min ${LAT_MIN:-?}, max ${LAT_MAX:-?}"
+eput "$T/v3.json"
+REV3=$(erev)
+wait_for 5 "d['config_source']['revision'] == $REV3"
+VERSION=$(sluice_cli rule list -j | sluice_json 'd["version"]')
+
+# ---- an invalid value ----------------------------------------------------
+eput "$T/invalid.json"
+REVBAD=$(erev)
+wait_for 5 "d['config_source']['last_refused'] is not None and d['config_source']['last_refused']['revision'] == $REVBAD"
+check $? "an invalid value is refused (revision $REVBAD)"
+[ "$(st 'd["config_source"]["revision"]')" = "$REV3" ] &&
+	[ "$(sluice_cli rule list -j | sluice_json 'd["version"]')" = "$VERSION" ] &&
+	[ "$(st 'd["ready"]')" = true ]
+check $? "  ... the rules in force stay (revision $REV3, snapshot version $VERSION), ready"
+st 'd["config_source"]["last_refused"]["error"]' | grep -q "rule 'r2'.*count"
+check $? "  ... status names the error (rule r2, count)"
+[ "$(metric sluice_config_source_refused_total)" = 1 ] &&
+	grep -q "etcd: $KEY at revision $REVBAD refused" "$T/agent.err"
+check $? "  ... and so do the metrics (refused_total 1) and the log"
+
+# ---- empty, explicit empty -----------------------------------------------
+eput "$T/empty.json"
+REVE=$(erev)
+wait_for 5 "d['config_source']['last_refused']['revision'] == $REVE"
+check $? "an empty value is refused"
+[ "$(names)" = r1,r2 ] && st 'd["config_source"]["last_refused"]["error"]' | grep -q 'allow_empty'
+check $? "  ... the rules stay, the error says how to mean it (allow_empty)"
+eput "$T/explicit-empty.json"
+REVX=$(erev)
+wait_for 5 "d['config_source']['revision'] == $REVX"
+check $? "an explicit empty value (\"allow_empty\": true) is applied"
+[ "$(st 'd["rules_in_force"]')" = 0 ] && [ "$(st 'd["ready"]')" = true ]
+check $? "  ... no rules in force, and the agent is ready"
+eput "$T/v3.json"
+REV3=$(erev)
+wait_for 5 "d['config_source']['revision'] == $REV3 and d['rules_in_force'] == 2"
+check $? "setup: back to v3 (revision $REV3)"
+
+# ---- local changes refused -----------------------------------------------
+sluice_cli rule add "$T/v1.json" >"$T/add.out" 2>"$T/add.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "\[managed\]" "$T/add.err" && grep -q "$KEY" "$T/add.err" &&
+	grep -q "sluice push" "$T/add.err"
+check $? "local rule add: exit 1 ($rc), code managed, naming the key and sluice push"
+show "$T/add.err" 2
+[ "$(names)" = r1,r2 ]
+check $? "  ... and the rules are unchanged"
+
+# ---- etcd killed ---------------------------------------------------------
+killed_at=$(date -u +%s)
+etcd_kill
+wait_for 5 'd["config_source"]["state"] == "unreachable"'
+check $? "etcd killed: status says unreachable"
+since=$(st 'd["config_source"]["unreachable_since"]')
+since_s=$(date -u -d "$since" +%s 2>/dev/null || echo 0)
+(( since_s >= killed_at && since_s <= killed_at + 5 )) &&
+	sluice_cli status | grep -q "^source:    etcd $KEY, revision $REV3, unreachable since $since"
+check $? "  ... since $since, the kill's second or after ($killed_at), also in \`sluice status\`"
+[ "$(st 'd["ready"]')" = true ] && [ "$(names)" = r1,r2 ] &&
+	[ -n "$(st 'd["config_source"]["unreachable_since"]')" ] &&
+	[ "$(metric sluice_config_source_up)" = 0 ]
+check $? "  ... ready, the rules still in force, since when, metric up 0"
+before=$(sluice_rule_stat r1 passed_pkts)
+send 9000 50
+[ "$(sluice_rule_stat r1 passed_pkts)" = $((before + 50)) ]
+check $? "  ... and r1 still judges packets"
+
+# ---- etcd back with puts made meanwhile: the agent resumes its watch ------
+kill -STOP "${NETNS_PID[agent]}"
+etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
+eput "$T/v2.json"; R_A=$(erev)
+eput "$T/v3.json"; R_B=$(erev)
+eput "$T/v2.json"; R_C=$(erev)
+kill -CONT "${NETNS_PID[agent]}"
+wait_for 15 "d['config_source']['revision'] == $R_C and d['config_source']['state'] == 'watching'"
+check $? "etcd back, 3 puts made meanwhile: the agent ends on the latest ($R_C)"
+[ "$(sluice_cli rule list -j | sluice_json '[r["count"] for r in d["rules"] if r["name"] == "r2"][0]')" = 2000 ] &&
+	[ "$(snap 'd["source"]["revision"]')" = "$R_C" ]
+check $? "  ... the latest in force and in the snapshot"
+twice=0
+for r in $REV2 $REV3 $REVX $R_A $R_B $R_C; do
+	[ "$(applies "$r")" -le 1 ] || twice=1
+done
+[ "$(applies "$R_C")" = 1 ] && [ $twice = 0 ]
+check $? "  ... no revision applied twice (the log's applies per revision)"
+
+# ---- compaction: the agent's revision is gone when it comes back ----------
+kill -STOP "${NETNS_PID[agent]}"
+etcd_kill
+etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
+for f in v3 v2 v3; do eput "$T/$f.json"; done
+R_L=$(erev)
+ectl compact "$R_L" >/dev/null
+kill -CONT "${NETNS_PID[agent]}"
+wait_for 15 "d['config_source']['revision'] == $R_L and d['config_source']['state'] == 'watching'"
+check $? "puts then a compaction while the agent was away: it ends on the latest ($R_L)"
+grep -q "was compacted" "$T/agent.err" && [ "$(applies "$R_L")" = 1 ] &&
+	[ "$(snap 'd["source"]["revision"]')" = "$R_L" ]
+check $? "  ... having re-read the key (logged), applied once, in the snapshot"
+
+# ---- restart with etcd down: the etcd-sourced snapshot boots ---------------
+etcd_kill
+netns_stop agent
+mv "$T/agent.err" "$T/agent1.err"
+# from now on a dead endpoint first: the agent falls over to the next
+AGENT_ARGS=(--etcd "http://127.0.0.1:2399,$EP" --etcd-key "$KEY" --metrics "$METRICS")
+agent_bg
+sluice_wait_ready agent "$READY_S" && [ "$(names)" = r1,r2 ] &&
+	[ "$(st 'd["config_source"]["revision"]')" = "$R_L" ]
+check $? "restart with etcd down: ready on the etcd-sourced snapshot (revision $R_L)"
+etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
+wait_for 15 "d['config_source']['state'] == 'watching' and d['config_source']['endpoint'] == '$EP'"
+check $? "  ... etcd back: watching, on the second endpoint ($EP; the first is dead)"
+sleep 0.5
+[ "$(grep -c "etcd: $KEY at revision .* in force" "$T/agent.err")" = 0 ]
+check $? "  ... and nothing applied: the key is at the snapshot's revision"
+
+# ---- sluice push ---------------------------------------------------------
+push() { ip netns exec "$NS_RX" "$SLUICE" push "$@" --etcd "$EP" --etcd-key "$KEY"; }
+before=$(erev)
+push "$T/invalid.json" >"$T/push.out" 2>"$T/push.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "invalid" "$T/push.err" && [ "$(erev)" = "$before" ]
+check $? "push of an invalid file: exit 1 ($rc), the error printed, nothing sent"
+push "$T/empty.json" >"$T/push.out" 2>"$T/push.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "allow_empty" "$T/push.err" && [ "$(erev)" = "$before" ]
+check $? "push of an empty file: exit 1 ($rc), nothing sent"
+push "$T/v3.json" >"$T/push.out" 2>"$T/push.err"
+rc=$?
+R_P=$(erev)
+[ "$rc" = 0 ] && grep -q "at revision $R_P\$" "$T/push.out" && [ "$R_P" -gt "$before" ]
+check $? "push of a valid file: exit 0, prints the new revision ($R_P)"
+wait_for 5 "d['config_source']['revision'] == $R_P"
+check $? "  ... and the agent puts it in force"
+push "$T/v2.json" --if-revision "$before" >"$T/push.out" 2>"$T/push.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "is at revision $R_P, not $before" "$T/push.err" && [ "$(erev)" = "$R_P" ]
+check $? "push --if-revision $before (stale): exit 1 ($rc), naming the current revision, nothing written"
+show "$T/push.err" 1
+push "$T/v2.json" --if-revision "$R_P" >"$T/push.out" 2>"$T/push.err"
+rc=$?
+R_Q=$(erev)
+[ "$rc" = 0 ] && [ "$R_Q" -gt "$R_P" ] && grep -q "at revision $R_Q\$" "$T/push.out"
+check $? "push --if-revision $R_P (current): published at $R_Q"
+ip netns exec "$NS_RX" "$SLUICE" push "$T/v1.json" --etcd "$EP" --etcd-key /sluice/other \
+	--if-revision 0 >"$T/push.out" 2>"$T/push.err" &&
+	! ip netns exec "$NS_RX" "$SLUICE" push "$T/v1.json" --etcd "$EP" \
+		--etcd-key /sluice/other --if-revision 0 >"$T/push.out" 2>"$T/push.err"
+check $? "push --if-revision 0: creates a missing key, then refuses as it exists"
+
+# ---- a deleted key -------------------------------------------------------
+wait_for 5 "d['config_source']['revision'] == $R_Q"
+ectl del "$KEY" >/dev/null
+wait_for 5 "d['config_source']['last_refused'] is not None and 'deleted' in d['config_source']['last_refused']['error']"
+check $? "the key deleted: refused, saying so"
+[ "$(names)" = r1,r2 ] && [ "$(st 'd["ready"]')" = true ]
+check $? "  ... the rules stay in force, ready"
+
+# ---- bad options: usage errors before anything is loaded -----------------
+ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
+	--pin-dir "$SL_BPFFS/bad" --etcd 127.0.0.1:2379 --etcd-key "$KEY" 2>"$T/bad.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q "'127.0.0.1:2379': not a URL" "$T/bad.err" && [ ! -e "$SL_BPFFS/bad" ]
+check $? "--etcd without http://: exit 2 ($rc), saying so, nothing loaded"
+ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
+	--pin-dir "$SL_BPFFS/bad" --etcd "$EP" 2>"$T/bad.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--etcd and --etcd-key go together" "$T/bad.err"
+check $? "--etcd without --etcd-key: exit 2 ($rc)"
+
+echo "1..$n"

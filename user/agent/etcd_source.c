@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The etcd config source of the agent (etcd_source.h, docs/fleet.md). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "etcd.h"
+#include "etcd_source.h"
+#include "log.h"
+#include "util.h"
+
+#define ERR_LEN 1024
+
+enum source_state { ST_CONNECTING, ST_WATCHING, ST_UNREACHABLE };
+
+static const char *const state_names[] = { "connecting", "watching",
+					   "unreachable" };
+
+struct sl_etcd_source {
+	const char *endpoints, *key;
+	void (*wake)(void *arg);
+	void *wake_arg;
+	struct sl_etcd etcd; /* the thread's once started */
+	pthread_t thread;
+	bool started;
+	bool stop; /* __atomic */
+	int64_t watch_from; /* the thread's: 0 means read the key first */
+	uint32_t failures, rnd; /* the thread's */
+
+	pthread_mutex_t lock; /* everything below; cond wakes the thread */
+	pthread_cond_t cond;
+	enum source_state state;
+	char endpoint[SL_ETCD_URL_MAX]; /* the last that answered */
+	int64_t unreachable_ms;		/* since; 0 while reachable */
+	char last_error[ERR_LEN];
+	uint64_t offered; /* the newest revision handed over */
+	struct sl_etcd_value pending;
+	bool has_pending;
+	uint64_t applied_rev, n_applied, n_refused;
+	int64_t last_change_ms;
+	uint64_t refused_rev;
+	char refused_err[ERR_LEN];
+};
+
+int sl_etcd_source_new(const char *endpoints, const char *key,
+		       uint64_t applied, void (*wake)(void *arg),
+		       void *wake_arg, struct sl_etcd_source **out,
+		       char *err, size_t errlen)
+{
+	struct sl_etcd_source *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return -ENOMEM;
+	ret = sl_etcd_init(&s->etcd, endpoints, key, err, errlen);
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	s->endpoints = endpoints;
+	s->key = key;
+	s->wake = wake;
+	s->wake_arg = wake_arg;
+	s->offered = s->applied_rev = applied;
+	s->rnd = (uint32_t)sl_now_ns() ^ (uint32_t)getpid() << 8;
+	if (!s->rnd)
+		s->rnd = 1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	*out = s;
+	return 0;
+}
+
+static bool stopping(void *arg)
+{
+	struct sl_etcd_source *s = arg;
+
+	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
+}
+
+/* A value of the key at revision: waits for the control loop, unless the
+ * loop has had it or a newer one already. */
+static int offer(struct sl_etcd_source *s, const char *text, size_t len,
+		 uint64_t revision, bool deleted)
+{
+	char *copy = text ? strndup(text, len) : strdup("");
+
+	if (!copy)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	if (revision <= s->offered) {
+		pthread_mutex_unlock(&s->lock);
+		free(copy);
+		return 0;
+	}
+	free(s->pending.text);
+	s->pending = (struct sl_etcd_value){ .text = copy, .len = len,
+					     .revision = revision,
+					     .deleted = deleted };
+	s->has_pending = true;
+	s->offered = revision;
+	pthread_mutex_unlock(&s->lock);
+	s->wake(s->wake_arg);
+	pr_debug("etcd: %s at revision %llu: handed to the control loop",
+		 s->key, (unsigned long long)revision);
+	return 0;
+}
+
+static int on_event(void *arg, const struct sl_etcd_event *ev)
+{
+	struct sl_etcd_source *s = arg;
+
+	s->watch_from = ev->mod_revision + 1;
+	return offer(s, ev->value, ev->len, ev->mod_revision,
+		     ev->type == SL_ETCD_DELETE);
+}
+
+static void on_created(void *arg)
+{
+	struct sl_etcd_source *s = arg;
+	int64_t down_ms;
+
+	pthread_mutex_lock(&s->lock);
+	down_ms = s->unreachable_ms ? sl_wall_ms() - s->unreachable_ms : 0;
+	s->state = ST_WATCHING;
+	s->unreachable_ms = 0;
+	snprintf(s->endpoint, sizeof(s->endpoint), "%s",
+		 sl_etcd_endpoint(&s->etcd));
+	pthread_mutex_unlock(&s->lock);
+	s->failures = 0;
+	if (down_ms)
+		pr_info("etcd: reachable again after %.1f s: watching %s on "
+			"%s from revision %lld",
+			down_ms / 1000.0, s->key, sl_etcd_endpoint(&s->etcd),
+			(long long)s->watch_from);
+	else
+		pr_info("etcd: watching %s on %s from revision %lld", s->key,
+			sl_etcd_endpoint(&s->etcd), (long long)s->watch_from);
+}
+
+/* A failed read or a broken watch: note it, wait the backoff. */
+static void failed(struct sl_etcd_source *s, const char *why)
+{
+	uint32_t delay = sl_backoff_ms(SL_ETCD_BACKOFF_MIN_MS,
+				       SL_ETCD_BACKOFF_MAX_MS, ++s->failures,
+				       sl_xorshift32(&s->rnd));
+	struct timespec until;
+	uint64_t ns;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state != ST_UNREACHABLE) {
+		s->unreachable_ms = sl_wall_ms();
+		pr_warn("etcd: unreachable: %s; the rules in force stay, "
+			"retrying", why);
+	}
+	s->state = ST_UNREACHABLE;
+	snprintf(s->last_error, sizeof(s->last_error), "%s", why);
+	clock_gettime(CLOCK_REALTIME, &until);
+	ns = until.tv_nsec + (uint64_t)delay * NSEC_PER_MSEC;
+	until.tv_sec += ns / NSEC_PER_SEC;
+	until.tv_nsec = ns % NSEC_PER_SEC;
+	while (!stopping(s) &&
+	       pthread_cond_timedwait(&s->cond, &s->lock, &until) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The first read, and after a compaction: the key as it is now. */
+static int read_key(struct sl_etcd_source *s, char *err, size_t errlen)
+{
+	struct sl_etcd_kv kv;
+	int ret;
+
+	ret = sl_etcd_get(&s->etcd, &kv, err, errlen);
+	if (ret)
+		return ret;
+	if (kv.exists)
+		ret = offer(s, kv.value, kv.len, kv.mod_revision, false);
+	else
+		pr_warn("etcd: %s does not exist on %s; the rules in force "
+			"stay until it is published (sluice push)",
+			s->key, sl_etcd_endpoint(&s->etcd));
+	/* from the store's revision: nothing between the read and the
+	 * watch is missed */
+	s->watch_from = kv.revision + 1;
+	sl_etcd_kv_free(&kv);
+	return ret;
+}
+
+static void *run(void *arg)
+{
+	struct sl_etcd_source *s = arg;
+	const struct sl_etcd_watch_cb cb = {
+		.event = on_event,
+		.created = on_created,
+		.stop = stopping,
+		.arg = s,
+	};
+	char err[ERR_LEN];
+
+	while (!stopping(s)) {
+		int64_t compacted = 0;
+		int ret;
+
+		if (!s->watch_from) {
+			ret = read_key(s, err, sizeof(err));
+			if (ret) {
+				failed(s, err);
+				continue;
+			}
+		}
+		ret = sl_etcd_watch(&s->etcd, s->watch_from, &cb, &compacted,
+				    err, sizeof(err));
+		if (!ret)
+			break;
+		if (ret == -ESTALE) {
+			pr_warn("etcd: revision %lld of %s was compacted "
+				"(the oldest kept is %lld): reading the key "
+				"again",
+				(long long)s->watch_from, s->key,
+				(long long)compacted);
+			s->watch_from = 0;
+			continue;
+		}
+		failed(s, err);
+	}
+	return NULL;
+}
+
+int sl_etcd_source_start(struct sl_etcd_source *s)
+{
+	int err = pthread_create(&s->thread, NULL, run, s);
+
+	if (err)
+		return -err;
+	s->started = true;
+	return 0;
+}
+
+void sl_etcd_source_free(struct sl_etcd_source *s)
+{
+	if (!s)
+		return;
+	if (s->started) {
+		pthread_mutex_lock(&s->lock);
+		__atomic_store_n(&s->stop, true, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		pthread_join(s->thread, NULL);
+	}
+	sl_etcd_free(&s->etcd);
+	free(s->pending.text);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+bool sl_etcd_source_take(struct sl_etcd_source *s, struct sl_etcd_value *v)
+{
+	bool got;
+
+	pthread_mutex_lock(&s->lock);
+	got = s->has_pending;
+	if (got) {
+		*v = s->pending;
+		s->pending = (struct sl_etcd_value){ 0 };
+		s->has_pending = false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return got;
+}
+
+void sl_etcd_source_applied(struct sl_etcd_source *s, uint64_t revision)
+{
+	pthread_mutex_lock(&s->lock);
+	s->applied_rev = revision;
+	s->n_applied++;
+	s->last_change_ms = sl_wall_ms();
+	pthread_mutex_unlock(&s->lock);
+}
+
+void sl_etcd_source_refused(struct sl_etcd_source *s, uint64_t revision,
+			    const char *why)
+{
+	pthread_mutex_lock(&s->lock);
+	s->n_refused++;
+	s->refused_rev = revision;
+	snprintf(s->refused_err, sizeof(s->refused_err), "%s", why);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void add_utc(cJSON *o, const char *name, int64_t ms)
+{
+	char when[SL_UTC_MS_LEN + 1];
+
+	if (!ms) {
+		cJSON_AddNullToObject(o, name);
+		return;
+	}
+	sl_format_utc(ms, false, when);
+	cJSON_AddStringToObject(o, name, when);
+}
+
+cJSON *sl_etcd_source_status(struct sl_etcd_source *s)
+{
+	cJSON *o = cJSON_CreateObject(), *eps, *ref;
+	const char *cur = s->endpoints, *item;
+	size_t len;
+
+	cJSON_AddStringToObject(o, "kind", "etcd");
+	eps = cJSON_AddArrayToObject(o, "endpoints");
+	while (sl_list_next(&cur, &item, &len)) {
+		char *one = strndup(item, len);
+
+		cJSON_AddItemToArray(eps, cJSON_CreateString(one ? one : ""));
+		free(one);
+	}
+	cJSON_AddStringToObject(o, "key", s->key);
+	pthread_mutex_lock(&s->lock);
+	cJSON_AddStringToObject(o, "endpoint", s->endpoint);
+	cJSON_AddNumberToObject(o, "revision", s->applied_rev);
+	cJSON_AddStringToObject(o, "state", state_names[s->state]);
+	add_utc(o, "unreachable_since", s->unreachable_ms);
+	if (s->unreachable_ms)
+		cJSON_AddNumberToObject(o, "unreachable_for_s",
+					(sl_wall_ms() - s->unreachable_ms) /
+						1000.0);
+	else
+		cJSON_AddNullToObject(o, "unreachable_for_s");
+	cJSON_AddStringToObject(o, "last_error", s->last_error);
+	add_utc(o, "last_change", s->last_change_ms);
+	cJSON_AddNumberToObject(o, "applied", s->n_applied);
+	cJSON_AddNumberToObject(o, "refused", s->n_refused);
+	if (s->n_refused) {
+		ref = cJSON_AddObjectToObject(o, "last_refused");
+		cJSON_AddNumberToObject(ref, "revision", s->refused_rev);
+		cJSON_AddStringToObject(ref, "error", s->refused_err);
+	} else {
+		cJSON_AddNullToObject(o, "last_refused");
+	}
+	pthread_mutex_unlock(&s->lock);
+	return o;
+}
+
+void sl_etcd_source_stats(struct sl_etcd_source *s,
+			  struct sl_etcd_source_stats *st)
+{
+	pthread_mutex_lock(&s->lock);
+	st->up = s->state == ST_WATCHING;
+	st->revision = s->applied_rev;
+	st->refused = s->n_refused;
+	st->applied = s->n_applied;
+	st->last_change_ms = s->last_change_ms;
+	st->unreachable_ms = s->unreachable_ms;
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * `sluice push FILE --etcd URL --etcd-key KEY [--if-revision N]`: check
+ * FILE as `sluice check` does and publish it as the value of KEY, which
+ * agents started with --etcd-key KEY put in force (docs/fleet.md). It
+ * talks to etcd, the config source, never to an agent.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "compile.h"
+#include "etcd.h"
+#include "rules.h"
+
+#define ERRBUF 4096
+
+struct push {
+	const char *endpoints;
+	const char *key;
+	bool has_if_revision;
+	uint64_t if_revision;
+};
+
+static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
+		    char **argv)
+{
+	struct push *p = opts;
+	const char *file = argv[0];
+	struct sl_ruleset rs = { 0 };
+	struct sl_compiled comp;
+	struct sl_etcd etcd;
+	char err[ERRBUF], *text;
+	int64_t revision;
+	size_t len;
+	int ret;
+
+	if (sl_etcd_init(&etcd, p->endpoints, p->key, err, sizeof(err)))
+		return sl_params_error(cmd, "%s", err);
+	if (cli_check_rules(file, &text, &len, &rs, &comp)) {
+		sl_etcd_free(&etcd);
+		return SL_CLI_FAILED;
+	}
+	sl_compiled_free(&comp);
+	/* every agent would refuse it: nothing is sent */
+	if (!rs.n && !rs.allow_empty) {
+		fprintf(stderr, "%s: no rules; agents refuse an empty set "
+				"unless the document says \"allow_empty\": "
+				"true; nothing sent\n", file);
+		ret = SL_CLI_FAILED;
+		goto out;
+	}
+	ret = sl_etcd_put(&etcd, text, len, p->has_if_revision,
+			  p->if_revision, &revision, err, sizeof(err));
+	if (ret == -ECANCELED) {
+		if (revision)
+			fprintf(stderr, "%s: not published: %s is at revision "
+					"%lld, not %llu\n", file, p->key,
+				(long long)revision,
+				(unsigned long long)p->if_revision);
+		else
+			fprintf(stderr, "%s: not published: %s does not "
+					"exist, not at revision %llu\n", file,
+				p->key, (unsigned long long)p->if_revision);
+		ret = SL_CLI_FAILED;
+	} else if (ret) {
+		fprintf(stderr, "%s: not published: %s\n", file, err);
+		ret = SL_CLI_FAILED;
+	} else {
+		printf("%s: %zu rules published as %s at revision %lld\n",
+		       file, rs.n, p->key, (long long)revision);
+	}
+out:
+	free(text);
+	sl_ruleset_free(&rs);
+	sl_etcd_free(&etcd);
+	return ret;
+}
+
+static const struct sl_opt push_opts[] = {
+	{ .name = "etcd", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct push, endpoints), .metavar = "URL[,URL...]",
+	  .required = true, .help = "etcd's client URLs" },
+	{ .name = "etcd-key", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct push, key), .metavar = "KEY",
+	  .required = true, .help = "the key the agents watch" },
+	{ .name = "if-revision", .type = SL_OPT_U64,
+	  .field = SL_FIELD(struct push, if_revision),
+	  .given = SL_FIELD(struct push, has_if_revision), .metavar = "N",
+	  .max = INT64_MAX,
+	  .help = "only if KEY is at revision N (0: only if it does not "
+		  "exist)" },
+	{ 0 },
+};
+
+const struct sl_cmd sl_cmd_push = {
+	.name = "push",
+	.args = "FILE",
+	.min_args = 1,
+	.max_args = 1,
+	.missing = "FILE (a rule file)",
+	.opts = push_opts,
+	.opts_size = sizeof(struct push),
+	.run = run_push,
+	.summary = "check a rule file as `check` does and publish it to the "
+		   "etcd key\nthat agents with --etcd-key take their rules "
+		   "from",
+};

@@ -1,0 +1,629 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * etcd 3.4's JSON gateway (etcd.h). Keys and values are base64 in the
+ * JSON, int64 fields are JSON strings. The watch answer is a stream of
+ * JSON objects, one per line.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "etcd.h"
+#include "util.h"
+
+#define CONNECT_TIMEOUT_MS 2000
+#define ANSWER_MAX	   SL_ETCD_FRAME_MAX
+
+static void __attribute__((format(printf, 3, 4)))
+set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+char *sl_etcd_b64_encode(const char *data, size_t len)
+{
+	char *out;
+
+	/* EVP_EncodeBlock() takes an int */
+	if (len > INT32_MAX / 4 * 3)
+		return NULL;
+	out = malloc(4 * ((len + 2) / 3) + 1);
+	if (out)
+		EVP_EncodeBlock((unsigned char *)out,
+				(const unsigned char *)data, len);
+	return out;
+}
+
+int sl_etcd_b64_decode(const char *text, char **out, size_t *len)
+{
+	size_t n = strlen(text);
+	int got;
+	char *buf;
+
+	/* EVP_DecodeBlock takes whole quads; etcd pads */
+	if (n % 4 || n > INT32_MAX)
+		return -EINVAL;
+	buf = malloc(n / 4 * 3 + 1);
+	if (!buf)
+		return -ENOMEM;
+	got = n ? EVP_DecodeBlock((unsigned char *)buf,
+				  (const unsigned char *)text, n)
+		: 0;
+	if (got < 0) {
+		free(buf);
+		return -EINVAL;
+	}
+	/* it counts the padding's zero bytes in */
+	if (n && text[n - 1] == '=')
+		got--;
+	if (n > 1 && text[n - 2] == '=')
+		got--;
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return 0;
+}
+
+int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
+		 char *err, size_t errlen)
+{
+	const char *cur = endpoints, *item;
+	size_t len;
+
+	memset(e, 0, sizeof(*e));
+	if (!key || !*key) {
+		set_err(err, errlen, "--etcd-key: an empty key");
+		return -EINVAL;
+	}
+	while (sl_list_next(&cur, &item, &len)) {
+		if (!len) {
+			set_err(err, errlen, "--etcd '%s': an empty URL",
+				endpoints);
+			return -EINVAL;
+		}
+		if (e->n_urls == SL_ETCD_MAX_ENDPOINTS) {
+			set_err(err, errlen, "--etcd '%s': more than %d URLs",
+				endpoints, SL_ETCD_MAX_ENDPOINTS);
+			return -EINVAL;
+		}
+		while (len && item[len - 1] == '/')
+			len--;
+		if (len >= SL_ETCD_URL_MAX ||
+		    (strncmp(item, "http://", 7) &&
+		     strncmp(item, "https://", 8)) ||
+		    len <= (size_t)(item[4] == 's' ? 8 : 7)) {
+			set_err(err, errlen,
+				"--etcd '%.*s': not a URL http://HOST:PORT or "
+				"https://HOST:PORT",
+				(int)(len > 200 ? 200 : len), item);
+			return -EINVAL;
+		}
+		memcpy(e->url[e->n_urls++], item, len);
+	}
+	if (!e->n_urls) {
+		set_err(err, errlen, "--etcd: no URL");
+		return -EINVAL;
+	}
+	e->key = strdup(key);
+	if (!e->key)
+		return -ENOMEM;
+	/* thread-safe in the libcurl of Debian 12 (7.88) */
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	return 0;
+}
+
+void sl_etcd_free(struct sl_etcd *e)
+{
+	free(e->key);
+	e->key = NULL;
+}
+
+const char *sl_etcd_endpoint(const struct sl_etcd *e)
+{
+	return e->url[e->cur];
+}
+
+void sl_etcd_kv_free(struct sl_etcd_kv *kv)
+{
+	free(kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
+struct answer {
+	char *buf;
+	size_t len, cap;
+	bool too_big;
+};
+
+static size_t collect(char *p, size_t size, size_t n, void *arg)
+{
+	struct answer *a = arg;
+	size_t add = size * n;
+
+	if (a->len + add + 1 > ANSWER_MAX) {
+		a->too_big = true;
+		return 0;
+	}
+	if (a->len + add + 1 > a->cap) {
+		size_t cap = (a->len + add + 1) * 2;
+		char *nb = realloc(a->buf, cap);
+
+		if (!nb)
+			return 0;
+		a->buf = nb;
+		a->cap = cap;
+	}
+	memcpy(a->buf + a->len, p, add);
+	a->len += add;
+	a->buf[a->len] = '\0';
+	return add;
+}
+
+static CURL *new_handle(const char *url, const char *body,
+			struct curl_slist **hdrs)
+{
+	CURL *c = curl_easy_init();
+
+	*hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (!c || !*hdrs) {
+		curl_easy_cleanup(c);
+		curl_slist_free_all(*hdrs);
+		return NULL;
+	}
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	/* a watch is idle for as long as nobody publishes: a peer gone
+	 * silent (no RST) shows in about 5 + 9 x 2 s */
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 5L);
+	curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 2L);
+	/* etcd's endpoints are named by the operator: no proxy between */
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	return c;
+}
+
+/* The message of a gateway error answer {"error", "message", "code"}. */
+static const char *gateway_error(const cJSON *doc)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(doc, "message");
+
+	if (!cJSON_IsString(m))
+		m = cJSON_GetObjectItemCaseSensitive(doc, "error");
+	if (cJSON_IsObject(m))
+		m = cJSON_GetObjectItemCaseSensitive(m, "message");
+	return cJSON_IsString(m) ? m->valuestring : NULL;
+}
+
+/*
+ * POST body to path on each endpoint in turn, from the last that
+ * answered, until one answers with JSON; *doc the answer.
+ */
+static int post(struct sl_etcd *e, const char *path, const char *body,
+		cJSON **doc, char *err, size_t errlen)
+{
+	int ret = -EIO;
+
+	for (int k = 0; k < e->n_urls; k++) {
+		int i = (e->cur + k) % e->n_urls;
+		struct answer a = { 0 };
+		struct curl_slist *hdrs;
+		char url[SL_ETCD_URL_MAX + 32];
+		long status = 0;
+		const char *msg;
+		CURLcode rc;
+		CURL *c;
+
+		snprintf(url, sizeof(url), "%s%s", e->url[i], path);
+		c = new_handle(url, body, &hdrs);
+		if (!c)
+			return -ENOMEM;
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, SL_ETCD_TIMEOUT_MS);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+		rc = curl_easy_perform(c);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_cleanup(c);
+		curl_slist_free_all(hdrs);
+		if (rc != CURLE_OK) {
+			set_err(err, errlen, "%s: %s", e->url[i],
+				a.too_big ? "the answer is larger than 96 MiB"
+					  : curl_easy_strerror(rc));
+			free(a.buf);
+			ret = rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+			continue;
+		}
+		*doc = a.buf ? cJSON_ParseWithLength(a.buf, a.len) : NULL;
+		free(a.buf);
+		if (!cJSON_IsObject(*doc)) {
+			cJSON_Delete(*doc);
+			set_err(err, errlen,
+				"%s%s: HTTP %ld, not an etcd gateway answer",
+				e->url[i], path, status);
+			ret = -EPROTO;
+			continue;
+		}
+		e->cur = i;
+		msg = gateway_error(*doc);
+		if (status != 200 || msg) {
+			set_err(err, errlen, "%s%s: HTTP %ld: etcd says: %s",
+				e->url[i], path, status, msg ? msg : "?");
+			cJSON_Delete(*doc);
+			return -EREMOTEIO;
+		}
+		return 0;
+	}
+	return ret;
+}
+
+/* An int64 the gateway sends as a string (absent means 0). */
+static int get_i64(const cJSON *o, const char *name, int64_t *out)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
+	uint64_t v;
+
+	*out = 0;
+	if (!it)
+		return 0;
+	if (!cJSON_IsString(it) ||
+	    sl_parse_u64(it->valuestring, 0, INT64_MAX, &v))
+		return -EPROTO;
+	*out = v;
+	return 0;
+}
+
+/* A kv object {"key", "mod_revision", "value"} of the key, decoded. */
+static int parse_kv(const cJSON *kv, const char *key,
+		    struct sl_etcd_event *out, bool *ours)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(kv, "key");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(kv, "value");
+	size_t klen;
+	char *name;
+	int ret;
+
+	if (!cJSON_IsObject(kv) || !cJSON_IsString(k) ||
+	    (v && !cJSON_IsString(v)))
+		return -EPROTO;
+	if (sl_etcd_b64_decode(k->valuestring, &name, &klen))
+		return -EPROTO;
+	*ours = klen == strlen(key) && !memcmp(name, key, klen);
+	free(name);
+	if (!*ours)
+		return 0;
+	if (get_i64(kv, "mod_revision", &out->mod_revision))
+		return -EPROTO;
+	/* an empty value is left out */
+	ret = sl_etcd_b64_decode(v ? v->valuestring : "", &out->value,
+				 &out->len);
+	return ret == -EINVAL ? -EPROTO : ret;
+}
+
+int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
+		size_t errlen)
+{
+	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key)), *body = NULL;
+	const cJSON *kvs, *kv;
+	cJSON *doc = NULL;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!k64 || asprintf(&body, "{\"key\":\"%s\"}", k64) < 0) {
+		free(k64);
+		return -ENOMEM;
+	}
+	free(k64);
+	ret = post(e, "/v3/kv/range", body, &doc, err, errlen);
+	free(body);
+	if (ret)
+		return ret;
+	kvs = cJSON_GetObjectItemCaseSensitive(doc, "kvs");
+	ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+		      "revision", &out->revision);
+	cJSON_ArrayForEach(kv, kvs) {
+		struct sl_etcd_event ev = { 0 };
+		bool ours = false;
+
+		if (ret)
+			break;
+		ret = parse_kv(kv, e->key, &ev, &ours);
+		if (!ret && ours) {
+			free(out->value);
+			out->exists = true;
+			out->mod_revision = ev.mod_revision;
+			out->value = ev.value;
+			out->len = ev.len;
+		}
+	}
+	if (!ret && kvs && !cJSON_IsArray(kvs))
+		ret = -EPROTO;
+	cJSON_Delete(doc);
+	if (ret == -EPROTO)
+		set_err(err, errlen, "%s/v3/kv/range: not a range answer",
+			sl_etcd_endpoint(e));
+	if (ret)
+		sl_etcd_kv_free(out);
+	return ret;
+}
+
+int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
+		int64_t if_revision, int64_t *revision, char *err,
+		size_t errlen)
+{
+	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key));
+	char *v64 = sl_etcd_b64_encode(value, len), *body = NULL;
+	const cJSON *ok, *rs;
+	cJSON *doc = NULL;
+	int ret = -ENOMEM;
+
+	*revision = 0;
+	/* the failure branch reads the key: the current revision, atomically */
+	if (k64 && v64 &&
+	    (cas ? asprintf(&body,
+			    "{\"compare\":[{\"key\":\"%s\",\"target\":\"MOD\","
+			    "\"result\":\"EQUAL\",\"mod_revision\":\"%lld\"}],"
+			    "\"success\":[{\"requestPut\":{\"key\":\"%s\","
+			    "\"value\":\"%s\"}}],\"failure\":[{"
+			    "\"requestRange\":{\"key\":\"%s\"}}]}",
+			    k64, (long long)if_revision, k64, v64, k64)
+		 : asprintf(&body,
+			    "{\"success\":[{\"requestPut\":{\"key\":\"%s\","
+			    "\"value\":\"%s\"}}]}",
+			    k64, v64)) >= 0)
+		ret = post(e, "/v3/kv/txn", body, &doc, err, errlen);
+	free(k64);
+	free(v64);
+	free(body);
+	if (ret)
+		return ret;
+	ok = cJSON_GetObjectItemCaseSensitive(doc, "succeeded");
+	if (cJSON_IsTrue(ok)) {
+		ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+			      "revision", revision);
+	} else {
+		/* responses[0].response_range.kvs[0].mod_revision */
+		rs = cJSON_GetArrayItem(
+			cJSON_GetObjectItemCaseSensitive(doc, "responses"), 0);
+		rs = cJSON_GetObjectItemCaseSensitive(rs, "response_range");
+		rs = cJSON_GetArrayItem(
+			cJSON_GetObjectItemCaseSensitive(rs, "kvs"), 0);
+		ret = rs ? get_i64(rs, "mod_revision", revision) : 0;
+		if (!ret)
+			ret = -ECANCELED;
+	}
+	cJSON_Delete(doc);
+	if (ret == -EPROTO)
+		set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",
+			sl_etcd_endpoint(e));
+	return ret;
+}
+
+void sl_etcd_frame_free(struct sl_etcd_frame *f)
+{
+	for (size_t i = 0; i < f->n_events; i++)
+		free(f->events[i].value);
+	free(f->events);
+	memset(f, 0, sizeof(*f));
+}
+
+static int parse_events(const cJSON *evs, const char *key,
+			struct sl_etcd_frame *out)
+{
+	const cJSON *ev;
+	int ret = 0;
+
+	if (!evs)
+		return 0;
+	if (!cJSON_IsArray(evs))
+		return -EPROTO;
+	out->events = calloc(cJSON_GetArraySize(evs) + 1,
+			     sizeof(*out->events));
+	if (!out->events)
+		return -ENOMEM;
+	cJSON_ArrayForEach(ev, evs) {
+		const cJSON *type =
+			cJSON_GetObjectItemCaseSensitive(ev, "type");
+		struct sl_etcd_event *e = &out->events[out->n_events];
+		bool ours = false;
+
+		/* PUT, the zero value, is left out */
+		if (type && (!cJSON_IsString(type) ||
+			     (strcmp(type->valuestring, "PUT") &&
+			      strcmp(type->valuestring, "DELETE"))))
+			return -EPROTO;
+		ret = parse_kv(cJSON_GetObjectItemCaseSensitive(ev, "kv"), key,
+			       e, &ours);
+		if (ret)
+			return ret;
+		if (!ours)
+			continue;
+		if (type && !strcmp(type->valuestring, "DELETE")) {
+			e->type = SL_ETCD_DELETE;
+			free(e->value);
+			e->value = NULL;
+			e->len = 0;
+		}
+		out->n_events++;
+	}
+	return 0;
+}
+
+int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
+			struct sl_etcd_frame *out, char *err, size_t errlen)
+{
+	cJSON *doc = cJSON_ParseWithLength(text, len);
+	const cJSON *res = cJSON_GetObjectItemCaseSensitive(doc, "result");
+	const char *msg;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsObject(doc)) {
+		cJSON_Delete(doc);
+		set_err(err, errlen, "a watch frame that is not a JSON object "
+				     "(%zu bytes)", len);
+		return -EPROTO;
+	}
+	if (!res) {
+		msg = gateway_error(doc);
+		set_err(err, errlen, "the watch ended: etcd says: %s",
+			msg ? msg : "(no result, no error message)");
+		cJSON_Delete(doc);
+		return -EREMOTEIO;
+	}
+	out->created = cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(res, "created"));
+	out->canceled = cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(res, "canceled"));
+	ret = get_i64(res, "compact_revision", &out->compact_revision);
+	if (!ret)
+		ret = get_i64(cJSON_GetObjectItemCaseSensitive(res, "header"),
+			      "revision", &out->revision);
+	if (!ret)
+		ret = parse_events(
+			cJSON_GetObjectItemCaseSensitive(res, "events"), key,
+			out);
+	cJSON_Delete(doc);
+	if (ret) {
+		sl_etcd_frame_free(out);
+		set_err(err, errlen, "%s", ret == -ENOMEM
+						   ? "out of memory"
+						   : "a watch frame of an "
+						     "unknown shape");
+	}
+	return ret;
+}
+
+struct watch {
+	struct sl_etcd *e;
+	const struct sl_etcd_watch_cb *cb;
+	struct answer buf; /* the part of a frame not yet complete */
+	int ret;	   /* why the stream was cut by us */
+	int64_t compact_revision;
+	char *err;
+	size_t errlen;
+};
+
+/* One complete frame. */
+static int on_frame(struct watch *w, const char *text, size_t len)
+{
+	struct sl_etcd_frame f;
+	int ret;
+
+	ret = sl_etcd_parse_frame(text, len, w->e->key, &f, w->err,
+				  w->errlen);
+	if (ret)
+		return ret;
+	if (f.compact_revision) {
+		w->compact_revision = f.compact_revision;
+		ret = -ESTALE;
+	} else if (f.canceled) {
+		set_err(w->err, w->errlen, "etcd canceled the watch");
+		ret = -ECONNRESET;
+	}
+	if (!ret && f.created && w->cb->created)
+		w->cb->created(w->cb->arg);
+	for (size_t i = 0; !ret && i < f.n_events; i++)
+		ret = w->cb->event(w->cb->arg, &f.events[i]);
+	sl_etcd_frame_free(&f);
+	return ret;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+	struct watch *w = arg;
+	size_t add = size * n, start = 0;
+	char *nl;
+
+	if (collect(p, size, n, &w->buf) != add) {
+		set_err(w->err, w->errlen, "%s", w->buf.too_big
+				? "a watch frame larger than 96 MiB"
+				: "out of memory");
+		w->ret = w->buf.too_big ? -EPROTO : -ENOMEM;
+		return 0;
+	}
+	while ((nl = memchr(w->buf.buf + start, '\n', w->buf.len - start))) {
+		size_t len = nl - (w->buf.buf + start);
+
+		if (len)
+			w->ret = on_frame(w, w->buf.buf + start, len);
+		start += len + 1;
+		if (w->ret)
+			return 0;
+	}
+	memmove(w->buf.buf, w->buf.buf + start, w->buf.len - start);
+	w->buf.len -= start;
+	return add;
+}
+
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn,
+		       curl_off_t ut, curl_off_t un)
+{
+	struct watch *w = arg;
+
+	return w->cb->stop && w->cb->stop(w->cb->arg);
+}
+
+int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
+		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,
+		  char *err, size_t errlen)
+{
+	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key)), *body = NULL;
+	struct watch w = { .e = e, .cb = cb, .err = err, .errlen = errlen };
+	char url[SL_ETCD_URL_MAX + 16];
+	struct curl_slist *hdrs;
+	CURLcode rc;
+	CURL *c;
+
+	if (!k64 || asprintf(&body,
+			     "{\"create_request\":{\"key\":\"%s\","
+			     "\"start_revision\":\"%lld\"}}",
+			     k64, (long long)start_revision) < 0) {
+		free(k64);
+		return -ENOMEM;
+	}
+	free(k64);
+	snprintf(url, sizeof(url), "%s/v3/watch", e->url[e->cur]);
+	c = new_handle(url, body, &hdrs);
+	if (!c) {
+		free(body);
+		return -ENOMEM;
+	}
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &w);
+	rc = curl_easy_perform(c);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
+	free(body);
+	/* an error answer that ends without a newline: its message */
+	if (!w.ret && rc == CURLE_OK && w.buf.len)
+		w.ret = on_frame(&w, w.buf.buf, w.buf.len);
+	free(w.buf.buf);
+	if (w.ret == -ESTALE)
+		*compact_revision = w.compact_revision;
+	if (w.ret)
+		return w.ret;
+	if (rc == CURLE_ABORTED_BY_CALLBACK)
+		return 0;
+	set_err(err, errlen, "%s/v3/watch: %s", e->url[e->cur],
+		rc == CURLE_OK ? "the stream ended" : curl_easy_strerror(rc));
+	/* the next watch tries the next endpoint */
+	e->cur = (e->cur + 1) % e->n_urls;
+	return -ECONNRESET;
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A client of one etcd key over etcd 3.4's JSON gateway (/v3/kv/range,
+ * /v3/kv/txn, /v3/watch): read it, publish it (optionally compare-and-swap
+ * on its mod_revision), watch it. libcurl for HTTP, cJSON for JSON,
+ * OpenSSL for the base64 of keys and values. docs/fleet.md.
+ */
+#ifndef SLUICE_ETCD_H
+#define SLUICE_ETCD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SL_ETCD_MAX_ENDPOINTS 8
+#define SL_ETCD_URL_MAX	      256
+/* A rule file (64 MiB) in base64 and its JSON frame. */
+#define SL_ETCD_FRAME_MAX (96u << 20)
+#define SL_ETCD_TIMEOUT_MS 5000 /* a range or a txn, connecting included */
+
+struct sl_etcd {
+	char url[SL_ETCD_MAX_ENDPOINTS][SL_ETCD_URL_MAX]; /* no trailing / */
+	int n_urls;
+	int cur; /* the endpoint tried first: the last one that answered */
+	char *key;
+};
+
+/*
+ * endpoints "URL[,URL...]" (http:// or https://), key not empty. -EINVAL
+ * with the reason in err. Free with sl_etcd_free().
+ */
+int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
+		 char *err, size_t errlen);
+void sl_etcd_free(struct sl_etcd *e);
+
+/* The endpoint last used, for messages. */
+const char *sl_etcd_endpoint(const struct sl_etcd *e);
+
+struct sl_etcd_kv {
+	bool exists;
+	int64_t mod_revision; /* 0 when the key does not exist */
+	int64_t revision;     /* of the store when read */
+	char *value;	      /* malloc'd, NUL-terminated; NULL if !exists */
+	size_t len;
+};
+
+void sl_etcd_kv_free(struct sl_etcd_kv *kv);
+
+/* Read the key. 0, or -errno with the reason (endpoint named) in err. */
+int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
+		size_t errlen);
+
+/*
+ * Publish value under the key; *revision is the revision it got. With
+ * cas, only if the key's mod_revision is if_revision (0: the key must not
+ * exist): -ECANCELED when it is not, *revision then the current
+ * mod_revision (0: no key).
+ */
+int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
+		int64_t if_revision, int64_t *revision, char *err,
+		size_t errlen);
+
+/* ---- the watch ---- */
+
+enum sl_etcd_event_type { SL_ETCD_PUT, SL_ETCD_DELETE };
+
+struct sl_etcd_event {
+	enum sl_etcd_event_type type;
+	int64_t mod_revision; /* of a delete: the revision of the delete */
+	char *value;	      /* decoded, NUL-terminated; NULL for a delete */
+	size_t len;
+};
+
+/* One frame of the watch stream ({"result": {...}} or {"error": ...}). */
+struct sl_etcd_frame {
+	bool created;
+	bool canceled;
+	int64_t compact_revision; /* > 0: the start revision was compacted */
+	int64_t revision;	  /* of the header */
+	struct sl_etcd_event *events;
+	size_t n_events;
+};
+
+void sl_etcd_frame_free(struct sl_etcd_frame *f);
+
+/*
+ * Parse one watch frame; only events of key count. -EPROTO (with the
+ * reason in err) for what is not a gateway frame, -EREMOTEIO for an error
+ * frame (its message in err).
+ */
+int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
+			struct sl_etcd_frame *out, char *err, size_t errlen);
+
+/*
+ * Called with every event in revision order; a non-zero return ends the
+ * watch with that value. stop() is polled about once a second (libcurl's
+ * progress callback); true ends the watch with 0.
+ */
+struct sl_etcd_watch_cb {
+	int (*event)(void *arg, const struct sl_etcd_event *ev);
+	void (*created)(void *arg); /* the watch is in place */
+	bool (*stop)(void *arg);
+	void *arg;
+};
+
+/*
+ * Watch the key from start_revision until stopped, an event callback
+ * fails, or the stream ends: 0 (stopped), the callback's value, -ESTALE
+ * when start_revision was compacted (*compact_revision set), or -errno
+ * with the reason in err (connection refused or lost, an error frame).
+ */
+int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
+		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,
+		  char *err, size_t errlen);
+
+/* ---- base64, as the gateway spells keys and values ---- */
+
+/* malloc'd, NUL-terminated; NULL when out of memory. */
+char *sl_etcd_b64_encode(const char *data, size_t len);
+/* -EINVAL when text is not base64; *out malloc'd, NUL-terminated. */
+int sl_etcd_b64_decode(const char *text, char **out, size_t *len);
+
+#endif
