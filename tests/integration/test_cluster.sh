@@ -19,7 +19,9 @@
 #   6. avg_local and manual flows, fixed and block fallbacks (thresholds)
 #   7. a wrong secret is refused: the host stays in fallback
 #   8. kill -9 the agent of a host holding a large grant: its XDP
-#      program enforces the fallback by itself once the lease expires
+#      program enforces the fallback by itself once the lease expires;
+#      the same for an agent stopped (SIGSTOP) for 3 TTLs, which then
+#      takes over again
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -483,6 +485,33 @@ check $(python3 -c "print(0 if abs($after - $fb1) <= 0.05 * $fb1 else 1)") \
 agent_start 1
 wait_state cluster 10 fleet 1
 check $? "agent 1 restarted: back in cluster state"
+
+# ... and SIGSTOP for 3 s (3 TTLs), then SIGCONT: the same switch, then
+# the agent takes over again
+traffic 40000 2000 2000 2000 10 || { echo "Bail out! traffic did not start"; exit 1; }
+sleep 4
+g1=$(flow 1 fleet limit)
+sl_mark TSTOP
+STOP_REL=$(python3 -c "print($TSTOP - $TGEN)")
+kill -STOP "${NETNS_PID[agent1]}"
+sleep 3
+kill -CONT "${NETNS_PID[agent1]}"
+wait_state cluster 10 fleet 1
+back=$?
+traffic_end
+res=$(rx_py "$STOP_REL" <<'PY'
+S = float(sys.argv[14])
+print(f"{mean_rate(1, 2.0, S):.0f} {mean_rate(1, S + 1.0, S + 3.0):.0f}",
+      f"{max_window_total(S, S + 3.0):.0f}")
+PY
+)
+read -r before during agg <<<"$res"
+echo "# host 1 held $g1 pps (rxcount: $before); its agent stopped for 3 s: $during pps; aggregate's largest 1 s window meanwhile $agg"
+check $(python3 -c "print(0 if abs($during - $fb1) <= 0.05 * $fb1 and abs($before - $g1) <= 0.05 * $g1 else 1)") \
+	"agent stopped (SIGSTOP) 3 s: its XDP enforces the fallback by itself ($during of $fb1, not the grant $g1)"
+check $(python3 -c "print(0 if $agg <= 1.1 * $COUNT else 1)") \
+	"agent stopped: the aggregate's largest 1 s window $agg <= 1.1 x count"
+check $back "agent continued (SIGCONT): back in cluster state"
 
 # ---- 7: a wrong secret ----
 wait_state cluster 10 fleet $HOSTS
