@@ -500,9 +500,9 @@ wait_state cluster 10 fleet 1
 back=$?
 traffic_end
 res=$(rx_py "$STOP_REL" <<'PY'
-S = float(sys.argv[14])
-print(f"{mean_rate(1, 2.0, S):.0f} {mean_rate(1, S + 1.0, S + 3.0):.0f}",
-      f"{max_window_total(S, S + 3.0):.0f}")
+P0 = float(sys.argv[14])
+print(f"{mean_rate(1, 2.0, P0):.0f} {mean_rate(1, P0 + 1.0, P0 + 3.0):.0f}",
+      f"{max_window_total(P0, P0 + 3.0):.0f}")
 PY
 )
 read -r before during agg <<<"$res"
