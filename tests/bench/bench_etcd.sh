@@ -28,6 +28,7 @@ done
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/etcd.sh
 
 if ! command -v etcd >/dev/null; then
 	echo "ok 1 - etcd fan-out # SKIP etcd is not installed (etcd-server)"
@@ -38,23 +39,16 @@ netns_setup betcd 1 || { echo "netns setup failed" >&2; exit 1; }
 sluice_env_setup || { echo "bpffs setup failed" >&2; exit 1; }
 T=$NETNS_TMP
 EP=http://127.0.0.1:2379
+ETCD_EP=$EP
 KEY=/sluice/bench
 
 rule() { printf '{"name":"%s","match":{"proto":"udp","dport":%s},"grade":"pps","count":%s}' "$@"; }
 echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 2000)]}" >"$T/a.json"
 echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 3000)]}" >"$T/b.json"
 
-netns_bg "$NS_RX" etcd etcd --name b --data-dir "$T/etcd" \
-	--listen-client-urls "$EP" --advertise-client-urls "$EP" \
-	--listen-peer-urls http://127.0.0.1:2380 \
-	--initial-advertise-peer-urls http://127.0.0.1:2380 \
-	--initial-cluster b=http://127.0.0.1:2380
-for ((i = 0; i < 100; i++)); do
-	ip netns exec "$NS_RX" env ETCDCTL_API=3 etcdctl --endpoints "$EP" \
-		put "$KEY" "$(cat "$T/a.json")" >/dev/null 2>&1 && break
-	sleep 0.1
-done
-[ "$i" -lt 100 ] || { echo "etcd did not come up" >&2; exit 1; }
+etcd_start >&2 || exit 1
+ectl put "$KEY" "$(cat "$T/a.json")" >/dev/null ||
+	{ echo "cannot put $KEY" >&2; exit 1; }
 
 ports=()
 for ((k = 0; k < AGENTS; k++)); do

@@ -457,18 +457,25 @@ check $([ "$lims" = " 1000/0 1000/0 1000/0 1000/0" ]; echo $?) \
 # Its lease dies with it: the XDP program itself switches to the
 # fallback (share: count / 4) when the lease expires, where before the
 # host kept its grant for ever.
+# skewed traffic for 10 s; 4 s in, host 1's grant into g1 and the time
+# (seconds after the traffic's start) into EV_REL
+host1_holding()
+{
+	traffic 40000 2000 2000 2000 10 ||
+		{ echo "Bail out! traffic did not start"; exit 1; }
+	sleep 4
+	g1=$(flow 1 fleet limit)
+	sl_mark TEV
+	EV_REL=$(python3 -c "print($TEV - $TGEN)")
+}
 tokend_start
 wait_state cluster 10 fleet $HOSTS
-traffic 40000 2000 2000 2000 10 || { echo "Bail out! traffic did not start"; exit 1; }
-sleep 4
-g1=$(flow 1 fleet limit)
-sl_mark TAK
-AK_REL=$(python3 -c "print($TAK - $TGEN)")
+host1_holding
 kill -KILL "${NETNS_PID[agent1]}"
 wait "${NETNS_PID[agent1]}" 2>/dev/null
 unset "NETNS_PID[agent1]"
 traffic_end
-res=$(rx_py "$AK_REL" <<'PY'
+res=$(rx_py "$EV_REL" <<'PY'
 K = float(sys.argv[14])
 print(f"{mean_rate(1, 2.0, K):.0f} {mean_rate(1, K + 1.0, 9.5):.0f}",
       " ".join(f"{rate(1, K + k / 10, K + k / 10 + 0.1):.0f}"
@@ -488,18 +495,14 @@ check $? "agent 1 restarted: back in cluster state"
 
 # ... and SIGSTOP for 3 s (3 TTLs), then SIGCONT: the same switch, then
 # the agent takes over again
-traffic 40000 2000 2000 2000 10 || { echo "Bail out! traffic did not start"; exit 1; }
-sleep 4
-g1=$(flow 1 fleet limit)
-sl_mark TSTOP
-STOP_REL=$(python3 -c "print($TSTOP - $TGEN)")
+host1_holding
 kill -STOP "${NETNS_PID[agent1]}"
 sleep 3
 kill -CONT "${NETNS_PID[agent1]}"
 wait_state cluster 10 fleet 1
 back=$?
 traffic_end
-res=$(rx_py "$STOP_REL" <<'PY'
+res=$(rx_py "$EV_REL" <<'PY'
 P0 = float(sys.argv[14])
 print(f"{mean_rate(1, 2.0, P0):.0f} {mean_rate(1, P0 + 1.0, P0 + 3.0):.0f}",
       f"{max_window_total(P0, P0 + 3.0):.0f}")

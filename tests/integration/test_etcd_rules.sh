@@ -20,6 +20,7 @@ cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
 source tests/lib/tap.sh
+source tests/lib/etcd.sh
 
 if ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; then
 	echo "ok 1 - etcd rules # SKIP etcd is not installed (etcd-server, etcd-client)"
@@ -32,6 +33,7 @@ sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 T=$NETNS_TMP
 KEY=/sluice/rules
 EP=http://127.0.0.1:2379
+ETCD_EP=$EP
 METRICS=127.0.0.1:9464
 READY_S=10
 [ -n "$VM" ] && READY_S=120
@@ -48,29 +50,6 @@ echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 -5)]}" >"$T/invalid.json"
 echo '{"rules":[]}' >"$T/empty.json"
 echo '{"rules":[],"allow_empty":true}' >"$T/explicit-empty.json"
 
-etcd_start()
-{
-	netns_bg "$NS_RX" etcd etcd --name t --data-dir "$T/etcd" \
-		--listen-client-urls "$EP" --advertise-client-urls "$EP" \
-		--listen-peer-urls http://127.0.0.1:2380 \
-		--initial-advertise-peer-urls http://127.0.0.1:2380 \
-		--initial-cluster t=http://127.0.0.1:2380
-	for ((i = 0; i < 100; i++)); do
-		ectl endpoint health >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "# etcd did not come up:"
-	show "$T/etcd.err" 20
-	return 1
-}
-etcd_kill()
-{
-	kill -KILL "${NETNS_PID[etcd]}" 2>/dev/null
-	wait "${NETNS_PID[etcd]}" 2>/dev/null
-	unset "NETNS_PID[etcd]"
-}
-# etcdctl in the agent's namespace: the operator's second client
-ectl() { ip netns exec "$NS_RX" env ETCDCTL_API=3 etcdctl --endpoints "$EP" "$@"; }
 eput() { ectl put "$KEY" "$(cat "$1")" >/dev/null; }
 # the key's mod_revision
 erev()

@@ -757,13 +757,6 @@ static bool is_cmd(const cJSON *req, const char *name)
 	return cJSON_IsString(cmd) && !strcmp(cmd->valuestring, name);
 }
 
-static void free_secrets(struct sl_secrets *s)
-{
-	if (s)
-		sl_secrets_free(s);
-	free(s);
-}
-
 /*
  * SIGHUP or `sluice secrets reload`: read the secrets file again (a
  * rotation, docs/cluster.md). New sessions, and the embedded server's
@@ -773,28 +766,20 @@ static void free_secrets(struct sl_secrets *s)
 static int reload_secrets(struct agent *a)
 {
 	struct sl_secrets *next;
-	int err;
 
 	if (!a->secrets) {
 		snprintf(a->err, sizeof(a->err),
 			 "the agent runs without --secrets");
 		return -ENOENT;
 	}
-	next = calloc(1, sizeof(*next));
-	if (!next) {
-		snprintf(a->err, sizeof(a->err), "out of memory");
-		return -ENOMEM;
-	}
-	err = sl_secrets_load(a->secrets_file, next, a->err, sizeof(a->err));
-	if (err) {
-		free(next);
-		return err;
-	}
+	next = sl_secrets_load_new(a->secrets_file, a->err, sizeof(a->err));
+	if (!next)
+		return -EINVAL;
 	if (a->cluster)
 		sl_cluster_set_secrets(a->cluster, next);
 	if (a->tokend)
 		sl_tokend_set_secrets(a->tokend, next);
-	free_secrets(a->secrets);
+	sl_secrets_destroy(a->secrets);
 	a->secrets = next;
 	pr_info("secrets reloaded from %s: %zu namespaces", a->secrets_file,
 		next->n);
@@ -929,11 +914,9 @@ static int new_cluster(struct agent *a)
 	int err;
 
 	if (a->secrets_file) {
-		a->secrets = calloc(1, sizeof(*a->secrets));
-		if (!a->secrets)
-			return -ENOMEM;
-		if (sl_secrets_load(a->secrets_file, a->secrets, a->err,
-				    sizeof(a->err))) {
+		a->secrets = sl_secrets_load_new(a->secrets_file, a->err,
+						 sizeof(a->err));
+		if (!a->secrets) {
 			pr_err("--secrets %s", a->err);
 			return -EINVAL;
 		}
@@ -1246,7 +1229,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		sl_tokend_free(a->tokend);
 	}
 	sl_ruleset_free(&a->served);
-	free_secrets(a->secrets);
+	sl_secrets_destroy(a->secrets);
 	sl_dp_destroy(&a->dp);
 	sl_snapshot_free(&a->snap);
 	sl_snapshot_mark_free(&a->mark);

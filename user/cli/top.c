@@ -55,6 +55,7 @@ struct frame {
 	struct row *rows;
 	size_t n;
 	uint64_t time_ns; /* the agent's clock at the answer */
+	struct sl_index by_name; /* rows by the hash of their name */
 };
 
 struct top {
@@ -78,7 +79,13 @@ static const char *unit_of(const char *grade)
 /* The rule's previous totals; NULL when it is new or its slot was reset. */
 static const struct row *previous(const struct top *t, const struct row *r)
 {
-	for (size_t i = 0; i < t->shown.n; i++) {
+	size_t cursor = 0;
+	int64_t i;
+
+	if (!t->shown.by_name.size)
+		return NULL;
+	while ((i = sl_index_next(&t->shown.by_name, sl_fnv1a_str(r->name),
+				  &cursor)) >= 0) {
 		const struct row *p = &t->shown.rows[i];
 
 		if (strcmp(p->name, r->name))
@@ -89,6 +96,12 @@ static const struct row *previous(const struct top *t, const struct row *r)
 		return p;
 	}
 	return NULL;
+}
+
+static void frame_free(struct frame *f)
+{
+	free(f->rows);
+	sl_index_free(&f->by_name);
 }
 
 static void fill_row(struct top *t, struct row *r, const cJSON *j,
@@ -177,7 +190,16 @@ static int take_stats(struct top *t, const cJSON *resp)
 		if (cJSON_IsObject(j) && f.n < n)
 			fill_row(t, &f.rows[f.n++], j, dt_s);
 	qsort(f.rows, f.n, sizeof(*f.rows), by_drops);
-	free(t->shown.rows);
+	if (sl_index_init(&f.by_name, f.n)) {
+		free(f.rows);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f.n; i++)
+		if (sl_index_add(&f.by_name, sl_fnv1a_str(f.rows[i].name), i)) {
+			frame_free(&f);
+			return -ENOMEM;
+		}
+	frame_free(&t->shown);
 	t->shown = f;
 	return 0;
 }
@@ -453,7 +475,7 @@ static int run_top(const struct sl_cmd *cmd, void *opts, int argc,
 	err = run_view(&t);
 	endwin();
 	delscreen(screen);
-	free(t.shown.rows);
+	frame_free(&t.shown);
 	if (err == -ENOMEM)
 		pr_err("top: out of memory");
 	return err == -ENOMEM ? SL_CLI_FAILED : SL_CLI_OK;

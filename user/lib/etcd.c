@@ -5,7 +5,6 @@
  * JSON objects, one per line.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +18,6 @@
 
 #define CONNECT_TIMEOUT_MS 2000
 #define ANSWER_MAX	   SL_ETCD_FRAME_MAX
-
-static void __attribute__((format(printf, 3, 4)))
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 char *sl_etcd_b64_encode(const char *data, size_t len)
 {
@@ -84,17 +71,17 @@ int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
 
 	memset(e, 0, sizeof(*e));
 	if (!key || !*key) {
-		set_err(err, errlen, "--etcd-key: an empty key");
+		sl_set_err(err, errlen, "--etcd-key: an empty key");
 		return -EINVAL;
 	}
 	while (sl_list_next(&cur, &item, &len)) {
 		if (!len) {
-			set_err(err, errlen, "--etcd '%s': an empty URL",
+			sl_set_err(err, errlen, "--etcd '%s': an empty URL",
 				endpoints);
 			return -EINVAL;
 		}
 		if (e->n_urls == SL_ETCD_MAX_ENDPOINTS) {
-			set_err(err, errlen, "--etcd '%s': more than %d URLs",
+			sl_set_err(err, errlen, "--etcd '%s': more than %d URLs",
 				endpoints, SL_ETCD_MAX_ENDPOINTS);
 			return -EINVAL;
 		}
@@ -104,7 +91,7 @@ int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
 		    (strncmp(item, "http://", 7) &&
 		     strncmp(item, "https://", 8)) ||
 		    len <= (size_t)(item[4] == 's' ? 8 : 7)) {
-			set_err(err, errlen,
+			sl_set_err(err, errlen,
 				"--etcd '%.*s': not a URL http://HOST:PORT or "
 				"https://HOST:PORT",
 				(int)(len > 200 ? 200 : len), item);
@@ -113,7 +100,7 @@ int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
 		memcpy(e->url[e->n_urls++], item, len);
 	}
 	if (!e->n_urls) {
-		set_err(err, errlen, "--etcd: no URL");
+		sl_set_err(err, errlen, "--etcd: no URL");
 		return -EINVAL;
 	}
 	e->key = strdup(key);
@@ -240,7 +227,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 		curl_easy_cleanup(c);
 		curl_slist_free_all(hdrs);
 		if (rc != CURLE_OK) {
-			set_err(err, errlen, "%s: %s", e->url[i],
+			sl_set_err(err, errlen, "%s: %s", e->url[i],
 				a.too_big ? "the answer is larger than 96 MiB"
 					  : curl_easy_strerror(rc));
 			free(a.buf);
@@ -251,7 +238,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 		free(a.buf);
 		if (!cJSON_IsObject(*doc)) {
 			cJSON_Delete(*doc);
-			set_err(err, errlen,
+			sl_set_err(err, errlen,
 				"%s%s: HTTP %ld, not an etcd gateway answer",
 				e->url[i], path, status);
 			ret = -EPROTO;
@@ -260,7 +247,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 		e->cur = i;
 		msg = gateway_error(*doc);
 		if (status != 200 || msg) {
-			set_err(err, errlen, "%s%s: HTTP %ld: etcd says: %s",
+			sl_set_err(err, errlen, "%s%s: HTTP %ld: etcd says: %s",
 				e->url[i], path, status, msg ? msg : "?");
 			cJSON_Delete(*doc);
 			return -EREMOTEIO;
@@ -353,7 +340,7 @@ int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 		ret = -EPROTO;
 	cJSON_Delete(doc);
 	if (ret == -EPROTO)
-		set_err(err, errlen, "%s/v3/kv/range: not a range answer",
+		sl_set_err(err, errlen, "%s/v3/kv/range: not a range answer",
 			sl_etcd_endpoint(e));
 	if (ret)
 		sl_etcd_kv_free(out);
@@ -407,7 +394,7 @@ int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 	}
 	cJSON_Delete(doc);
 	if (ret == -EPROTO)
-		set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",
+		sl_set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",
 			sl_etcd_endpoint(e));
 	return ret;
 }
@@ -473,13 +460,13 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 	memset(out, 0, sizeof(*out));
 	if (!cJSON_IsObject(doc)) {
 		cJSON_Delete(doc);
-		set_err(err, errlen, "a watch frame that is not a JSON object "
+		sl_set_err(err, errlen, "a watch frame that is not a JSON object "
 				     "(%zu bytes)", len);
 		return -EPROTO;
 	}
 	if (!res) {
 		msg = gateway_error(doc);
-		set_err(err, errlen, "the watch ended: etcd says: %s",
+		sl_set_err(err, errlen, "the watch ended: etcd says: %s",
 			msg ? msg : "(no result, no error message)");
 		cJSON_Delete(doc);
 		return -EREMOTEIO;
@@ -499,7 +486,7 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 	cJSON_Delete(doc);
 	if (ret) {
 		sl_etcd_frame_free(out);
-		set_err(err, errlen, "%s", ret == -ENOMEM
+		sl_set_err(err, errlen, "%s", ret == -ENOMEM
 						   ? "out of memory"
 						   : "a watch frame of an "
 						     "unknown shape");
@@ -531,7 +518,7 @@ static int on_frame(struct watch *w, const char *text, size_t len)
 		w->compact_revision = f.compact_revision;
 		ret = -ESTALE;
 	} else if (f.canceled) {
-		set_err(w->err, w->errlen, "etcd canceled the watch");
+		sl_set_err(w->err, w->errlen, "etcd canceled the watch");
 		ret = -ECONNRESET;
 	}
 	if (!ret && f.created && w->cb->created)
@@ -549,7 +536,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 	char *nl;
 
 	if (collect(p, size, n, &w->buf) != add) {
-		set_err(w->err, w->errlen, "%s", w->buf.too_big
+		sl_set_err(w->err, w->errlen, "%s", w->buf.too_big
 				? "a watch frame larger than 96 MiB"
 				: "out of memory");
 		w->ret = w->buf.too_big ? -EPROTO : -ENOMEM;
@@ -621,7 +608,7 @@ int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 		return w.ret;
 	if (rc == CURLE_ABORTED_BY_CALLBACK)
 		return 0;
-	set_err(err, errlen, "%s/v3/watch: %s", e->url[e->cur],
+	sl_set_err(err, errlen, "%s/v3/watch: %s", e->url[e->cur],
 		rc == CURLE_OK ? "the stream ended" : curl_easy_strerror(rc));
 	/* the next watch tries the next endpoint */
 	e->cur = (e->cur + 1) % e->n_urls;

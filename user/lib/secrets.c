@@ -198,3 +198,26 @@ void sl_secrets_free(struct sl_secrets *s)
 	s->v = NULL;
 	s->n = 0;
 }
+
+struct sl_secrets *sl_secrets_load_new(const char *path, char *err,
+				       size_t errlen)
+{
+	struct sl_secrets *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (sl_secrets_load(path, s, err, errlen)) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void sl_secrets_destroy(struct sl_secrets *s)
+{
+	if (s)
+		sl_secrets_free(s);
+	free(s);
+}

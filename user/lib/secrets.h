@@ -35,6 +35,14 @@ struct sl_secrets {
 int sl_secrets_load(const char *path, struct sl_secrets *out, char *err,
 		    size_t errlen);
 
+/* sl_secrets_load() into a new allocation, or NULL (the reason in err);
+ * for those that swap secrets while others hold a pointer (a reload). */
+struct sl_secrets *sl_secrets_load_new(const char *path, char *err,
+				       size_t errlen);
+
+/* Wipes and frees one of sl_secrets_load_new(); NULL is fine. */
+void sl_secrets_destroy(struct sl_secrets *s);
+
 /* The entry of namespace ns, or NULL. */
 const struct sl_secret *sl_secrets_find(const struct sl_secrets *s,
 					const char *ns);

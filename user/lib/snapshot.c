@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h> /* isfinite(), a macro: no libm */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,18 +37,6 @@
 
 _Static_assert(sizeof(SL_CHECKSUM_PREFIX) - 1 == 7, "checksum prefix length");
 
-static void __attribute__((format(printf, 3, 4)))
-set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static const char *errstr(int e, char *buf, size_t len)
 {
 	return strerror_r(e, buf, len);
@@ -66,18 +53,18 @@ static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = -errno;
-		set_err(err, errlen, "%s: cannot open: %s", path,
+		sl_set_err(err, errlen, "%s: cannot open: %s", path,
 			errstr(-ret, eb, sizeof(eb)));
 		return ret;
 	}
 	ret = sl_read_fd(fd, SL_SNAPSHOT_FILE_MAX, &buf, &used);
 	close(fd);
 	if (ret == -EFBIG) {
-		set_err(err, errlen, "%s: larger than 64 MiB; not a snapshot",
+		sl_set_err(err, errlen, "%s: larger than 64 MiB; not a snapshot",
 			path);
 		ret = -EINVAL;
 	} else if (ret) {
-		set_err(err, errlen, "%s: cannot read: %s", path,
+		sl_set_err(err, errlen, "%s: cannot read: %s", path,
 			errstr(-ret, eb, sizeof(eb)));
 	}
 	if (ret)
@@ -128,7 +115,7 @@ static int parse_rules_array(const cJSON *arr, struct sl_ruleset *out,
 	if (!wrap ||
 	    !cJSON_AddItemReferenceToObject(wrap, "rules", (cJSON *) arr)) {
 		cJSON_Delete(wrap);
-		set_err(err, errlen, "out of memory");
+		sl_set_err(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	ret = sl_rules_from_cjson(wrap, out, err, errlen);
@@ -234,19 +221,19 @@ static void syntax_error(const char *path, const char *buf, size_t len,
 
 	sl_json_locate(buf, len, at, &e);
 	if (e.fault == SL_JSON_TRAILING)
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: not valid JSON: unexpected data after the end of "
 			"the document at line %u, column %u (byte %zu of %zu); "
 			"the file is damaged",
 			path, e.line, e.col, e.off, len);
 	else if (e.fault == SL_JSON_CUT)
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: not valid JSON: the document is cut off after "
 			"%zu bytes (parsing stopped at line %u, column %u); "
 			"the file is truncated",
 			path, len, e.line, e.col);
 	else
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: not valid JSON at line %u, column %u (byte %zu "
 			"of %zu); the file is damaged%s",
 			path, e.line, e.col, e.off, len,
@@ -270,7 +257,7 @@ static int check_keys(const char *path, const cJSON *doc, char *err,
 	for (it = doc->child; it; it = it->next) {
 		for (prev = doc->child; prev != it; prev = prev->next) {
 			if (!strcmp(prev->string, it->string)) {
-				set_err(err, errlen,
+				sl_set_err(err, errlen,
 					"%s: field \"%s\" given more than "
 					"once",
 					path,
@@ -285,7 +272,7 @@ static int check_keys(const char *path, const cJSON *doc, char *err,
 				break;
 		}
 		if (!snapshot_keys[k]) {
-			set_err(err, errlen,
+			sl_set_err(err, errlen,
 				"%s: unknown field \"%s\"; a snapshot has "
 				"sluice_snapshot, version, updated_at, "
 				"checksum, rules, allow_empty and source",
@@ -322,7 +309,7 @@ static int parse_extras(const char *path, const cJSON *doc,
 	const cJSON *key, *rev;
 
 	if (ae && !cJSON_IsBool(ae)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"allow_empty\" must be true or false, got "
 			"%s",
 			path, json_type(ae));
@@ -336,7 +323,7 @@ static int parse_extras(const char *path, const cJSON *doc,
 	if (!cJSON_IsObject(so) || cJSON_GetArraySize(so) != 2 ||
 	    !cJSON_IsString(key) || !*key->valuestring ||
 	    !json_uint(rev, 1, SL_SNAPSHOT_VERSION_MAX, &src->revision)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"source\" must be {\"etcd_key\": a "
 			"non-empty string, \"revision\": an integer from 1 "
 			"to 2^53-1}",
@@ -345,7 +332,7 @@ static int parse_extras(const char *path, const cJSON *doc,
 	}
 	src->etcd_key = strdup(key->valuestring);
 	if (!src->etcd_key) {
-		set_err(err, errlen, "%s: out of memory", path);
+		sl_set_err(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
 	return 0;
@@ -362,7 +349,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	int ret;
 
 	if (!cJSON_IsObject(doc)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: not a sluice snapshot: the document is %s, not an "
 			"object",
 			path, json_type(doc));
@@ -371,21 +358,21 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	/* The format version first: a newer format may change the rest. */
 	fmt = cJSON_GetObjectItemCaseSensitive(doc, "sluice_snapshot");
 	if (!fmt) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: not a sluice snapshot: field \"sluice_snapshot\" "
 			"is missing",
 			path);
 		return -EINVAL;
 	}
 	if (!json_uint(fmt, 0, SL_SNAPSHOT_VERSION_MAX, &v)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"sluice_snapshot\" must be a non-negative "
 			"integer, got %s",
 			path, json_type(fmt));
 		return -EINVAL;
 	}
 	if (v != SL_SNAPSHOT_FORMAT) {
-		set_err(
+		sl_set_err(
 		    err, errlen,
 		    "%s: snapshot format %llu is not supported; this sluice "
 		    "reads format %d%s",
@@ -400,11 +387,11 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 
 	ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
 	if (!ver) {
-		set_err(err, errlen, "%s: field \"version\" is missing", path);
+		sl_set_err(err, errlen, "%s: field \"version\" is missing", path);
 		return -EINVAL;
 	}
 	if (!json_uint(ver, 1, SL_SNAPSHOT_VERSION_MAX, &v)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"version\" must be an integer from 1 to "
 			"2^53-1, got %s",
 			path, json_type(ver));
@@ -412,7 +399,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	}
 	at = cJSON_GetObjectItemCaseSensitive(doc, "updated_at");
 	if (!at) {
-		set_err(err, errlen, "%s: field \"updated_at\" is missing",
+		sl_set_err(err, errlen, "%s: field \"updated_at\" is missing",
 			path);
 		return -EINVAL;
 	}
@@ -421,7 +408,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 		bool show = cJSON_IsString(at) && at->valuestring &&
 			    printable(at->valuestring, 40);
 
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"updated_at\" must be a UTC time "
 			"\"YYYY-MM-DDTHH:MM:SSZ\", got %s%s%s%s",
 			path, json_type(at), show ? " \"" : "",
@@ -430,12 +417,12 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	}
 	sum = cJSON_GetObjectItemCaseSensitive(doc, "checksum");
 	if (!sum) {
-		set_err(err, errlen, "%s: field \"checksum\" is missing", path);
+		sl_set_err(err, errlen, "%s: field \"checksum\" is missing", path);
 		return -EINVAL;
 	}
 	if (!cJSON_IsString(sum) || !sum->valuestring ||
 	    !checksum_shape(sum->valuestring)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"checksum\" must be \"sha256:\" and 64 "
 			"lower-case hex digits, got %s",
 			path, json_type(sum));
@@ -443,11 +430,11 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	}
 	arr = cJSON_GetObjectItemCaseSensitive(doc, "rules");
 	if (!arr) {
-		set_err(err, errlen, "%s: field \"rules\" is missing", path);
+		sl_set_err(err, errlen, "%s: field \"rules\" is missing", path);
 		return -EINVAL;
 	}
 	if (!cJSON_IsArray(arr)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: field \"rules\" must be an array, got %s", path,
 			json_type(arr));
 		return -EINVAL;
@@ -455,16 +442,16 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 
 	rerr = malloc(SL_SUB_ERR_LEN);
 	if (!rerr) {
-		set_err(err, errlen, "%s: out of memory", path);
+		sl_set_err(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
 	ret = parse_rules_array(arr, &rs, rerr, SL_SUB_ERR_LEN);
 	if (ret) {
 		if (ret == -EINVAL)
-			set_err(err, errlen, "%s: invalid rules: %s", path,
+			sl_set_err(err, errlen, "%s: invalid rules: %s", path,
 				rerr);
 		else
-			set_err(err, errlen, "%s: %s", path, rerr);
+			sl_set_err(err, errlen, "%s: %s", path, rerr);
 		free(rerr);
 		return ret;
 	}
@@ -474,13 +461,13 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 	canon = sl_rules_text(&rs);
 	if (!canon) {
 		sl_ruleset_free(&rs);
-		set_err(err, errlen, "%s: out of memory", path);
+		sl_set_err(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
 	canon_checksum(canon, want);
 	free(canon);
 	if (strcmp(want, sum->valuestring)) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: checksum mismatch: file says %s, rules hash to "
 			"%s; the file was edited or damaged",
 			path, sum->valuestring, want);
@@ -515,7 +502,7 @@ int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
 	if (ret)
 		return ret;
 	if (len == 0) {
-		set_err(
+		sl_set_err(
 		    err, errlen,
 		    "%s: empty file (0 bytes); a write was cut short or the "
 		    "file was truncated",
@@ -525,7 +512,7 @@ int sl_snapshot_read(const char *path, struct sl_snapshot *out, char *err,
 	}
 	nul = memchr(buf, '\0', len);
 	if (nul) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: NUL byte at byte %zu of %zu; the file is damaged",
 			path, (size_t) (nul - buf), len);
 		free(buf);
@@ -598,27 +585,27 @@ static int open_dir(const char *dir, bool create, char *err, size_t errlen)
 			e = copy ? fsync_dir_path(dirname(copy)) : -ENOMEM;
 		free(copy);
 		if (e) {
-			set_err(err, errlen, "%s: cannot set up directory: %s",
+			sl_set_err(err, errlen, "%s: cannot set up directory: %s",
 				dir, errstr(-e, eb, sizeof(eb)));
 			return e;
 		}
 	} else if (create && errno != EEXIST) {
 		e = -errno;
-		set_err(err, errlen, "%s: cannot create directory: %s", dir,
+		sl_set_err(err, errlen, "%s: cannot create directory: %s", dir,
 			errstr(-e, eb, sizeof(eb)));
 		return e;
 	}
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		e = -errno;
-		set_err(err, errlen, "%s: cannot open directory: %s", dir,
+		sl_set_err(err, errlen, "%s: cannot open directory: %s", dir,
 			errstr(-e, eb, sizeof(eb)));
 		return e;
 	}
 	/* One writer at a time; released by close(). */
 	if (flock(fd, LOCK_EX)) {
 		e = -errno;
-		set_err(err, errlen, "%s: cannot lock: %s", dir,
+		sl_set_err(err, errlen, "%s: cannot lock: %s", dir,
 			errstr(-e, eb, sizeof(eb)));
 		close(fd);
 		return e;
@@ -708,7 +695,7 @@ static int write_tmp(int dfd, const char *text, const char *tmp_path, char *err,
 		return 0;
 	unlinkat(dfd, SL_SNAPSHOT_TMP, 0);
 fail:
-	set_err(err, errlen, "%s: %s: %s", tmp_path, what,
+	sl_set_err(err, errlen, "%s: %s: %s", tmp_path, what,
 		errstr(-ret, eb, sizeof(eb)));
 	return ret;
 }
@@ -747,7 +734,7 @@ static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
 	int ret;
 
 	if (!rerr) {
-		set_err(err, errlen, "%s: out of memory", cur_path);
+		sl_set_err(err, errlen, "%s: out of memory", cur_path);
 		return -ENOMEM;
 	}
 	/* the bytes a writer verified need no second verification */
@@ -761,21 +748,21 @@ static int keep_prev(int dfd, const char *cur_path, const char *prev_path,
 		return 0; /* nothing good to keep; leave .prev alone */
 	}
 	if (ret) {
-		set_err(err, errlen, "%s", rerr);
+		sl_set_err(err, errlen, "%s", rerr);
 		free(rerr);
 		return ret;
 	}
 	free(rerr);
 	if (unlinkat(dfd, SL_SNAPSHOT_PREV, 0) && errno != ENOENT) {
 		ret = -errno;
-		set_err(err, errlen, "%s: cannot remove: %s", prev_path,
+		sl_set_err(err, errlen, "%s: cannot remove: %s", prev_path,
 			errstr(-ret, eb, sizeof(eb)));
 		return ret;
 	}
 	/* A second name for the current file: rules.json never goes away. */
 	if (linkat(dfd, SL_SNAPSHOT_FILE, dfd, SL_SNAPSHOT_PREV, 0)) {
 		ret = -errno;
-		set_err(err, errlen, "%s: cannot link to %s: %s", cur_path,
+		sl_set_err(err, errlen, "%s: cannot link to %s: %s", cur_path,
 			prev_path, errstr(-ret, eb, sizeof(eb)));
 		return ret;
 	}
@@ -802,13 +789,13 @@ static int make_current(int dfd, const char *name, const char *dir,
 
 	if (renameat(dfd, name, dfd, SL_SNAPSHOT_FILE)) {
 		ret = -errno;
-		set_err(err, errlen, "%s: cannot rename to %s: %s", from_path,
+		sl_set_err(err, errlen, "%s: cannot rename to %s: %s", from_path,
 			cur_path, errstr(-ret, eb, sizeof(eb)));
 		return ret;
 	}
 	if (fsync(dfd)) {
 		ret = -errno;
-		set_err(err, errlen, "%s: cannot sync directory: %s", dir,
+		sl_set_err(err, errlen, "%s: cannot sync directory: %s", dir,
 			errstr(-ret, eb, sizeof(eb)));
 		return ret;
 	}
@@ -826,13 +813,13 @@ static int check_canon(const char *canon, const char *cur, char *err,
 
 	if (len < 0) {
 		free(rerr);
-		set_err(err, errlen, "%s: out of memory", cur);
+		sl_set_err(err, errlen, "%s: out of memory", cur);
 		return -ENOMEM;
 	}
 	ret = sl_rules_parse(doc, len, &check, rerr, SL_SUB_ERR_LEN);
 	sl_ruleset_free(&check);
 	if (ret)
-		set_err(err, errlen, "%s: refusing to write invalid rules: %s",
+		sl_set_err(err, errlen, "%s: refusing to write invalid rules: %s",
 			cur, rerr);
 	free(doc);
 	free(rerr);
@@ -862,7 +849,7 @@ int sl_snapshot_write_source(const char *dir, const struct sl_ruleset *rs,
 	if (!dir || !rs || (rs->n && !rs->rules))
 		return -EINVAL;
 	if (version < 1 || version > SL_SNAPSHOT_VERSION_MAX) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: snapshot version %llu is out of range 1 to 2^53-1",
 			dir, (unsigned long long) version);
 		return -EINVAL;
@@ -873,7 +860,7 @@ int sl_snapshot_write_source(const char *dir, const struct sl_ruleset *rs,
 	canon = sl_rules_text(rs);
 	if (!cur || !prev || !tmp || !canon) {
 		ret = -ENOMEM;
-		set_err(err, errlen, "%s: out of memory", dir);
+		sl_set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
 	ret = parsed ? 0 : check_canon(canon, cur, err, errlen);
@@ -884,7 +871,7 @@ int sl_snapshot_write_source(const char *dir, const struct sl_ruleset *rs,
 			     rs->allow_empty && !rs->n, source);
 	if (!text) {
 		ret = -ENOMEM;
-		set_err(err, errlen, "%s: out of memory", dir);
+		sl_set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
 
@@ -938,7 +925,7 @@ int sl_snapshot_rollback(const char *dir, char *err, size_t errlen)
 	prev = join(dir, SL_SNAPSHOT_PREV);
 	if (!cur || !prev) {
 		ret = -ENOMEM;
-		set_err(err, errlen, "%s: out of memory", dir);
+		sl_set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
 	dfd = open_dir(dir, false, err, errlen);
@@ -950,7 +937,7 @@ int sl_snapshot_rollback(const char *dir, char *err, size_t errlen)
 	ret = sl_snapshot_read(prev, &snap, err, errlen);
 	sl_snapshot_free(&snap);
 	if (ret == -ENOENT) {
-		set_err(err, errlen, "%s: no previous snapshot to roll back to",
+		sl_set_err(err, errlen, "%s: no previous snapshot to roll back to",
 			prev);
 		goto out;
 	}
@@ -992,7 +979,7 @@ int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
 	e2 = malloc(SL_SUB_ERR_LEN);
 	if (!cur || !prev || !e1 || !e2) {
 		ret = -ENOMEM;
-		set_err(err, errlen, "%s: out of memory", dir);
+		sl_set_err(err, errlen, "%s: out of memory", dir);
 		goto out;
 	}
 	r1 = sl_snapshot_read(cur, out, e1, SL_SUB_ERR_LEN);
@@ -1001,7 +988,7 @@ int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
 		goto out;
 	}
 	if (r1 == -ENOMEM) {
-		set_err(err, errlen, "%s", e1);
+		sl_set_err(err, errlen, "%s", e1);
 		ret = r1;
 		goto out;
 	}
@@ -1011,22 +998,22 @@ int sl_snapshot_load_boot(const char *dir, struct sl_snapshot *out,
 		if (used_prev)
 			*used_prev = true;
 		sl_format_utc(snap.updated_at * 1000, false, when);
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s; booting from %s instead (version %llu, written "
 			"%s)",
 			e1, prev, (unsigned long long) snap.version, when);
 		ret = 0;
 	} else if (r1 == -ENOENT && r2 == -ENOENT) {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"%s: no snapshot: neither %s nor %s exists", dir,
 			SL_SNAPSHOT_FILE, SL_SNAPSHOT_PREV);
 		ret = -ENOENT;
 	} else if (r2 == -ENOENT) {
-		set_err(err, errlen, "%s; and there is no %s to fall back to",
+		sl_set_err(err, errlen, "%s; and there is no %s to fall back to",
 			e1, prev);
 		ret = r1;
 	} else {
-		set_err(err, errlen,
+		sl_set_err(err, errlen,
 			"no usable snapshot in %s:\n%s\nand the fallback: %s",
 			dir, e1, e2);
 		ret = r1 == -ENOENT ? r2 : r1;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -9,6 +10,17 @@
 #include <unistd.h>
 
 #include "util.h"
+
+void sl_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
 
 uint64_t sl_fnv1a_str(const char *s)
 {

@@ -18,6 +18,10 @@
 /* This build's version: `git describe` of the tree it was built from. */
 extern const char sl_version[];
 
+/* An error text into err (errlen bytes) when err is given; NULL is fine. */
+void sl_set_err(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* ---- hashing ---- */
 
 #define SL_FNV1A_INIT 0xcbf29ce484222325ULL /* FNV-1a 64 offset basis */

@@ -112,17 +112,16 @@ static void *reload_secrets(void *arg)
 	sigemptyset(&hup);
 	sigaddset(&hup, SIGHUP);
 	while (!sigwait(&hup, &sig) && !r->stop) {
-		struct sl_secrets *next = calloc(1, sizeof(*next));
+		struct sl_secrets *next = sl_secrets_load_new(r->path, err,
+							      sizeof(err));
 
-		if (!next || sl_secrets_load(r->path, next, err, sizeof(err))) {
+		if (!next) {
 			pr_err("tokend: SIGHUP: secrets not reloaded, those in "
-			       "use stay: %s", next ? err : "out of memory");
-			free(next);
+			       "use stay: %s", err);
 			continue;
 		}
 		sl_tokend_set_secrets(r->td, next);
-		sl_secrets_free(r->cur);
-		free(r->cur);
+		sl_secrets_destroy(r->cur);
 		r->cur = next;
 		pr_info("tokend: SIGHUP: secrets reloaded from %s: %zu "
 			"namespaces", r->path, next->n);
@@ -171,9 +170,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		goto out;
 	}
 	if (secrets_file &&
-	    (!(rl.cur = calloc(1, sizeof(*rl.cur))) ||
-	     sl_secrets_load(secrets_file, rl.cur, err, ERRBUF))) {
-		pr_err("--secrets %s", rl.cur ? err : "out of memory");
+	    !(rl.cur = sl_secrets_load_new(secrets_file, err, ERRBUF))) {
+		pr_err("--secrets %s", err);
 		goto out;
 	}
 	if (sl_tokend_new(&cfg, &rs, rl.cur, &td, err, ERRBUF)) {
@@ -212,9 +210,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 out:
 	sl_http_metrics_stop(http);
 	sl_tokend_free(td);
-	if (rl.cur)
-		sl_secrets_free(rl.cur);
-	free(rl.cur);
+	sl_secrets_destroy(rl.cur);
 	sl_ruleset_free(&rs);
 	if (lock_fd >= 0)
 		close(lock_fd);
