@@ -38,6 +38,7 @@ struct agent {
 	size_t in_len;
 	unsigned int replies; /* redis: replies still expected */
 	uint64_t *held;
+	struct sl_proto_session keys; /* sealed, as an agent's */
 };
 
 static bool redis;
@@ -89,8 +90,8 @@ static void send_all(int fd, const void *p, size_t n)
 	}
 }
 
-/* Blocking: one frame into a->in. */
-static void recv_frame(struct agent *a, struct sl_msg *m)
+/* Blocking: one frame into a->in; returns its length. */
+static uint32_t recv_frame(struct agent *a, struct sl_msg *m)
 {
 	uint32_t len;
 	size_t got = 0;
@@ -104,28 +105,35 @@ static void recv_frame(struct agent *a, struct sl_msg *m)
 	}
 	if (sl_proto_decode(a->in, len, m))
 		die("handshake decode");
+	return len;
 }
 
 static void handshake(struct agent *a, const char *ns, const char *secret,
 		      unsigned int i)
 {
-	uint8_t mac[SL_PROTO_MAC_LEN];
+	uint8_t nonce[SL_PROTO_NONCE_LEN];
 	struct sl_msg m;
 	char node[32];
 	size_t len;
+	uint32_t flen;
 
 	snprintf(node, sizeof(node), "agent-%u", i);
-	sl_proto_put_hello(out, BUF_MAX, 1, ns, node, &len);
+	if (sl_proto_nonce(nonce))
+		die("nonce");
+	sl_proto_put_hello(out, BUF_MAX, 1, ns, node, nonce, &len);
 	send_all(a->fd, out, len);
 	recv_frame(a, &m);
 	if (m.type != SL_MSG_CHALLENGE)
 		die("no challenge");
-	sl_proto_auth_mac(secret, strlen(secret), m.challenge.nonce, ns,
-			  strlen(ns), node, strlen(node), mac);
-	sl_proto_put_auth(out, BUF_MAX, 2, mac, &len);
+	if (sl_proto_session_init(&a->keys, true, secret, strlen(secret), nonce,
+				  m.challenge.nonce, ns, strlen(ns), node,
+				  strlen(node)))
+		die("session keys");
+	sl_proto_put_auth(out, BUF_MAX, 2, &len);
+	sl_proto_seal(&a->keys, out, BUF_MAX, &len);
 	send_all(a->fd, out, len);
-	recv_frame(a, &m);
-	if (m.type != SL_MSG_AUTH_OK) {
+	flen = recv_frame(a, &m);
+	if (m.type != SL_MSG_AUTH_OK || sl_proto_open(&a->keys, a->in, flen, &m)) {
 		errno = EACCES;
 		die("authentication");
 	}
@@ -145,6 +153,7 @@ static void send_sync(struct agent *a, unsigned int idx, uint64_t seq)
 			r[f] = (struct sl_flow_report){f + 1, d, d, a->held[f]};
 		}
 		sl_proto_put_sync(out, BUF_MAX, ++a->req, r, n_flows, &len);
+		sl_proto_seal(&a->keys, out, BUF_MAX, &len);
 	} else {
 		for (unsigned int f = 0; f < n_flows; f++) {
 			char key[32], val[24];
@@ -212,7 +221,8 @@ static void on_input(struct agent *a)
 		    a->in_len - off < len)
 			break;
 		if (sl_proto_decode(a->in + off, len, &m) ||
-		    m.type != SL_MSG_GRANTS) {
+		    m.type != SL_MSG_GRANTS ||
+		    sl_proto_open(&a->keys, a->in + off, len, &m)) {
 			errno = EPROTO;
 			die("bad answer");
 		}

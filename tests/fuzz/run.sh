@@ -12,11 +12,12 @@ log=$BUILD/fuzz/fuzz_proto.log
 
 echo "1..1"
 mkdir -p "$corpus"
-# Seeds: one valid frame of each kind the client side sends.
-printf '\0\0\0\024\1\1\0\0\0\0\0\1\3web\6node-a' >"$corpus/hello"
-printf '\0\0\0\054\1\3\0\0\0\0\0\2%032d' 0 >"$corpus/auth"
-printf '\0\0\0\054\1\5\0\0\0\0\0\3\0\0\0\1%028d' 7 >"$corpus/sync"
-printf '\0\0\0\020\1\7\0\0\0\0\0\4\0\1\0\0' >"$corpus/error"
+# Seeds: one valid frame of each kind the client side sends (the seals'
+# MACs are zeros: they decode, they do not open).
+printf '\0\0\0\067\2\1\0\0\0\0\0\1\3web\6node-a%032d' 0 >"$corpus/hello"
+printf '\0\0\0\064\2\3\0\1\0\0\0\2%040d' 0 >"$corpus/auth"
+printf '\0\0\0\124\2\5\0\1\0\0\0\3\0\0\0\1%028d%040d' 7 1 >"$corpus/sync"
+printf '\0\0\0\020\2\7\0\0\0\0\0\4\0\1\0\0' >"$corpus/error"
 if "$bin" -max_total_time="$secs" -max_len=4096 -timeout=10 \
 	-artifact_prefix="$BUILD/fuzz/" \
 	-print_final_stats=1 "$corpus" >"$log" 2>&1; then

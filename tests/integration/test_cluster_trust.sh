@@ -11,6 +11,9 @@
 # Then a rotation of the namespace's secret: old and new held on one side,
 # SIGHUP reloads on both without dropping the session, a damaged file on
 # SIGHUP changes nothing, and once the old secret is gone it is refused.
+# Last, an attacker (tests/lib/mitm.py): a server on the address without
+# the secret, a bit flipped in a GRANTS frame on the path, a GRANTS frame
+# replayed; each refused by reason, nothing of it applied.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -49,7 +52,7 @@ tokend() # RULES [OPTIONS]: a token server, restarted
 	netns_stop tokend >/dev/null 2>&1
 	rm -rf "$T/td"
 	mkdir -p "$T/td"
-	netns_bg "$NS_RX" tokend "$SLUICE" tokend --listen "$TD" \
+	netns_bg "$NS_RX" tokend "$SLUICE" tokend --listen "${TD_LISTEN:-$TD}" \
 		--rules "$1" --state-dir "$T/td" "${@:2}"
 }
 
@@ -218,4 +221,64 @@ sleep 1.5
 check $([ "$(flow local state)" = fallback ] &&
 	grep -q 'authentication failed' <<<"$(last_error)" && echo 0 || echo 1) \
 	"rotation done: an agent with the old secret only is refused ($(last_error))"
+
+# ---- an attacker (docs/protocol.md, "Sealed frames") ----
+TD_UP=127.0.0.1:7271
+attacker() # MODE [N]: the attacker on the token server's address
+{
+	netns_stop mitm >/dev/null 2>&1
+	netns_bg "$NS_RX" mitm python3 tests/lib/mitm.py "$1" "$TD" "$TD_UP" \
+		${2:+"$2"}
+	netns_wait_ready mitm 5
+}
+limits_seen() # SECS: every threshold the flow "local" had, sampled
+{
+	local i
+
+	for ((i = 0; i < $1 * 10; i++)); do
+		flow local limit
+		sleep 0.1
+	done | sort -u | tr '\n' ' '
+}
+
+# a server on the address that does not hold the secret
+netns_stop tokend >/dev/null 2>&1
+secrets "$T/ag.sec" "web $NEW"
+attacker impostor || { echo "Bail out! the impostor did not start"; exit 1; }
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+seen=$(limits_seen 2)
+n_imp=$(refused server_auth)
+check $([ "$seen" = "100 " ] && [ "$(flow local state)" = fallback ] &&
+	[ "$n_imp" -ge 1 ] && echo 0 || echo 1) \
+	"impostor: refused ($n_imp times, server_auth), the flow kept its fallback (thresholds seen: $seen)"
+grep -qF 'does not hold the namespace secret' <<<"$(last_error)" &&
+	grep -qF 'does not hold the namespace secret' "$T/agent.err" &&
+	! grep -q 'GRANTS sent' "$T/mitm.err"
+check $? "impostor: the reason in status and the log, no SYNC ever sent to it"
+
+# on the path: one bit of the fifth GRANTS flipped (the flow is in cluster
+# state by then), on every connection
+TD_LISTEN=$TD_UP tokend "$T/agent.json" --secrets "$T/td.sec"
+attacker tamper 5 || { echo "Bail out! the relay did not start"; exit 1; }
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+seen=$(limits_seen 3)
+n_mac=$(refused mac)
+check $([ "$n_mac" -ge 1 ] && grep -q 'one bit flipped' "$T/mitm.err" &&
+	grep -qw 1000 <<<"$seen" && ! grep -qw 1001 <<<"$seen" && echo 0 || echo 1) \
+	"tampered GRANTS (1000 -> 1001): refused ($n_mac times, mac), never in force (thresholds seen: $seen)"
+grep -qF 'a frame with a wrong MAC (tampered)' "$T/agent.err"
+check $? "... and logged"
+
+# on the path: the first GRANTS sent again as the third
+attacker replay 3 || { echo "Bail out! the relay did not start"; exit 1; }
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+wait_state local cluster "$WAIT_S"
+sleep 1.5
+n_seq=$(refused sequence)
+check $([ "$n_seq" -ge 1 ] && grep -q 'replay: GRANTS 1 sent again' "$T/mitm.err" &&
+	grep -qF 'a frame out of sequence (replayed or reordered)' "$T/agent.err" &&
+	echo 0 || echo 1) "replayed GRANTS: refused ($n_seq times, sequence) and logged"
 echo "1..$n"

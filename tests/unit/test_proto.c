@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Unit tests for the token protocol frames and MAC (user/proto.c). */
+/* Unit tests for the token protocol frames and seals (user/lib/proto.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,11 +34,29 @@ static size_t raw(uint32_t len, uint8_t ver, uint8_t type, uint16_t rsvd,
 	return SL_PROTO_HDR_LEN + body_len;
 }
 
-/* A well-formed frame of type with body: length field matches. */
+static struct sl_proto_session test_keys;
+
+/* Seal the frame of len bytes in buf as the next of a session. */
+static size_t seal(size_t len)
+{
+	assert_int_equal(sl_proto_seal(&test_keys, buf, sizeof(buf), &len), 0);
+	return len;
+}
+
+/* Types that travel sealed (the decoder reads a seal, does not check it). */
+static bool sealed_type(uint8_t type)
+{
+	return type >= SL_MSG_AUTH && type <= SL_MSG_GRANTS;
+}
+
+/* A well-formed frame of type with body: length field matches, sealed
+ * where the type must be. */
 static size_t frame(uint8_t type, const void *body, size_t body_len)
 {
-	return raw(SL_PROTO_HDR_LEN + body_len, SL_PROTO_VERSION, type, 0, 9,
-		   body, body_len);
+	size_t n = raw(SL_PROTO_HDR_LEN + body_len, SL_PROTO_VERSION, type, 0,
+		       9, body, body_len);
+
+	return sealed_type(type) ? seal(n) : n;
 }
 
 static int decode(size_t len)
@@ -50,23 +68,26 @@ static int decode(size_t len)
 
 static void test_roundtrip_handshake(void **state)
 {
-	uint8_t nonce[SL_PROTO_NONCE_LEN], mac[SL_PROTO_MAC_LEN];
+	uint8_t nonce[SL_PROTO_NONCE_LEN];
 	struct sl_msg m;
 	size_t len;
 
 	(void)state;
+	for (int i = 0; i < SL_PROTO_NONCE_LEN; i++)
+		nonce[i] = i * 7;
 	assert_int_equal(sl_proto_put_hello(buf, sizeof(buf), 1, "web",
-					    "node-A.example:1", &len), 0);
+					    "node-A.example:1", nonce, &len),
+			 0);
 	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
 	assert_int_equal(m.type, SL_MSG_HELLO);
 	assert_int_equal(m.req_id, 1);
+	assert_false(m.sealed);
 	assert_int_equal(m.hello.ns_len, 3);
 	assert_memory_equal(m.hello.ns, "web", 3);
 	assert_int_equal(m.hello.node_len, 16);
 	assert_memory_equal(m.hello.node, "node-A.example:1", 16);
+	assert_memory_equal(m.hello.nonce, nonce, sizeof(nonce));
 
-	for (int i = 0; i < SL_PROTO_NONCE_LEN; i++)
-		nonce[i] = i * 7;
 	assert_int_equal(sl_proto_put_challenge(buf, sizeof(buf), 2, nonce,
 						&len), 0);
 	assert_int_equal(len, SL_PROTO_HDR_LEN + SL_PROTO_NONCE_LEN);
@@ -74,15 +95,17 @@ static void test_roundtrip_handshake(void **state)
 	assert_int_equal(m.type, SL_MSG_CHALLENGE);
 	assert_memory_equal(m.challenge.nonce, nonce, sizeof(nonce));
 
-	memset(mac, 0xa5, sizeof(mac));
-	assert_int_equal(sl_proto_put_auth(buf, sizeof(buf), 3, mac, &len), 0);
+	assert_int_equal(sl_proto_put_auth(buf, sizeof(buf), 3, &len), 0);
+	assert_int_equal(len, SL_PROTO_HDR_LEN);
+	len = seal(len);
+	assert_int_equal(len, SL_PROTO_HDR_LEN + SL_PROTO_SEAL_LEN);
 	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
 	assert_int_equal(m.type, SL_MSG_AUTH);
-	assert_memory_equal(m.auth.mac, mac, sizeof(mac));
+	assert_true(m.sealed);
 
 	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 4, 1000, 100,
 					      &len), 0);
-	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
 	assert_int_equal(m.type, SL_MSG_AUTH_OK);
 	assert_int_equal(m.auth_ok.ttl_ms, 1000);
 	assert_int_equal(m.auth_ok.sync_ms, 100);
@@ -114,7 +137,7 @@ static void test_roundtrip_sync_grants(void **state)
 			 0);
 	assert_int_equal(len, SL_PROTO_HDR_LEN + SL_PROTO_SYNC_FIXED +
 				      3 * SL_PROTO_REPORT_LEN);
-	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
 	assert_int_equal(m.type, SL_MSG_SYNC);
 	assert_int_equal(m.req_id, 77);
 	assert_int_equal(m.sync.n, 3);
@@ -128,7 +151,7 @@ static void test_roundtrip_sync_grants(void **state)
 
 	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 77, SL_SRV_KEEP,
 					     1000, g, 2, &len), 0);
-	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
 	assert_int_equal(m.type, SL_MSG_GRANTS);
 	assert_int_equal(m.grants.flags, SL_SRV_KEEP);
 	assert_int_equal(m.grants.ttl_ms, 1000);
@@ -145,7 +168,7 @@ static void test_roundtrip_sync_grants(void **state)
 	/* An empty list is valid both ways. */
 	assert_int_equal(sl_proto_put_sync(buf, sizeof(buf), 1, r, 0, &len),
 			 0);
-	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
 	assert_int_equal(m.sync.n, 0);
 }
 
@@ -186,17 +209,19 @@ static void test_malformed_header(void **state)
 	/* buffer shorter than the length field says (truncated) */
 	assert_int_equal(decode(n - 1), -EBADMSG);
 	/* length field shorter than the buffer (trailing bytes) */
-	n = raw(SL_PROTO_HDR_LEN + 3, 1, SL_MSG_ERROR, 0, 0, err_body, 4);
+	n = raw(SL_PROTO_HDR_LEN + 3, 2, SL_MSG_ERROR, 0, 0, err_body, 4);
 	assert_int_equal(decode(n), -EBADMSG);
 	/* fewer bytes than a length field, than a header */
 	assert_int_equal(decode(2), -EBADMSG);
-	n = raw(8, 1, SL_MSG_ERROR, 0, 0, "", 0);
+	n = raw(8, 2, SL_MSG_ERROR, 0, 0, "", 0);
 	assert_int_equal(decode(8), -EBADMSG);
 	/* oversize */
-	n = raw(SL_PROTO_MAX_FRAME + 4, 1, SL_MSG_ERROR, 0, 0, err_body, 4);
+	n = raw(SL_PROTO_MAX_FRAME + 4, 2, SL_MSG_ERROR, 0, 0, err_body, 4);
 	assert_int_equal(decode(SL_PROTO_MAX_FRAME + 4), -EMSGSIZE);
-	/* bad version */
-	n = raw(SL_PROTO_HDR_LEN + 4, 2, SL_MSG_ERROR, 0, 0, err_body, 4);
+	/* bad version: 1 had no seals, 3 is not yet */
+	n = raw(SL_PROTO_HDR_LEN + 4, 1, SL_MSG_ERROR, 0, 0, err_body, 4);
+	assert_int_equal(decode(n), -EPROTONOSUPPORT);
+	n = raw(SL_PROTO_HDR_LEN + 4, 3, SL_MSG_ERROR, 0, 0, err_body, 4);
 	assert_int_equal(decode(n), -EPROTONOSUPPORT);
 	n = raw(SL_PROTO_HDR_LEN + 4, 0, SL_MSG_ERROR, 0, 0, err_body, 4);
 	assert_int_equal(decode(n), -EPROTONOSUPPORT);
@@ -207,9 +232,57 @@ static void test_malformed_header(void **state)
 	assert_int_equal(decode(n), -EPROTO);
 	n = frame(0xff, "", 0);
 	assert_int_equal(decode(n), -EPROTO);
-	/* reserved header field */
-	n = raw(SL_PROTO_HDR_LEN + 4, 1, SL_MSG_ERROR, 1, 0, err_body, 4);
+	/* unknown header flag */
+	n = raw(SL_PROTO_HDR_LEN + 4, 2, SL_MSG_ERROR, 2, 0, err_body, 4);
 	assert_int_equal(decode(n), -EBADMSG);
+}
+
+/* Which types must be sealed, and a seal's own bounds. */
+static void test_malformed_seal(void **state)
+{
+	static const uint8_t err_body[4] = {0, 1, 0, 0};
+	uint8_t nonce[SL_PROTO_NONCE_LEN] = {0};
+	struct sl_msg m;
+	size_t n;
+
+	(void)state;
+	/* HELLO and CHALLENGE come before the keys: never sealed */
+	assert_int_equal(sl_proto_put_hello(buf, sizeof(buf), 1, "w", "n",
+					    nonce, &n), 0);
+	assert_int_equal(decode(n), 0);
+	assert_int_equal(decode(seal(n)), -EBADMSG);
+	assert_int_equal(sl_proto_put_challenge(buf, sizeof(buf), 1, nonce,
+						&n), 0);
+	assert_int_equal(decode(seal(n)), -EBADMSG);
+	/* the others after them: always */
+	for (uint8_t t = SL_MSG_AUTH; t <= SL_MSG_GRANTS; t++) {
+		size_t body = t == SL_MSG_AUTH_OK ? 8 : t == SL_MSG_SYNC ? 4
+			    : t == SL_MSG_GRANTS ? SL_PROTO_GRANTS_FIXED : 0;
+		uint8_t zero[SL_PROTO_GRANTS_FIXED] = {0};
+
+		n = raw(SL_PROTO_HDR_LEN + body, 2, t, 0, 1, zero, body);
+		if (decode(n) != -EBADMSG)
+			fail_msg("type %u unsealed: decoded", t);
+		if (decode(seal(n)) != 0)
+			fail_msg("type %u sealed: refused", t);
+	}
+	/* ERROR either way: before the keys it cannot be sealed */
+	n = raw(SL_PROTO_HDR_LEN + 4, 2, SL_MSG_ERROR, 0, 0, err_body, 4);
+	assert_int_equal(decode(n), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(n), &m), 0);
+	assert_true(m.sealed);
+	assert_int_equal(m.error.code, 1);
+	/* the flag set, fewer bytes than a seal */
+	n = raw(SL_PROTO_HDR_LEN + 39, 2, SL_MSG_AUTH, SL_FRAME_SEALED, 0,
+		nonce, 32);
+	memset(buf + SL_PROTO_HDR_LEN + 32, 0, 7);
+	assert_int_equal(decode(SL_PROTO_HDR_LEN + 39), -EBADMSG);
+	/* a body that is one byte off once the seal is taken away */
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 1, 1, 1, &n),
+			 0);
+	n = seal(n);
+	buf[3]++;
+	assert_int_equal(decode(n + 1), -EBADMSG);
 }
 
 static void test_malformed_hello(void **state)
@@ -230,29 +303,43 @@ static void test_malformed_hello(void **state)
 		{"NUL in namespace", "\x03w\x00" "b\x01n", 6},
 		{"newline in node", "\x03web\x02n\n", 7},
 	};
-	uint8_t body[80];
+	uint8_t body[80 + SL_PROTO_NONCE_LEN] = {0};
 	size_t n;
 
 	(void)state;
-	n = frame(SL_MSG_HELLO, "\x03web\x01n", 6);
-	assert_int_equal(decode(n), 0);
+	/* every case ends in a nonce; the control decodes */
+	memcpy(body, "\x03web\x01n", 6);
+	assert_int_equal(decode(frame(SL_MSG_HELLO, body,
+				      6 + SL_PROTO_NONCE_LEN)), 0);
+	/* the nonce one byte short, one byte long */
+	assert_int_equal(decode(frame(SL_MSG_HELLO, body,
+				      5 + SL_PROTO_NONCE_LEN)), -EBADMSG);
+	assert_int_equal(decode(frame(SL_MSG_HELLO, body,
+				      7 + SL_PROTO_NONCE_LEN)), -EBADMSG);
+	assert_int_equal(decode(frame(SL_MSG_HELLO, body, 6)), -EBADMSG);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		n = frame(SL_MSG_HELLO, cases[i].body, cases[i].len);
+		memset(body, 0, sizeof(body));
+		memcpy(body, cases[i].body, cases[i].len);
+		n = frame(SL_MSG_HELLO, body,
+			  cases[i].len + SL_PROTO_NONCE_LEN);
 		if (decode(n) != -EBADMSG)
 			fail_msg("HELLO %s: decoded as %d", cases[i].what,
 				 decode(n));
 	}
 	/* 64-byte name: one over the limit */
+	memset(body, 0, sizeof(body));
 	body[0] = 64;
 	memset(body + 1, 'a', 64);
 	body[65] = 1;
 	body[66] = 'n';
-	n = frame(SL_MSG_HELLO, body, 67);
+	n = frame(SL_MSG_HELLO, body, 67 + SL_PROTO_NONCE_LEN);
 	assert_int_equal(decode(n), -EBADMSG);
+	memset(body, 0, sizeof(body));
 	body[0] = 63;
+	memset(body + 1, 'a', 63);
 	body[64] = 1;
 	body[65] = 'n';
-	n = frame(SL_MSG_HELLO, body, 66);
+	n = frame(SL_MSG_HELLO, body, 66 + SL_PROTO_NONCE_LEN);
 	assert_int_equal(decode(n), 0);
 }
 
@@ -268,7 +355,6 @@ static void test_malformed_fixed(void **state)
 		size_t len;
 	} fixed[] = {
 		{SL_MSG_CHALLENGE, SL_PROTO_NONCE_LEN},
-		{SL_MSG_AUTH, SL_PROTO_MAC_LEN},
 		{SL_MSG_AUTH_OK, 8},
 		{SL_MSG_ERROR, 4},
 	};
@@ -282,6 +368,9 @@ static void test_malformed_fixed(void **state)
 		n = frame(fixed[i].type, body, 0);
 		assert_int_equal(decode(n), -EBADMSG);
 	}
+	/* AUTH has no body at all */
+	assert_int_equal(decode(frame(SL_MSG_AUTH, body, 0)), 0);
+	assert_int_equal(decode(frame(SL_MSG_AUTH, body, 1)), -EBADMSG);
 	/* ERROR's reserved half */
 	body[3] = 1;
 	n = frame(SL_MSG_ERROR, body, 4);
@@ -334,6 +423,7 @@ static void test_malformed_grants(void **state)
 	(void)state;
 	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 1000, &g,
 					     1, &len), 0);
+	len = seal(len);
 	assert_int_equal(decode(len), 0);
 	/* unknown server flag */
 	buf[SL_PROTO_HDR_LEN + 1] = 0x80;
@@ -344,9 +434,9 @@ static void test_malformed_grants(void **state)
 	assert_int_equal(decode(len), -EBADMSG);
 	buf[SL_PROTO_HDR_LEN + 3] = 0;
 	/* unknown entry flag */
-	buf[len - 1] = 0x80;
+	buf[len - SL_PROTO_SEAL_LEN - 1] = 0x80;
 	assert_int_equal(decode(len), -EBADMSG);
-	buf[len - 1] = 0;
+	buf[len - SL_PROTO_SEAL_LEN - 1] = 0;
 	/* count overflow */
 	buf[SL_PROTO_HDR_LEN + 8] = 0xff;
 	assert_int_equal(decode(len), -EBADMSG);
@@ -367,6 +457,7 @@ static void test_encode_limits(void **state)
 	/* the largest SYNC fits a frame; its answer too; one more does not */
 	assert_int_equal(sl_proto_put_sync(buf, sizeof(buf), 1, r,
 					   SL_PROTO_MAX_REPORTS, &len), 0);
+	len = seal(len);
 	assert_true(len <= SL_PROTO_MAX_FRAME);
 	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
 	assert_int_equal(sl_proto_put_sync(buf, sizeof(buf), 1, r,
@@ -374,16 +465,22 @@ static void test_encode_limits(void **state)
 			 -EMSGSIZE);
 	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 0, g,
 					     SL_PROTO_MAX_REPORTS, &len), 0);
-	assert_int_equal(sl_proto_decode(buf, len, &m), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
+	/* no room for a seal: the frame stays as it was */
+	assert_int_equal(sl_proto_put_error(buf, sizeof(buf), 1, 1, &len), 0);
+	assert_int_equal(sl_proto_seal(&test_keys, buf, len + 39, &len),
+			 -EMSGSIZE);
+	assert_int_equal(len, SL_PROTO_HDR_LEN + 4);
+	assert_int_equal(decode(len), 0);
 	/* caller's buffer too small */
 	assert_int_equal(sl_proto_put_sync(buf, 40, 1, r, 2, &len), -EMSGSIZE);
 	assert_int_equal(sl_proto_put_error(buf, SL_PROTO_HDR_LEN + 3, 1, 1,
 					    &len), -EMSGSIZE);
 	/* values the decoder would refuse */
 	assert_int_equal(sl_proto_put_hello(buf, sizeof(buf), 1, "", "n",
-					    &len), -EINVAL);
+					    buf, &len), -EINVAL);
 	assert_int_equal(sl_proto_put_hello(buf, sizeof(buf), 1, "w b", "n",
-					    &len), -EINVAL);
+					    buf, &len), -EINVAL);
 	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0x10, 0, g,
 					     0, &len), -EINVAL);
 	g[0].flags = 0x100;
@@ -391,45 +488,121 @@ static void test_encode_limits(void **state)
 					     &len), -EINVAL);
 }
 
-static void test_auth_mac(void **state)
+/* Both sides of one session, and a frame from one to the other. */
+struct pair {
+	struct sl_proto_session cli, srv;
+};
+
+static void pair_init(struct pair *p, const char *secret, const char *node)
 {
-	/* HMAC-SHA256("sekrit", 00..1f || 3 "web" || 6 "node-a"), computed
-	 * independently with Python's hmac module. */
-	static const uint8_t want[SL_PROTO_MAC_LEN] = {
-		0x0c, 0x00, 0xc4, 0xd8, 0x75, 0x7d, 0x4c, 0x1e,
-		0xd4, 0xe8, 0x87, 0x14, 0x89, 0x5d, 0xf7, 0x74,
-		0x0e, 0xc3, 0x8b, 0x47, 0x72, 0x8d, 0xa7, 0xed,
-		0xa2, 0x59, 0xff, 0xe1, 0x36, 0x60, 0xa7, 0xe7,
+	uint8_t cn[SL_PROTO_NONCE_LEN], sn[SL_PROTO_NONCE_LEN];
+
+	for (int i = 0; i < SL_PROTO_NONCE_LEN; i++) {
+		cn[i] = i;
+		sn[i] = 0x20 + i;
+	}
+	assert_int_equal(sl_proto_session_init(&p->cli, true, secret,
+					       strlen(secret), cn, sn, "web", 3,
+					       "node-a", 6), 0);
+	assert_int_equal(sl_proto_session_init(&p->srv, false, secret,
+					       strlen(secret), cn, sn, "web", 3,
+					       node, strlen(node)), 0);
+}
+
+static int open_buf(struct sl_proto_session *s, size_t len)
+{
+	struct sl_msg m;
+	int ret = sl_proto_decode(buf, len, &m);
+
+	return ret ? ret : sl_proto_open(s, buf, len, &m);
+}
+
+static void test_session(void **state)
+{
+	/* HKDF-SHA256(ikm "sekrit", salt 00..3f, info "sluice token protocol
+	 * 2" 03 "web" 06 "node-a"): the client's key, then the AUTH frame
+	 * (request 3) it seals first; computed independently with Python's
+	 * hmac and hashlib (RFC 5869 by hand). */
+	static const uint8_t want_key[SL_PROTO_KEY_LEN] = {
+		0x25, 0x0a, 0xd1, 0x13, 0x4d, 0x24, 0x3f, 0x93, 0x0b, 0x6e, 0x64, 0x59, 0x83, 0xd9, 0x0e, 0x02, 0x57, 0x99, 0xae, 0xa6, 0xdd, 0xec, 0x28, 0x6d, 0x5b, 0xad, 0x48, 0xee, 0x10, 0x16, 0xf2, 0x4c
 	};
-	uint8_t nonce[SL_PROTO_NONCE_LEN], mac[SL_PROTO_MAC_LEN];
+	static const uint8_t want_auth[SL_PROTO_HDR_LEN + SL_PROTO_SEAL_LEN] = {
+		0x00, 0x00, 0x00, 0x34, 0x02, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe6, 0x02, 0xe5, 0x94, 0x91, 0xb8, 0xcb, 0xd7, 0xed, 0xa5, 0x95, 0x5f, 0xda, 0xc6, 0xdb, 0x8f, 0x6f, 0x66, 0x5d, 0x12, 0x8e, 0xb1, 0x9b, 0xa5, 0xe3, 0xb5, 0x99, 0xc3, 0x21, 0xbf, 0xe0, 0x9d
+	};
+	struct pair p, q;
+	size_t len;
+
+	(void)state;
+	pair_init(&p, "sekrit", "node-a");
+	assert_memory_equal(p.cli.tx_key, want_key, sizeof(want_key));
+	assert_memory_equal(p.srv.rx_key, want_key, sizeof(want_key));
+	assert_memory_not_equal(p.cli.tx_key, p.cli.rx_key, SL_PROTO_KEY_LEN);
+	assert_int_equal(sl_proto_put_auth(buf, sizeof(buf), 3, &len), 0);
+	assert_int_equal(sl_proto_seal(&p.cli, buf, sizeof(buf), &len), 0);
+	assert_int_equal(len, sizeof(want_auth));
+	assert_memory_equal(buf, want_auth, sizeof(want_auth));
+	assert_int_equal(open_buf(&p.srv, len), 0);
+
+	/* replayed: the MAC is right, the number is not */
+	assert_int_equal(open_buf(&p.srv, len), -ESTALE);
+	/* every byte but the MAC's own tampered with, and a MAC bit */
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 4, 1000, 100,
+					      &len), 0);
+	assert_int_equal(sl_proto_seal(&p.cli, buf, sizeof(buf), &len), 0);
+	for (size_t i = 0; i < len; i++) {
+		struct sl_msg m;
+
+		buf[i] ^= 0x01;
+		if (!sl_proto_decode(buf, len, &m) &&
+		    sl_proto_open(&p.srv, buf, len, &m) != -EACCES)
+			fail_msg("byte %zu flipped: not refused", i);
+		buf[i] ^= 0x01;
+	}
+	assert_int_equal(open_buf(&p.srv, len), 0);
+	/* a frame sent back to its sender does not open (keys per side) */
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 5, 1, 1, &len),
+			 0);
+	assert_int_equal(sl_proto_seal(&p.srv, buf, sizeof(buf), &len), 0);
+	assert_int_equal(open_buf(&p.srv, len), -EACCES);
+	assert_int_equal(open_buf(&p.cli, len), 0);
+	/* a dropped frame: the next does not open either */
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 6, 1, 1, &len),
+			 0);
+	assert_int_equal(sl_proto_seal(&p.srv, buf, sizeof(buf), &len), 0);
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 7, 1, 1, &len),
+			 0);
+	assert_int_equal(sl_proto_seal(&p.srv, buf, sizeof(buf), &len), 0);
+	assert_int_equal(open_buf(&p.cli, len), -ESTALE);
+	/* not sealed */
+	assert_int_equal(sl_proto_put_error(buf, sizeof(buf), 1, 1, &len), 0);
+	assert_int_equal(open_buf(&p.cli, len), -EPERM);
+
+	/* another secret, another node: other keys */
+	pair_init(&q, "sekriT", "node-a");
+	assert_memory_not_equal(q.cli.tx_key, p.cli.tx_key, SL_PROTO_KEY_LEN);
+	assert_int_equal(sl_proto_put_auth(buf, sizeof(buf), 3, &len), 0);
+	assert_int_equal(sl_proto_seal(&q.cli, buf, sizeof(buf), &len), 0);
+	pair_init(&p, "sekrit", "node-a");
+	assert_int_equal(open_buf(&p.srv, len), -EACCES);
+	pair_init(&q, "sekrit", "node-b");
+	assert_int_equal(sl_proto_put_auth(buf, sizeof(buf), 3, &len), 0);
+	assert_int_equal(sl_proto_seal(&q.cli, buf, sizeof(buf), &len), 0);
+	assert_int_equal(open_buf(&q.srv, len), -EACCES);
+	/* no secrets (loopback only): keys still derive */
+	assert_int_equal(sl_proto_session_init(&q.cli, true, NULL, 0, buf, buf,
+					       "web", 3, "n", 1), 0);
+	assert_int_equal(sl_proto_session_init(&q.cli, true, "", 0, buf, buf,
+					       "", 0, "n", 1), -EINVAL);
+	sl_proto_session_clear(&p.cli);
+	assert_memory_equal(p.cli.tx_key, (uint8_t[SL_PROTO_KEY_LEN]){0},
+			    SL_PROTO_KEY_LEN);
+}
+
+static void test_nonce(void **state)
+{
 	uint8_t n1[SL_PROTO_NONCE_LEN], n2[SL_PROTO_NONCE_LEN];
 
 	(void)state;
-	for (int i = 0; i < SL_PROTO_NONCE_LEN; i++)
-		nonce[i] = i;
-	assert_int_equal(sl_proto_auth_mac("sekrit", 6, nonce, "web", 3,
-					   "node-a", 6, mac), 0);
-	assert_memory_equal(mac, want, sizeof(want));
-	assert_int_equal(sl_proto_auth_check("sekrit", 6, nonce, "web", 3,
-					     "node-a", 6, mac), 0);
-	/* wrong secret, other nonce, other namespace, shifted boundary */
-	assert_int_equal(sl_proto_auth_check("sekriT", 6, nonce, "web", 3,
-					     "node-a", 6, mac), -EACCES);
-	nonce[31] ^= 1;
-	assert_int_equal(sl_proto_auth_check("sekrit", 6, nonce, "web", 3,
-					     "node-a", 6, mac), -EACCES);
-	nonce[31] ^= 1;
-	assert_int_equal(sl_proto_auth_check("sekrit", 6, nonce, "weB", 3,
-					     "node-a", 6, mac), -EACCES);
-	assert_int_equal(sl_proto_auth_mac("sekrit", 6, nonce, "webn", 4,
-					   "ode-a", 5, n1), 0);
-	assert_memory_not_equal(n1, mac, sizeof(mac));
-	mac[0] ^= 0x80;
-	assert_int_equal(sl_proto_auth_check("sekrit", 6, nonce, "web", 3,
-					     "node-a", 6, mac), -EACCES);
-	assert_int_equal(sl_proto_auth_mac("sekrit", 6, nonce, "", 0, "n", 1,
-					   mac), -EINVAL);
-
 	assert_int_equal(sl_proto_nonce(n1), 0);
 	assert_int_equal(sl_proto_nonce(n2), 0);
 	assert_memory_not_equal(n1, n2, sizeof(n1));
@@ -447,7 +620,9 @@ int main(void)
 		cmocka_unit_test(test_malformed_sync),
 		cmocka_unit_test(test_malformed_grants),
 		cmocka_unit_test(test_encode_limits),
-		cmocka_unit_test(test_auth_mac),
+		cmocka_unit_test(test_malformed_seal),
+		cmocka_unit_test(test_session),
+		cmocka_unit_test(test_nonce),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

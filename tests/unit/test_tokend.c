@@ -113,6 +113,10 @@ struct cli {
 	uint32_t req;
 	uint8_t buf[SL_PROTO_MAX_FRAME];
 	struct sl_msg m;
+	size_t len; /* of the frame in buf */
+	uint8_t nonce[SL_PROTO_NONCE_LEN];
+	struct sl_proto_session keys;
+	bool keyed; /* every frame from the server must open */
 };
 
 static int cli_connect(struct cli *c, uint16_t port)
@@ -123,6 +127,7 @@ static int cli_connect(struct cli *c, uint16_t port)
 
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	c->req = 100;
+	c->keyed = false;
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(c->fd >= 0);
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -164,6 +169,10 @@ static int cli_recv(struct cli *c)
 	if (ret)
 		return ret;
 	assert_int_equal(sl_proto_decode(c->buf, len, &c->m), 0);
+	c->len = len;
+	if (c->keyed)
+		assert_int_equal(sl_proto_open(&c->keys, c->buf, len, &c->m),
+				 0);
 	return 0;
 }
 
@@ -179,27 +188,47 @@ static void assert_eof(struct cli *c)
 static int cli_auth(struct cli *c, uint16_t port, const char *ns,
 		    const char *node, const char *secret)
 {
-	uint8_t frame[256], mac[SL_PROTO_MAC_LEN];
+	uint8_t frame[256];
 	size_t len;
 
 	assert_int_equal(cli_connect(c, port), 0);
+	assert_int_equal(sl_proto_nonce(c->nonce), 0);
 	assert_int_equal(sl_proto_put_hello(frame, sizeof(frame), c->req++, ns,
-					    node, &len), 0);
+					    node, c->nonce, &len), 0);
 	cli_send(c, frame, len);
 	assert_int_equal(cli_recv(c), 0);
 	assert_int_equal(c->m.type, SL_MSG_CHALLENGE);
-	assert_int_equal(sl_proto_auth_mac(secret, strlen(secret),
-					   c->m.challenge.nonce, ns,
-					   strlen(ns), node, strlen(node),
-					   mac), 0);
-	assert_int_equal(sl_proto_put_auth(frame, sizeof(frame), c->req++, mac,
+	assert_int_equal(sl_proto_session_init(&c->keys, true, secret,
+					       strlen(secret), c->nonce,
+					       c->m.challenge.nonce, ns,
+					       strlen(ns), node, strlen(node)),
+			 0);
+	assert_int_equal(sl_proto_put_auth(frame, sizeof(frame), c->req++,
 					   &len), 0);
+	assert_int_equal(sl_proto_seal(&c->keys, frame, sizeof(frame), &len), 0);
 	cli_send(c, frame, len);
 	assert_int_equal(cli_recv(c), 0);
-	if (c->m.type == SL_MSG_ERROR)
+	if (c->m.type == SL_MSG_ERROR) {
+		assert_false(c->m.sealed); /* the server has no keys */
 		return c->m.error.code;
+	}
 	assert_int_equal(c->m.type, SL_MSG_AUTH_OK);
+	/* the server proves the secret: AUTH_OK opens under our keys */
+	assert_int_equal(sl_proto_open(&c->keys, c->buf, c->len, &c->m), 0);
+	c->keyed = true;
 	return 0;
+}
+
+/* A SYNC of n reports, sealed as the next frame of the session. */
+static size_t cli_put_sync(struct cli *c, uint8_t *frame, size_t cap,
+			   uint32_t req, const struct sl_flow_report *r,
+			   uint32_t n)
+{
+	size_t len;
+
+	assert_int_equal(sl_proto_put_sync(frame, cap, req, r, n, &len), 0);
+	assert_int_equal(sl_proto_seal(&c->keys, frame, cap, &len), 0);
+	return len;
 }
 
 /* One SYNC of n reports; the answer must carry the request id. */
@@ -209,8 +238,7 @@ static void cli_sync(struct cli *c, const struct sl_flow_report *r, uint32_t n)
 	uint32_t req = c->req++;
 	size_t len;
 
-	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), req, r, n,
-					   &len), 0);
+	len = cli_put_sync(c, frame, sizeof(frame), req, r, n);
 	cli_send(c, frame, len);
 	assert_int_equal(cli_recv(c), 0);
 	assert_int_equal(c->m.type, SL_MSG_GRANTS);
@@ -284,8 +312,11 @@ static void test_sync_before_auth(void **state)
 	cfg_for_test(&cfg);
 	start(&s, &cfg);
 	assert_int_equal(cli_connect(&c, sl_tokend_port(s.td)), 0);
-	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), 5, &r, 1,
-					   &len), 0);
+	/* sealed, or the decoder alone would refuse it */
+	assert_int_equal(sl_proto_session_init(&c.keys, true, SECRET_A,
+					       strlen(SECRET_A), c.buf, c.buf,
+					       "a", 1, "n", 1), 0);
+	len = cli_put_sync(&c, frame, sizeof(frame), 5, &r, 1);
 	cli_send(&c, frame, len);
 	assert_int_equal(cli_recv(&c), 0);
 	assert_int_equal(c.m.type, SL_MSG_ERROR);
@@ -588,14 +619,15 @@ static void expect_closed_with(uint16_t port, const uint8_t *frame,
 
 static void test_malformed_closes(void **state)
 {
-	static const uint8_t bad_version[] = {0, 0, 0, 12, 9, SL_MSG_HELLO,
+	/* version 1, before frames were sealed */
+	static const uint8_t bad_version[] = {0, 0, 0, 12, 1, SL_MSG_HELLO,
 					      0, 0, 0, 0, 0, 1};
-	static const uint8_t oversize[] = {0x7f, 0xff, 0xff, 0xff, 1, 1, 0, 0};
-	static const uint8_t too_short[] = {0, 0, 0, 5, 1};
-	static const uint8_t bad_type[] = {0, 0, 0, 12, 1, 99, 0, 0, 0, 0, 0,
+	static const uint8_t oversize[] = {0x7f, 0xff, 0xff, 0xff, 2, 1, 0, 0};
+	static const uint8_t too_short[] = {0, 0, 0, 5, 2};
+	static const uint8_t bad_type[] = {0, 0, 0, 12, 2, 99, 0, 0, 0, 0, 0,
 					   1};
 	/* SYNC claiming 2 entries, carrying none */
-	static const uint8_t bad_count[] = {0, 0, 0, 16, 1, SL_MSG_SYNC, 0, 0,
+	static const uint8_t bad_count[] = {0, 0, 0, 16, 2, SL_MSG_SYNC, 0, 0,
 					    0, 0, 0, 1, 0, 0, 0, 2};
 	struct sl_tokend_cfg cfg;
 	struct sl_tokend_stats st;
@@ -618,6 +650,64 @@ static void test_malformed_closes(void **state)
 			   SL_ERR_MALFORMED, true);
 	stop(&s, &st);
 	assert_int_equal(st.malformed, 5);
+}
+
+/* After AUTH every SYNC must open: a rewritten or replayed one closes the
+ * connection with ERROR integrity (sealed: the client can trust it), an
+ * unsealed one is malformed. None of them is answered with grants. */
+static void test_integrity(void **state)
+{
+	struct sl_flow_report r = {1, 10, 10, 0};
+	static uint8_t frame[256], copy[256];
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct server s;
+	struct cli c;
+	size_t len;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	/* one byte of the demand changed in flight */
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "n1",
+				  SECRET_A), 0);
+	len = cli_put_sync(&c, frame, sizeof(frame), 7, &r, 1);
+	frame[SL_PROTO_HDR_LEN + 4 + 11] ^= 0x40;
+	cli_send(&c, frame, len);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_true(c.m.sealed);
+	assert_int_equal(c.m.type, SL_MSG_ERROR);
+	assert_int_equal(c.m.error.code, SL_ERR_INTEGRITY);
+	assert_eof(&c);
+	cli_close(&c);
+	/* an answered SYNC sent again */
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "n1",
+				  SECRET_A), 0);
+	len = cli_put_sync(&c, copy, sizeof(copy), 8, &r, 1);
+	cli_send(&c, copy, len);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_GRANTS);
+	cli_send(&c, copy, len);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_ERROR);
+	assert_int_equal(c.m.error.code, SL_ERR_INTEGRITY);
+	assert_eof(&c);
+	cli_close(&c);
+	/* a SYNC without a seal */
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "n1",
+				  SECRET_A), 0);
+	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), 9, &r, 1,
+					   &len), 0);
+	cli_send(&c, frame, len);
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_ERROR);
+	assert_int_equal(c.m.error.code, SL_ERR_MALFORMED);
+	assert_eof(&c);
+	cli_close(&c);
+	stop(&s, &st);
+	assert_int_equal(st.integrity, 2);
+	assert_int_equal(st.malformed, 1);
+	assert_int_equal(st.syncs, 1);
 }
 
 static void test_limits(void **state)
@@ -686,10 +776,10 @@ static void test_slow_client_dropped(void **state)
 	setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
 	for (i = 0; i < (int)SL_PROTO_MAX_REPORTS; i++)
 		r[i] = (struct sl_flow_report){1000 + i, 1, 1, 0};
-	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), 1, r,
-					   SL_PROTO_MAX_REPORTS, &len), 0);
 	/* never read: the answers pile up until the server gives up */
 	for (i = 0; i < 2000; i++) {
+		len = cli_put_sync(&c, frame, sizeof(frame), 1, r,
+				   SL_PROTO_MAX_REPORTS);
 		if (send(c.fd, frame, len, MSG_NOSIGNAL) != (ssize_t)len)
 			break;
 	}
@@ -819,6 +909,7 @@ int main(void)
 		cmocka_unit_test(test_restart_learns),
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_malformed_closes),
+		cmocka_unit_test(test_integrity),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_slow_client_dropped),
 		cmocka_unit_test(test_setup_errors),

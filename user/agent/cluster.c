@@ -66,6 +66,8 @@ struct session {
 	bool alive;	      /* still has flows after a rules change */
 	uint64_t refused[SL_REFUSALS];
 	uint32_t key_tries; /* refused AUTHs: which secret of a rotation */
+	uint8_t nonce[SL_PROTO_NONCE_LEN]; /* this connection's, in HELLO */
+	struct sl_proto_session keys;	   /* from the CHALLENGE on */
 };
 
 struct flow {
@@ -118,6 +120,10 @@ void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
 const char *const sl_cluster_refusal_names[SL_REFUSALS] = {
 	[SL_REFUSED_OVER_COUNT] = "over_count",
 	[SL_REFUSED_TTL] = "ttl",
+	[SL_REFUSED_SERVER_AUTH] = "server_auth",
+	[SL_REFUSED_MAC] = "mac",
+	[SL_REFUSED_SEQUENCE] = "sequence",
+	[SL_REFUSED_UNSEALED] = "unsealed",
 };
 
 int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
@@ -327,6 +333,7 @@ static void sess_close(struct session *s)
 	s->fd = -1;
 	s->in_len = s->out_len = 0;
 	s->waiting = 0;
+	sl_proto_session_clear(&s->keys);
 }
 
 static int sess_init(struct sl_cluster_sync *c, struct session *s, const char *ns)
@@ -537,7 +544,8 @@ static void sess_connect(struct sl_cluster_sync *c, struct session *s,
 
 static void sess_hello(struct sl_cluster_sync *c, struct session *s, uint64_t now)
 {
-	uint8_t buf[SL_PROTO_HDR_LEN + 2 + 2 * SL_PROTO_NAME_MAX];
+	uint8_t buf[SL_PROTO_HDR_LEN + 2 + 2 * SL_PROTO_NAME_MAX +
+		    SL_PROTO_NONCE_LEN];
 	socklen_t len = sizeof(int);
 	size_t n;
 	int soerr = 0;
@@ -547,8 +555,9 @@ static void sess_hello(struct sl_cluster_sync *c, struct session *s, uint64_t no
 		sess_fail(c, s, now, false, "connect: %s", strerror(soerr));
 		return;
 	}
-	if (sl_proto_put_hello(buf, sizeof(buf), ++s->req_id, s->ns, c->node,
-			       &n) ||
+	if (sl_proto_nonce(s->nonce) ||
+	    sl_proto_put_hello(buf, sizeof(buf), ++s->req_id, s->ns, c->node,
+			       s->nonce, &n) ||
 	    sess_queue(s, buf, n)) {
 		sess_fail(c, s, now, false, "cannot encode HELLO");
 		return;
@@ -591,6 +600,9 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 	err = sl_proto_put_sync(s->out + s->out_len,
 				SL_PROTO_MAX_FRAME - s->out_len, ++s->req_id,
 				c->reports, n, &len);
+	if (!err)
+		err = sl_proto_seal(&s->keys, s->out + s->out_len,
+				    SL_PROTO_MAX_FRAME - s->out_len, &len);
 	if (err) {
 		/* the previous frames are still unsent: skip this period */
 		s->next_sync_ns = now + s->sync_ms * NSEC_PER_MSEC;
@@ -712,12 +724,73 @@ static void on_grants(struct sl_cluster_sync *c, struct session *s,
 	}
 }
 
+/* Keys for the session from the namespace's secret: the newest first,
+ * after a refused AUTH the other. */
+static int sess_keys(struct sl_cluster_sync *c, struct session *s,
+		     const struct sl_msg *m)
+{
+	const struct sl_secret *sec = NULL;
+	size_t k = 0;
+
+	if (c->cfg.secrets) {
+		sec = sl_secrets_find(c->cfg.secrets, s->ns);
+		if (!sec)
+			return -ENOKEY;
+		k = sec->n_keys - 1 - s->key_tries % sec->n_keys;
+	}
+	return sl_proto_session_init(&s->keys, true,
+				     sec ? sec->key[k] : NULL,
+				     sec ? sec->len[k] : 0, s->nonce,
+				     m->challenge.nonce, s->ns, strlen(s->ns),
+				     c->node, strlen(c->node));
+}
+
+/*
+ * A sealed frame from the server must open under the session's keys:
+ * before AUTH_OK only an unsealed ERROR may come (the server could not
+ * check our AUTH, so it has no keys); a frame that does not open is
+ * refused and the session closed.
+ */
+static bool sess_open(struct sl_cluster_sync *c, struct session *s,
+		      const void *frame, size_t len, const struct sl_msg *m,
+		      uint64_t now)
+{
+	static const char *const why[] = {
+		[SL_REFUSED_SERVER_AUTH] = "the token server does not hold "
+					   "the namespace secret (AUTH_OK "
+					   "not sealed with it)",
+		[SL_REFUSED_MAC] = "a frame with a wrong MAC (tampered)",
+		[SL_REFUSED_SEQUENCE] = "a frame out of sequence (replayed "
+					"or reordered)",
+		[SL_REFUSED_UNSEALED] = "a frame without a seal",
+	};
+	int err, reason;
+
+	if (s->st == SESS_HELLO || (s->st == SESS_AUTH && !m->sealed &&
+				    m->type == SL_MSG_ERROR))
+		return true;
+	err = sl_proto_open(&s->keys, frame, len, m);
+	if (!err)
+		return true;
+	if (err == -EPERM)
+		reason = SL_REFUSED_UNSEALED;
+	else if (err == -ESTALE)
+		reason = SL_REFUSED_SEQUENCE;
+	else if (s->st == SESS_AUTH)
+		reason = SL_REFUSED_SERVER_AUTH;
+	else
+		reason = SL_REFUSED_MAC;
+	s->refused[reason]++;
+	sess_fail(c, s, now, false, "refused: %s", why[reason]);
+	return false;
+}
+
 static void on_frame(struct sl_cluster_sync *c, struct session *s,
 		     const struct sl_msg *m, uint64_t now)
 {
-	const struct sl_secret *sec;
-	uint8_t mac[SL_PROTO_MAC_LEN], buf[64];
-	size_t n, k;
+	uint8_t buf[SL_PROTO_HDR_LEN + SL_PROTO_SEAL_LEN];
+	size_t n;
+	int err;
 
 	if (m->type == SL_MSG_ERROR) {
 		if (m->error.code == SL_ERR_AUTH && s->st == SESS_AUTH)
@@ -730,20 +803,15 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 	case SESS_HELLO:
 		if (m->type != SL_MSG_CHALLENGE)
 			break;
-		sec = c->cfg.secrets ? sl_secrets_find(c->cfg.secrets, s->ns)
-				     : NULL;
-		if (c->cfg.secrets && !sec) {
+		err = sess_keys(c, s, m);
+		if (err == -ENOKEY) {
 			sess_fail(c, s, now, false,
 				  "no secret for the namespace in --secrets");
 			return;
 		}
-		/* the newest secret first; after a refusal, the other */
-		k = sec ? sec->n_keys - 1 - s->key_tries % sec->n_keys : 0;
-		if (sl_proto_auth_mac(sec ? sec->key[k] : (const uint8_t *)"",
-				      sec ? sec->len[k] : 0, m->challenge.nonce,
-				      s->ns, strlen(s->ns), c->node,
-				      strlen(c->node), mac) ||
-		    sl_proto_put_auth(buf, sizeof(buf), ++s->req_id, mac, &n) ||
+		if (err ||
+		    sl_proto_put_auth(buf, sizeof(buf), ++s->req_id, &n) ||
+		    sl_proto_seal(&s->keys, buf, sizeof(buf), &n) ||
 		    sess_queue(s, buf, n)) {
 			sess_fail(c, s, now, false, "cannot answer CHALLENGE");
 			return;
@@ -806,6 +874,8 @@ static void sess_read(struct sl_cluster_sync *c, struct session *s, uint64_t now
 					  strerror(-err));
 				return;
 			}
+			if (!sess_open(c, s, s->in + off, len, &m, now))
+				return;
 			on_frame(c, s, &m, now);
 			off += len;
 		}

@@ -113,10 +113,17 @@ struct sl_cluster_flow_info {
 };
 
 /* Why an answer of a token server was refused (and its session closed):
- * a grant above what the rule allows this node, a TTL above max_ttl_ms. */
+ * a grant above what the rule allows this node, a TTL above max_ttl_ms;
+ * an AUTH_OK not sealed with the namespace secret (the server does not
+ * hold it); after the handshake, a frame with a wrong MAC, a sequence
+ * number out of order (replayed), or without a seal. */
 enum sl_cluster_refusal {
 	SL_REFUSED_OVER_COUNT,
 	SL_REFUSED_TTL,
+	SL_REFUSED_SERVER_AUTH,
+	SL_REFUSED_MAC,
+	SL_REFUSED_SEQUENCE,
+	SL_REFUSED_UNSEALED,
 	SL_REFUSALS,
 };
 

@@ -6,6 +6,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <openssl/rand.h>
 
 #include "proto.h"
@@ -103,17 +104,15 @@ static int decode_body(const uint8_t *p, const uint8_t *end, struct sl_msg *m)
 				       &m->hello.node_len);
 		if (ret)
 			return ret;
-		return p == end ? 0 : -EBADMSG;
+		m->hello.nonce = p;
+		return end - p == SL_PROTO_NONCE_LEN ? 0 : -EBADMSG;
 	case SL_MSG_CHALLENGE:
 		if (left != SL_PROTO_NONCE_LEN)
 			return -EBADMSG;
 		m->challenge.nonce = p;
 		return 0;
 	case SL_MSG_AUTH:
-		if (left != SL_PROTO_MAC_LEN)
-			return -EBADMSG;
-		m->auth.mac = p;
-		return 0;
+		return left ? -EBADMSG : 0;
 	case SL_MSG_AUTH_OK:
 		if (left != 8)
 			return -EBADMSG;
@@ -161,9 +160,19 @@ static int decode_body(const uint8_t *p, const uint8_t *end, struct sl_msg *m)
 	return -EPROTO;
 }
 
+/* Which types travel sealed: all but the two frames before the keys,
+ * and ERROR, which is sealed only once the keys exist. */
+static bool seal_ok(uint8_t type, bool sealed)
+{
+	if (type == SL_MSG_HELLO || type == SL_MSG_CHALLENGE)
+		return !sealed;
+	return sealed || type == SL_MSG_ERROR;
+}
+
 int sl_proto_decode(const void *buf, size_t len, struct sl_msg *m)
 {
-	const uint8_t *p = buf;
+	const uint8_t *p = buf, *end = p + len;
+	uint16_t flags;
 	uint32_t flen;
 	int ret;
 
@@ -176,12 +185,24 @@ int sl_proto_decode(const void *buf, size_t len, struct sl_msg *m)
 		return -EBADMSG;
 	if (p[4] != SL_PROTO_VERSION)
 		return -EPROTONOSUPPORT;
-	if (get16(p + 6))
+	flags = get16(p + 6);
+	if (flags & ~SL_FRAME_SEALED)
 		return -EBADMSG;
 	memset(m, 0, sizeof(*m));
 	m->type = p[5];
 	m->req_id = get32(p + 8);
-	return decode_body(p + SL_PROTO_HDR_LEN, p + len, m);
+	if (flags & SL_FRAME_SEALED) {
+		if (len < SL_PROTO_HDR_LEN + SL_PROTO_SEAL_LEN)
+			return -EBADMSG;
+		end -= SL_PROTO_SEAL_LEN;
+		m->sealed = true;
+		m->seq = get64(end);
+		m->mac = end + 8;
+	}
+	ret = decode_body(p + SL_PROTO_HDR_LEN, end, m);
+	if (!ret && !seal_ok(m->type, m->sealed))
+		return -EBADMSG;
+	return ret;
 }
 
 void sl_proto_report(const struct sl_msg *m, uint32_t i,
@@ -226,7 +247,8 @@ static int put_hdr(void *buf, size_t cap, uint8_t type, uint32_t req_id,
 }
 
 int sl_proto_put_hello(void *buf, size_t cap, uint32_t req_id, const char *ns,
-		       const char *node, size_t *len)
+		       const char *node, const uint8_t nonce[SL_PROTO_NONCE_LEN],
+		       size_t *len)
 {
 	size_t nl = strlen(ns), dl = strlen(node);
 	uint8_t *p = (uint8_t *)buf + SL_PROTO_HDR_LEN;
@@ -234,38 +256,33 @@ int sl_proto_put_hello(void *buf, size_t cap, uint32_t req_id, const char *ns,
 
 	if (!sl_proto_name_valid(ns, nl) || !sl_proto_name_valid(node, dl))
 		return -EINVAL;
-	ret = put_hdr(buf, cap, SL_MSG_HELLO, req_id, 2 + nl + dl, len);
+	ret = put_hdr(buf, cap, SL_MSG_HELLO, req_id,
+		      2 + nl + dl + SL_PROTO_NONCE_LEN, len);
 	if (ret)
 		return ret;
 	p[0] = nl;
 	memcpy(p + 1, ns, nl);
 	p[1 + nl] = dl;
 	memcpy(p + 2 + nl, node, dl);
+	memcpy(p + 2 + nl + dl, nonce, SL_PROTO_NONCE_LEN);
 	return 0;
-}
-
-static int put_blob(void *buf, size_t cap, uint8_t type, uint32_t req_id,
-		    const uint8_t *blob, size_t n, size_t *len)
-{
-	int ret = put_hdr(buf, cap, type, req_id, n, len);
-
-	if (!ret)
-		memcpy((uint8_t *)buf + SL_PROTO_HDR_LEN, blob, n);
-	return ret;
 }
 
 int sl_proto_put_challenge(void *buf, size_t cap, uint32_t req_id,
 			   const uint8_t nonce[SL_PROTO_NONCE_LEN], size_t *len)
 {
-	return put_blob(buf, cap, SL_MSG_CHALLENGE, req_id, nonce,
-			SL_PROTO_NONCE_LEN, len);
+	int ret = put_hdr(buf, cap, SL_MSG_CHALLENGE, req_id,
+			  SL_PROTO_NONCE_LEN, len);
+
+	if (!ret)
+		memcpy((uint8_t *)buf + SL_PROTO_HDR_LEN, nonce,
+		       SL_PROTO_NONCE_LEN);
+	return ret;
 }
 
-int sl_proto_put_auth(void *buf, size_t cap, uint32_t req_id,
-		      const uint8_t mac[SL_PROTO_MAC_LEN], size_t *len)
+int sl_proto_put_auth(void *buf, size_t cap, uint32_t req_id, size_t *len)
 {
-	return put_blob(buf, cap, SL_MSG_AUTH, req_id, mac, SL_PROTO_MAC_LEN,
-			len);
+	return put_hdr(buf, cap, SL_MSG_AUTH, req_id, 0, len);
 }
 
 int sl_proto_put_auth_ok(void *buf, size_t cap, uint32_t req_id,
@@ -360,47 +377,126 @@ int sl_proto_nonce(uint8_t nonce[SL_PROTO_NONCE_LEN])
 	return RAND_bytes(nonce, SL_PROTO_NONCE_LEN) == 1 ? 0 : -EIO;
 }
 
-int sl_proto_auth_mac(const void *secret, size_t secret_len,
-		      const uint8_t nonce[SL_PROTO_NONCE_LEN], const char *ns,
-		      size_t ns_len, const char *node, size_t node_len,
-		      uint8_t mac[SL_PROTO_MAC_LEN])
+/* info for HKDF: a label, then the names as in HELLO */
+static size_t key_info(uint8_t *info, const char *ns, size_t ns_len,
+		       const char *node, size_t node_len)
 {
-	uint8_t msg[SL_PROTO_NONCE_LEN + 2 + 2 * SL_PROTO_NAME_MAX], *p = msg;
-	unsigned int mac_len = 0;
+	static const char label[] = "sluice token protocol 2";
+	uint8_t *p = info;
 
-	if (!sl_proto_name_valid(ns, ns_len) ||
-	    !sl_proto_name_valid(node, node_len))
-		return -EINVAL;
-	memcpy(p, nonce, SL_PROTO_NONCE_LEN);
-	p += SL_PROTO_NONCE_LEN;
+	memcpy(p, label, sizeof(label) - 1);
+	p += sizeof(label) - 1;
 	*p++ = ns_len;
 	memcpy(p, ns, ns_len);
 	p += ns_len;
 	*p++ = node_len;
 	memcpy(p, node, node_len);
-	p += node_len;
-	if (!HMAC(EVP_sha256(), secret, (int)secret_len, msg, p - msg, mac,
-		  &mac_len) ||
+	return p + node_len - info;
+}
+
+int sl_proto_session_init(struct sl_proto_session *s, bool client,
+			  const void *secret, size_t secret_len,
+			  const uint8_t client_nonce[SL_PROTO_NONCE_LEN],
+			  const uint8_t server_nonce[SL_PROTO_NONCE_LEN],
+			  const char *ns, size_t ns_len, const char *node,
+			  size_t node_len)
+{
+	uint8_t salt[2 * SL_PROTO_NONCE_LEN], info[64 + 2 + 2 * SL_PROTO_NAME_MAX];
+	uint8_t okm[2 * SL_PROTO_KEY_LEN];
+	/* HKDF needs a key: with no secrets (loopback only) there is none */
+	static const uint8_t none[1];
+	size_t okm_len = sizeof(okm), info_len;
+	EVP_PKEY_CTX *kdf;
+	int ok;
+
+	if (!sl_proto_name_valid(ns, ns_len) ||
+	    !sl_proto_name_valid(node, node_len))
+		return -EINVAL;
+	memcpy(salt, client_nonce, SL_PROTO_NONCE_LEN);
+	memcpy(salt + SL_PROTO_NONCE_LEN, server_nonce, SL_PROTO_NONCE_LEN);
+	info_len = key_info(info, ns, ns_len, node, node_len);
+	if (!secret_len) {
+		secret = none;
+		secret_len = sizeof(none);
+	}
+	kdf = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	ok = kdf && EVP_PKEY_derive_init(kdf) > 0 &&
+	     EVP_PKEY_CTX_set_hkdf_md(kdf, EVP_sha256()) > 0 &&
+	     EVP_PKEY_CTX_set1_hkdf_salt(kdf, salt, sizeof(salt)) > 0 &&
+	     EVP_PKEY_CTX_set1_hkdf_key(kdf, secret, (int)secret_len) > 0 &&
+	     EVP_PKEY_CTX_add1_hkdf_info(kdf, info, (int)info_len) > 0 &&
+	     EVP_PKEY_derive(kdf, okm, &okm_len) > 0 &&
+	     okm_len == sizeof(okm);
+	EVP_PKEY_CTX_free(kdf);
+	if (!ok) {
+		OPENSSL_cleanse(okm, sizeof(okm));
+		return -EIO;
+	}
+	/* the first half sends from the client, the second from the server */
+	memcpy(s->tx_key, okm + (client ? 0 : SL_PROTO_KEY_LEN),
+	       SL_PROTO_KEY_LEN);
+	memcpy(s->rx_key, okm + (client ? SL_PROTO_KEY_LEN : 0),
+	       SL_PROTO_KEY_LEN);
+	s->tx_seq = s->rx_seq = 0;
+	OPENSSL_cleanse(okm, sizeof(okm));
+	return 0;
+}
+
+void sl_proto_session_clear(struct sl_proto_session *s)
+{
+	OPENSSL_cleanse(s, sizeof(*s));
+}
+
+static int frame_mac(const uint8_t key[SL_PROTO_KEY_LEN], const uint8_t *p,
+		     size_t n, uint8_t mac[SL_PROTO_MAC_LEN])
+{
+	unsigned int mac_len = 0;
+
+	if (!HMAC(EVP_sha256(), key, SL_PROTO_KEY_LEN, p, n, mac, &mac_len) ||
 	    mac_len != SL_PROTO_MAC_LEN)
 		return -EIO;
 	return 0;
 }
 
-int sl_proto_auth_check(const void *secret, size_t secret_len,
-			const uint8_t nonce[SL_PROTO_NONCE_LEN],
-			const char *ns, size_t ns_len, const char *node,
-			size_t node_len, const uint8_t mac[SL_PROTO_MAC_LEN])
+int sl_proto_seal(struct sl_proto_session *s, void *buf, size_t cap,
+		  size_t *len)
+{
+	uint8_t *p = buf;
+	size_t n = *len + SL_PROTO_SEAL_LEN;
+	int ret;
+
+	if (n > cap || n > SL_PROTO_MAX_FRAME)
+		return -EMSGSIZE;
+	put32(p, n);
+	put16(p + 6, get16(p + 6) | SL_FRAME_SEALED);
+	put64(p + *len, s->tx_seq);
+	ret = frame_mac(s->tx_key, p, n - SL_PROTO_MAC_LEN,
+			p + n - SL_PROTO_MAC_LEN);
+	if (ret)
+		return ret;
+	s->tx_seq++;
+	*len = n;
+	return 0;
+}
+
+int sl_proto_open(struct sl_proto_session *s, const void *frame, size_t len,
+		  const struct sl_msg *m)
 {
 	uint8_t want[SL_PROTO_MAC_LEN];
 	int ret;
 
-	ret = sl_proto_auth_mac(secret, secret_len, nonce, ns, ns_len, node,
-				node_len, want);
+	if (!m->sealed)
+		return -EPERM;
+	ret = frame_mac(s->rx_key, frame, len - SL_PROTO_MAC_LEN, want);
+	if (!ret && CRYPTO_memcmp(want, m->mac, SL_PROTO_MAC_LEN))
+		ret = -EACCES;
+	OPENSSL_cleanse(want, sizeof(want));
 	if (ret)
 		return ret;
-	ret = CRYPTO_memcmp(want, mac, SL_PROTO_MAC_LEN) ? -EACCES : 0;
-	OPENSSL_cleanse(want, sizeof(want));
-	return ret;
+	if (m->seq != s->rx_seq)
+		return -ESTALE;
+	s->rx_seq++;
+	return 0;
 }
 
 const char *sl_proto_err_str(uint16_t code)
@@ -414,6 +510,7 @@ const char *sl_proto_err_str(uint16_t code)
 		[SL_ERR_TIMEOUT] = "handshake timeout",
 		[SL_ERR_REPLACED] = "replaced by a newer connection",
 		[SL_ERR_SHUTDOWN] = "server shutting down",
+		[SL_ERR_INTEGRITY] = "frame failed its integrity check",
 	};
 
 	if (code < sizeof(names) / sizeof(names[0]) && names[code])

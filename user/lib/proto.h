@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SL_PROTO_VERSION 1
+#define SL_PROTO_VERSION 2
 
 /* Largest frame either side sends or accepts, header included. */
 #ifndef SL_PROTO_MAX_FRAME
@@ -20,28 +20,34 @@
 #define SL_PROTO_HDR_LEN     12
 #define SL_PROTO_NONCE_LEN   32
 #define SL_PROTO_MAC_LEN     32 /* HMAC-SHA256 */
+#define SL_PROTO_KEY_LEN     32 /* one direction's session key */
+#define SL_PROTO_SEAL_LEN    40 /* sequence number and MAC */
 #define SL_PROTO_NAME_MAX    63 /* namespace and node id */
 #define SL_PROTO_REPORT_LEN  28 /* one SYNC entry */
 #define SL_PROTO_GRANT_LEN   24 /* one GRANTS entry */
 #define SL_PROTO_SYNC_FIXED  4  /* entry count */
 #define SL_PROTO_GRANTS_FIXED 12 /* flags, reserved, ttl, entry count */
 
-/* Entries that fit one frame; a client with more flows sends more SYNCs. */
+/* Entries that fit one sealed frame; a client with more flows sends more
+ * SYNCs. */
 #define SL_PROTO_MAX_REPORTS \
-	((SL_PROTO_MAX_FRAME - SL_PROTO_HDR_LEN - SL_PROTO_SYNC_FIXED) / \
-	 SL_PROTO_REPORT_LEN)
+	((SL_PROTO_MAX_FRAME - SL_PROTO_HDR_LEN - SL_PROTO_SYNC_FIXED - \
+	  SL_PROTO_SEAL_LEN) / SL_PROTO_REPORT_LEN)
 
 /* The answer to the largest SYNC always fits in one frame. */
 _Static_assert(SL_PROTO_HDR_LEN + SL_PROTO_GRANTS_FIXED +
-		       SL_PROTO_MAX_REPORTS * SL_PROTO_GRANT_LEN <=
-		   SL_PROTO_MAX_FRAME,
+		       SL_PROTO_MAX_REPORTS * SL_PROTO_GRANT_LEN +
+		       SL_PROTO_SEAL_LEN <= SL_PROTO_MAX_FRAME,
 	       "GRANTS for a full SYNC must fit one frame");
 
+/* Header flags. */
+#define SL_FRAME_SEALED 0x1 /* sequence number and MAC follow the body */
+
 enum sl_msg_type {
-	SL_MSG_HELLO = 1,     /* client: namespace, node id */
+	SL_MSG_HELLO = 1,     /* client: namespace, node id, nonce */
 	SL_MSG_CHALLENGE = 2, /* server: nonce */
-	SL_MSG_AUTH = 3,      /* client: MAC over nonce, namespace, node */
-	SL_MSG_AUTH_OK = 4,   /* server: lease TTL, sync period */
+	SL_MSG_AUTH = 3,      /* client: empty, sealed: proves the secret */
+	SL_MSG_AUTH_OK = 4,   /* server: sealed: lease TTL, sync period */
 	SL_MSG_SYNC = 5,      /* client: per-flow demand, used, held */
 	SL_MSG_GRANTS = 6,    /* server: per-flow grant, TTL, holders */
 	SL_MSG_ERROR = 7,     /* either: a code, then the sender closes */
@@ -56,6 +62,7 @@ enum sl_proto_err {
 	SL_ERR_TIMEOUT = 6,	/* handshake not finished in time */
 	SL_ERR_REPLACED = 7,	/* the same node connected again */
 	SL_ERR_SHUTDOWN = 8,	/* server stopping */
+	SL_ERR_INTEGRITY = 9,	/* a frame's MAC or sequence number is wrong */
 };
 
 /* GRANTS header flags. */
@@ -94,19 +101,20 @@ struct sl_flow_grant {
 struct sl_msg {
 	uint8_t type;
 	uint32_t req_id;
+	bool sealed;	    /* seq and mac are set; sl_proto_open checks them */
+	uint64_t seq;
+	const uint8_t *mac;
 	union {
 		struct {
 			const char *ns;
 			const char *node;
 			uint8_t ns_len;
 			uint8_t node_len;
+			const uint8_t *nonce;
 		} hello;
 		struct {
 			const uint8_t *nonce;
 		} challenge;
-		struct {
-			const uint8_t *mac;
-		} auth;
 		struct {
 			uint32_t ttl_ms;
 			uint32_t sync_ms;
@@ -137,8 +145,9 @@ int sl_proto_frame_len(const void *buf, size_t avail, uint32_t *len);
 /*
  * Decode exactly one frame of len bytes. Returns 0, -EBADMSG (length,
  * truncated or trailing bytes, nonzero reserved field, bad name, count
- * larger than the frame), -EMSGSIZE, -EPROTONOSUPPORT (version) or
- * -EPROTO (unknown type).
+ * larger than the frame, a HELLO or CHALLENGE sealed or another type
+ * but ERROR not), -EMSGSIZE, -EPROTONOSUPPORT (version) or -EPROTO
+ * (unknown type). A seal is parsed, not checked: see sl_proto_open().
  */
 int sl_proto_decode(const void *buf, size_t len, struct sl_msg *m);
 
@@ -153,12 +162,13 @@ void sl_proto_grant(const struct sl_msg *m, uint32_t i,
  * a value the decoder would refuse (bad name, unknown flag).
  */
 int sl_proto_put_hello(void *buf, size_t cap, uint32_t req_id, const char *ns,
-		       const char *node, size_t *len);
+		       const char *node, const uint8_t nonce[SL_PROTO_NONCE_LEN],
+		       size_t *len);
 int sl_proto_put_challenge(void *buf, size_t cap, uint32_t req_id,
 			   const uint8_t nonce[SL_PROTO_NONCE_LEN],
 			   size_t *len);
-int sl_proto_put_auth(void *buf, size_t cap, uint32_t req_id,
-		      const uint8_t mac[SL_PROTO_MAC_LEN], size_t *len);
+/* AUTH has no body: the seal that sl_proto_seal() adds is the proof. */
+int sl_proto_put_auth(void *buf, size_t cap, uint32_t req_id, size_t *len);
 int sl_proto_put_auth_ok(void *buf, size_t cap, uint32_t req_id,
 			 uint32_t ttl_ms, uint32_t sync_ms, size_t *len);
 int sl_proto_put_sync(void *buf, size_t cap, uint32_t req_id,
@@ -176,20 +186,49 @@ bool sl_proto_name_valid(const char *s, size_t n);
 int sl_proto_nonce(uint8_t nonce[SL_PROTO_NONCE_LEN]);
 
 /*
- * HMAC-SHA256(secret, nonce || u8 len || ns || u8 len || node); lengths
- * keep ("ab", "c") and ("a", "bc") apart. -EINVAL for a bad name, -EIO
- * if libcrypto fails.
+ * One session's keys and sequence numbers (docs/protocol.md, "Sealed
+ * frames"): each direction has its own key, so a frame cannot be
+ * reflected back to its sender, and its own count from 0.
  */
-int sl_proto_auth_mac(const void *secret, size_t secret_len,
-		      const uint8_t nonce[SL_PROTO_NONCE_LEN], const char *ns,
-		      size_t ns_len, const char *node, size_t node_len,
-		      uint8_t mac[SL_PROTO_MAC_LEN]);
+struct sl_proto_session {
+	uint8_t tx_key[SL_PROTO_KEY_LEN];
+	uint8_t rx_key[SL_PROTO_KEY_LEN];
+	uint64_t tx_seq, rx_seq;
+};
 
-/* 0 when mac is right (constant-time compare), -EACCES when not. */
-int sl_proto_auth_check(const void *secret, size_t secret_len,
-			const uint8_t nonce[SL_PROTO_NONCE_LEN],
-			const char *ns, size_t ns_len, const char *node,
-			size_t node_len, const uint8_t mac[SL_PROTO_MAC_LEN]);
+/*
+ * Keys for a session from the namespace secret and both nonces:
+ * HKDF-SHA256(secret, salt = client nonce || server nonce, info = label,
+ * namespace, node). The client sends with the client-to-server key. -EINVAL
+ * for a bad name, -EIO if libcrypto fails.
+ */
+int sl_proto_session_init(struct sl_proto_session *s, bool client,
+			  const void *secret, size_t secret_len,
+			  const uint8_t client_nonce[SL_PROTO_NONCE_LEN],
+			  const uint8_t server_nonce[SL_PROTO_NONCE_LEN],
+			  const char *ns, size_t ns_len, const char *node,
+			  size_t node_len);
+
+/* Wipe the keys. */
+void sl_proto_session_clear(struct sl_proto_session *s);
+
+/*
+ * Seal the frame of *len bytes at buf (cap bytes of room): set the SEALED
+ * flag, append the next send sequence number and HMAC-SHA256 over the
+ * whole frame before the MAC, update the length. -EMSGSIZE without room,
+ * -EIO if libcrypto fails.
+ */
+int sl_proto_seal(struct sl_proto_session *s, void *buf, size_t cap,
+		  size_t *len);
+
+/*
+ * Check a decoded frame's seal against the next receive sequence number:
+ * 0 (and the number advances), -EPERM for a frame without a seal,
+ * -EACCES for a wrong MAC (tampered, or another key), -ESTALE for a right
+ * MAC on the wrong number (replayed, reordered or dropped).
+ */
+int sl_proto_open(struct sl_proto_session *s, const void *frame, size_t len,
+		  const struct sl_msg *m);
 
 const char *sl_proto_err_str(uint16_t code);
 

@@ -28,7 +28,8 @@ static const struct sl_metric
 	refused_frames = { "sluice_tokend_frames_refused_total",
 			   "Frames refused, each closing its connection: "
 			   "malformed (an unsupported protocol version "
-			   "included), out of turn, or a failed AUTH." },
+			   "included), out of turn, a failed AUTH, or a "
+			   "SYNC whose seal does not open (integrity)." },
 	replies = { "sluice_tokend_sync_replies_total",
 		    "SYNCs answered: with grants, with KEEP (the namespace is "
 		    "over --ns-rate: leases kept, nothing new), with DRAIN." },
@@ -74,6 +75,8 @@ static void counters(struct sl_metrics *m, const struct sl_tokend_stats *st)
 	sl_metrics_counter(m, &refused_frames,
 			   SL_LABELS({ "reason", "auth_failed" }),
 			   st->auth_failed);
+	sl_metrics_counter(m, &refused_frames,
+			   SL_LABELS({ "reason", "integrity" }), st->integrity);
 	sl_metrics_counter(m, &replies, SL_LABELS({ "kind", "grants" }),
 			   st->syncs - st->keep_replies - st->drain_replies);
 	sl_metrics_counter(m, &replies, SL_LABELS({ "kind", "keep" }),

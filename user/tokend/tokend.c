@@ -81,7 +81,10 @@ struct conn {
 	uint32_t node;
 	char node_name[SL_PROTO_NAME_MAX + 1];
 	uint8_t node_len;
-	uint8_t nonce[SL_PROTO_NONCE_LEN];
+	uint8_t nonce[SL_PROTO_NONCE_LEN];	   /* ours, in the CHALLENGE */
+	uint8_t peer_nonce[SL_PROTO_NONCE_LEN];	   /* the client's, in HELLO */
+	struct sl_proto_session keys;
+	bool keyed; /* AUTH opened: every frame from here on is sealed */
 	uint64_t deadline; /* handshake or closing deadline, ms */
 	uint8_t *in, *out;
 	size_t in_len, in_cap, out_off, out_len, out_cap;
@@ -338,6 +341,7 @@ static void conn_close(struct sl_tokend *td, struct conn *c)
 		c->ns->node_conn[c->node] = NULL;
 	epoll_ctl(td->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
+	sl_proto_session_clear(&c->keys);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -362,12 +366,14 @@ static void reap(struct sl_tokend *td)
 	}
 }
 
-/* Room for n more output bytes; -ENOBUFS past the bound (a slow client). */
+/* Room for a frame of n bytes and its seal; -ENOBUFS past the bound (a
+ * slow client). */
 static int out_reserve(struct sl_tokend *td, struct conn *c, size_t n)
 {
 	size_t need, cap;
 	uint8_t *p;
 
+	n += SL_PROTO_SEAL_LEN;
 	if (c->out_off && c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
 	need = c->out_len + n;
@@ -430,6 +436,20 @@ static int flush(struct conn *c)
 	return 0;
 }
 
+/* The frame of len bytes just written at the end of the output: sealed
+ * once the session has keys, then queued. */
+static int out_commit(struct conn *c, size_t len)
+{
+	int ret = 0;
+
+	if (c->keyed)
+		ret = sl_proto_seal(&c->keys, c->out + c->out_len,
+				    c->out_cap - c->out_len, &len);
+	if (!ret)
+		c->out_len += len;
+	return ret;
+}
+
 /* Queue an ERROR and close once it is written: nothing else follows. */
 static int fail_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
 		     uint16_t code, uint64_t now)
@@ -443,8 +463,7 @@ static int fail_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
 		return -ENOBUFS;
 	sl_proto_put_error(c->out + c->out_len, c->out_cap - c->out_len, req,
 			   code, &len);
-	c->out_len += len;
-	return 0;
+	return out_commit(c, len);
 }
 
 static struct ns *find_ns(struct sl_tokend *td, const char *name, size_t n)
@@ -499,9 +518,7 @@ static int put_frame_grants(struct sl_tokend *td, struct conn *c, uint32_t req,
 		return ret;
 	ret = sl_proto_put_grants(c->out + c->out_len, c->out_cap - c->out_len,
 				  req, flags, ttl, td->grants, n, &len);
-	if (!ret)
-		c->out_len += len;
-	return ret;
+	return ret ? ret : out_commit(c, len);
 }
 
 /* Refill the namespace's SYNC budget; false when it is spent. */
@@ -576,6 +593,7 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	memcpy(c->node_name, m->hello.node, m->hello.node_len);
 	c->node_name[m->hello.node_len] = '\0';
 	c->node_len = m->hello.node_len;
+	memcpy(c->peer_nonce, m->hello.nonce, SL_PROTO_NONCE_LEN);
 	ret = sl_proto_nonce(c->nonce);
 	if (ret)
 		return ret;
@@ -584,31 +602,42 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 		return ret;
 	sl_proto_put_challenge(c->out + c->out_len, c->out_cap - c->out_len,
 			       m->req_id, c->nonce, &len);
-	c->out_len += len;
 	c->state = CONN_AUTH;
-	return 0;
+	return out_commit(c, len);
 }
 
-static int on_auth(struct sl_tokend *td, struct conn *c,
-		   const struct sl_msg *m, uint64_t now)
+/* Keys from the k-th secret of the namespace (none without --secrets),
+ * kept when the AUTH frame opens under them. */
+static bool auth_opens(struct sl_tokend *td, struct conn *c, size_t k,
+		       const void *frame, size_t len, const struct sl_msg *m)
+{
+	const struct sl_secret *sec = td->auth ? c->ns->secret : NULL;
+
+	return !sl_proto_session_init(&c->keys, false,
+				      sec ? sec->key[k] : NULL,
+				      sec ? sec->len[k] : 0, c->peer_nonce,
+				      c->nonce, c->ns->name,
+				      strlen(c->ns->name), c->node_name,
+				      c->node_len) &&
+	       !sl_proto_open(&c->keys, frame, len, m);
+}
+
+static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
+		   size_t flen, const struct sl_msg *m, uint64_t now)
 {
 	struct ns *ns = c->ns;
 	struct conn *old;
-	size_t len;
+	size_t len, n_keys;
 	int node, ret;
 
 	ret = -EACCES;
-	/* during a rotation either secret authenticates */
-	for (size_t k = 0; ns && td->auth && ns->secret &&
-			   k < ns->secret->n_keys && ret; k++)
-		ret = sl_proto_auth_check(ns->secret->key[k],
-					  ns->secret->len[k], c->nonce,
-					  ns->name, strlen(ns->name),
-					  c->node_name, c->node_len,
-					  m->auth.mac);
-	if (ns && !td->auth)
-		ret = 0;
+	/* during a rotation either secret authenticates, the newest first */
+	n_keys = !ns ? 0 : !td->auth ? 1 : ns->secret ? ns->secret->n_keys : 0;
+	for (size_t k = n_keys; k-- && ret;)
+		if (auth_opens(td, c, k, frame, flen, m))
+			ret = 0;
 	if (ret) {
+		sl_proto_session_clear(&c->keys);
 		td->st.auth_failed++;
 		pr_info("tokend: authentication failed for node '%s'",
 			c->node_name);
@@ -622,6 +651,7 @@ static int on_auth(struct sl_tokend *td, struct conn *c,
 		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
 	}
 	c->node = node;
+	c->keyed = true;
 	/* The node reconnected: its old connection is stale. */
 	old = ns->node_conn[node];
 	if (old && old != c && old->state != CONN_CLOSING) {
@@ -637,25 +667,31 @@ static int on_auth(struct sl_tokend *td, struct conn *c,
 		return ret;
 	sl_proto_put_auth_ok(c->out + c->out_len, c->out_cap - c->out_len,
 			     m->req_id, td->cfg.ttl_ms, td->cfg.sync_ms, &len);
-	c->out_len += len;
 	c->state = CONN_READY;
 	c->deadline = 0;
 	td->st.auth_ok++;
-	return 0;
+	return out_commit(c, len);
 }
 
 /* One decoded frame; -errno drops the connection without a word. */
-static int on_frame(struct sl_tokend *td, struct conn *c,
-		    const struct sl_msg *m, uint64_t now)
+static int on_frame(struct sl_tokend *td, struct conn *c, const void *frame,
+		    size_t len, const struct sl_msg *m, uint64_t now)
 {
 	if (m->type == SL_MSG_ERROR)
 		return -ECONNRESET;
 	if (c->state == CONN_HELLO && m->type == SL_MSG_HELLO)
 		return on_hello(td, c, m);
 	if (c->state == CONN_AUTH && m->type == SL_MSG_AUTH)
-		return on_auth(td, c, m, now);
-	if (c->state == CONN_READY && m->type == SL_MSG_SYNC)
+		return on_auth(td, c, frame, len, m, now);
+	if (c->state == CONN_READY && m->type == SL_MSG_SYNC) {
+		/* a replayed, reordered or rewritten SYNC is never answered */
+		if (sl_proto_open(&c->keys, frame, len, m)) {
+			td->st.integrity++;
+			return fail_conn(td, c, m->req_id, SL_ERR_INTEGRITY,
+					 now);
+		}
 		return on_sync(td, c, m, now);
+	}
 	td->st.unexpected++;
 	return fail_conn(td, c, m->req_id, SL_ERR_UNEXPECTED, now);
 }
@@ -686,7 +722,7 @@ static int process_input(struct sl_tokend *td, struct conn *c, uint64_t now)
 						 : SL_ERR_MALFORMED,
 					 now);
 		}
-		ret = on_frame(td, c, &m, now);
+		ret = on_frame(td, c, c->in + off, len, &m, now);
 		if (ret)
 			return ret;
 		off += len;

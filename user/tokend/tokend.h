@@ -67,6 +67,7 @@ struct sl_tokend_stats {
 	uint64_t auth_failed;
 	uint64_t malformed;	 /* connections closed for a bad frame */
 	uint64_t unexpected;	 /* ... for a frame out of turn */
+	uint64_t integrity;	 /* ... for a SYNC that does not open */
 	uint64_t timed_out;	 /* handshake or closing past its deadline */
 	uint64_t dropped_slow;	 /* output buffer full */
 	uint64_t syncs;
