@@ -19,6 +19,7 @@ static struct sl_flow_grant grants[SL_PROTO_MAX_REPORTS + 1];
 static int reencode(const struct sl_msg *m, size_t *len)
 {
 	char ns[SL_PROTO_NAME_MAX + 1], node[SL_PROTO_NAME_MAX + 1];
+	char addr[SL_PROTO_ADDR_MAX + 1];
 	uint32_t i;
 
 	switch (m->type) {
@@ -37,7 +38,8 @@ static int reencode(const struct sl_msg *m, size_t *len)
 	case SL_MSG_AUTH_OK:
 		return sl_proto_put_auth_ok(out, sizeof(out), m->req_id,
 					    m->auth_ok.ttl_ms,
-					    m->auth_ok.sync_ms, len);
+					    m->auth_ok.sync_ms, m->auth_ok.term,
+					    len);
 	case SL_MSG_SYNC:
 		for (i = 0; i < m->sync.n; i++)
 			sl_proto_report(m, i, &reports[i]);
@@ -48,7 +50,13 @@ static int reencode(const struct sl_msg *m, size_t *len)
 			sl_proto_grant(m, i, &grants[i]);
 		return sl_proto_put_grants(out, sizeof(out), m->req_id,
 					   m->grants.flags, m->grants.ttl_ms,
-					   grants, m->grants.n, len);
+					   m->grants.term, grants, m->grants.n,
+					   len);
+	case SL_MSG_REDIRECT:
+		memcpy(addr, m->redirect.addr, m->redirect.addr_len);
+		addr[m->redirect.addr_len] = '\0';
+		return sl_proto_put_redirect(out, sizeof(out), m->req_id,
+					     m->redirect.term, addr, len);
 	case SL_MSG_ERROR:
 		return sl_proto_put_error(out, sizeof(out), m->req_id,
 					  m->error.code, len);

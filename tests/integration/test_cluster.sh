@@ -22,6 +22,10 @@
 #      program enforces the fallback by itself once the lease expires;
 #      the same for an agent stopped (SIGSTOP) for 3 TTLs, which then
 #      takes over again
+#   9. three token server replicas elected through a 3-member etcd: one
+#      leads, followers redirect and grant nothing; kill -9 the leader,
+#      SIGSTOP the next past its etcd lease, cut the third off from etcd:
+#      each time a new term, and no 1 s window above 1.1 x count
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -127,7 +131,7 @@ agent_start() # HOST [SECRETS]
 
 	netns_bg "$(ns_h "$i")" "agent$i" "$SLUICE" agent --iface veth-rx \
 		--state-dir "$T/state$i" --pin-dir "$T/bpffs$i/sluice" \
-		--rules "$T/rules.json" --token-server "$TD_ADDR" \
+		--rules "$T/rules.json" --token-server "${TD_LIST:-$TD_ADDR}" \
 		--node-id "h$i" --secrets "$sec"
 }
 
@@ -515,6 +519,174 @@ check $(python3 -c "print(0 if abs($during - $fb1) <= 0.05 * $fb1 and abs($befor
 check $(python3 -c "print(0 if $agg <= 1.1 * $COUNT else 1)") \
 	"agent stopped: the aggregate's largest 1 s window $agg <= 1.1 x count"
 check $back "agent continued (SIGCONT): back in cluster state"
+
+# ---- 9: the token service as three replicas elected through etcd ----
+# A 3-member etcd on the token server namespace's loopback; replica r
+# talks to member r only, so that one replica can be cut off from etcd
+# (nft) while agents still reach it. Over one run of traffic: kill -9 the
+# leader, SIGSTOP the next one past its etcd lease, cut the third off from
+# etcd; each time one replica leads, the others grant nothing, and the
+# aggregate never exceeds 1.1 x count in any 1 s window.
+tokend_kill
+REPLICAS="1 2 3"
+ETCD_PEERS=e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2480,e3=http://127.0.0.1:2580
+etcd_client() { echo "http://127.0.0.1:$((2279 + 100 * $1))"; }
+for r in $REPLICAS; do
+	netns_bg "$NS_TS" "etcd$r" etcd --name "e$r" --data-dir "$T/etcd$r" \
+		--listen-client-urls "$(etcd_client "$r")" \
+		--advertise-client-urls "$(etcd_client "$r")" \
+		--listen-peer-urls "http://127.0.0.1:$((2280 + 100 * r))" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$((2280 + 100 * r))" \
+		--initial-cluster "$ETCD_PEERS" --initial-cluster-state new
+done
+for ((k = 0; k < 150; k++)); do
+	ip netns exec "$NS_TS" env ETCDCTL_API=3 etcdctl --endpoints \
+		"$(etcd_client 1),$(etcd_client 2),$(etcd_client 3)" \
+		endpoint health >/dev/null 2>&1 && break
+	sleep 0.1
+done
+replica_start() # R
+{
+	mkdir -p "$T/rep$1"
+	netns_bg "$NS_TS" "rep$1" "$SLUICE" tokend --listen "198.19.0.1:$((7170 + $1))" \
+		--rules "$T/rules.json" --state-dir "$T/rep$1" \
+		--secrets "$T/secrets" --etcd "$(etcd_client "$1")" \
+		--election /sluice/test/tokend \
+		--advertise "198.19.0.1:$((7170 + $1))" \
+		--metrics "127.0.0.1:$((9480 + $1))"
+}
+rmetric() # R NAME: a replica's metric, empty when it does not answer
+{
+	ip netns exec "$NS_TS" curl -s --max-time 0.5 \
+		"http://127.0.0.1:$((9480 + $1))/metrics" 2>/dev/null |
+		awk -v k="$2" '$1 == k { print $2 }'
+}
+leaders() # the replicas that grant now
+{
+	local r
+
+	for r in $REPLICAS; do
+		[ "$(rmetric "$r" sluice_tokend_leader)" = 1 ] && echo -n "$r "
+	done
+}
+wait_leader() # SECS [NOT]: waits for exactly one leader other than NOT
+{
+	local i l
+
+	for ((i = 0; i < $1 * 10; i++)); do
+		l=$(leaders)
+		if [ "$(wc -w <<<"$l")" = 1 ] && [ "${l% }" != "${2:-}" ]; then
+			echo "${l% }"
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+grants_of() { rmetric "$1" 'sluice_tokend_sync_replies_total{kind="grants"}'; }
+for r in $REPLICAS; do replica_start "$r"; done
+L1=$(wait_leader 10)
+check $? "replicas: one of three leads ($L1, term $(rmetric "${L1:-1}" sluice_tokend_term))"
+[ -n "$L1" ] || { echo "Bail out! no leader"; for r in $REPLICAS; do show "$NETNS_TMP/rep$r.err" 5; done; exit 1; }
+TERM1=$(rmetric "$L1" sluice_tokend_term)
+tm=""
+for r in $REPLICAS; do tm="$tm $(rmetric "$r" sluice_tokend_term)"; done
+check $([ "$tm" = " $TERM1 $TERM1 $TERM1" ]; echo $?) "replicas: the followers know the leader's term ($tm)"
+# the agents list every replica, followers first: they find the leader
+# through a follower's REDIRECT
+TD_LIST=""
+for r in $REPLICAS; do
+	[ "$r" = "$L1" ] || TD_LIST="${TD_LIST}198.19.0.1:$((7170 + r)),"
+done
+TD_LIST="${TD_LIST}198.19.0.1:$((7170 + L1))"
+for i in $HOSTS; do netns_stop "agent$i" >/dev/null 2>&1; agent_start "$i"; done
+wait_state cluster 10 fleet $HOSTS
+check $? "replicas: every host in cluster state through the leader ($(flow 1 fleet token_server))"
+grep -q "not the leader: the leader is 198.19.0.1:$((7170 + L1)) (term $TERM1)" "$NETNS_TMP/agent1.err"
+check $? "replicas: a follower sent host 1 to the leader (REDIRECT)"
+fg=0
+for r in $REPLICAS; do
+	[ "$r" = "$L1" ] || fg=$((fg + $(grants_of "$r")))
+done
+check $([ "$fg" = 0 ] && [ "$(grants_of "$L1")" -gt 0 ]; echo $?) \
+	"replicas: followers granted nothing ($fg), the leader $(grants_of "$L1") times"
+
+traffic 40000 5000 5000 5000 30 || { echo "Bail out! traffic did not start"; exit 1; }
+sleep 5
+# kill -9 the leader
+sl_mark TK9
+kill -KILL "${NETNS_PID[rep$L1]}"
+wait "${NETNS_PID[rep$L1]}" 2>/dev/null
+L2=$(wait_leader 8 "$L1")
+el=$?
+sl_mark TL2
+TERM2=$(rmetric "${L2:-1}" sluice_tokend_term)
+check $([ $el = 0 ] && [ "${TERM2:-0}" -gt "$TERM1" ]; echo $?) \
+	"leader killed: replica $L2 leads $(python3 -c "print(f'{$TL2 - $TK9:.1f}')") s later, term $TERM2 > $TERM1"
+wait_state cluster 10 fleet $HOSTS
+check $? "leader killed: every host back in cluster state"
+sleep 2
+# SIGSTOP the new leader past its etcd lease (2 s)
+g_stop=$(grants_of "$L2")
+sl_mark TSTOP
+kill -STOP "${NETNS_PID[rep$L2]}"
+L3=$(wait_leader 8 "$L2")
+el=$?
+sleep $(python3 -c "print(max(0, $TSTOP + 4 - $(date +%s.%N)))")
+kill -CONT "${NETNS_PID[rep$L2]}"
+TERM3=$(rmetric "${L3:-1}" sluice_tokend_term)
+check $([ $el = 0 ] && [ "${TERM3:-0}" -gt "$TERM2" ]; echo $?) \
+	"leader stopped 4 s: replica $L3 leads, term $TERM3 > $TERM2"
+sleep 1.5
+g_cont=$(grants_of "$L2")
+check $([ "$(rmetric "$L2" sluice_tokend_leader)" = 0 ] && [ "$g_cont" = "$g_stop" ]; echo $?) \
+	"... continued, replica $L2 follows and granted nothing more ($g_stop then $g_cont)"
+wait_state cluster 10 fleet $HOSTS
+sleep 1
+# cut the leader off from etcd, not from the agents
+g_part=$(grants_of "$L3")
+sl_mark TPART9
+ip netns exec "$NS_TS" nft -f - <<NFT
+table inet sluice_test_partition {
+	chain out {
+		type filter hook output priority 0;
+		tcp dport $((2279 + 100 * L3)) drop
+	}
+}
+NFT
+L4=$(wait_leader 8 "$L3")
+el=$?
+sl_mark TL4
+TERM4=$(rmetric "${L4:-1}" sluice_tokend_term)
+g_stopped=$(grants_of "$L3")
+sleep 1
+check $([ $el = 0 ] && [ "${TERM4:-0}" -gt "$TERM3" ] &&
+	[ "$(rmetric "$L3" sluice_tokend_leader)" = 0 ] &&
+	[ "$(grants_of "$L3")" = "$g_stopped" ]; echo $?) \
+	"leader cut off from etcd: it stopped granting, replica $L4 leads $(python3 -c "print(f'{$TL4 - $TPART9:.1f}')") s later, term $TERM4"
+wait_state cluster 10 fleet $HOSTS
+check $? "... every host back in cluster state, term $(cli 1 status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')"
+traffic_end
+ip netns exec "$NS_TS" nft delete table inet sluice_test_partition
+K9_REL=$(python3 -c "print($TK9 - $TGEN)")
+res=$(rx_py "$K9_REL" <<'PY'
+K = float(sys.argv[14])
+print(" ".join(f"{total(K - 3 + k, K - 2 + k):.0f}" for k in range(25)),
+      file=sys.stderr)
+print(f"{max_window_total(1.0, 28.0):.0f}")
+PY
+)
+echo "# replicas: aggregate per second from 3 s before the kill (above); largest 1 s window $res"
+check $(python3 -c "print(0 if $res <= 1.1 * $COUNT else 1)") \
+	"replicas: through three changes of leader, the largest 1 s window $res <= 1.1 x count"
+for r in $REPLICAS; do netns_stop "rep$r" >/dev/null 2>&1; done
+for r in $REPLICAS; do
+	kill -KILL "${NETNS_PID[etcd$r]}" 2>/dev/null
+	wait "${NETNS_PID[etcd$r]}" 2>/dev/null
+done
+TD_LIST=$TD_ADDR
+tokend_start
+for i in $HOSTS; do netns_stop "agent$i" >/dev/null 2>&1; agent_start "$i"; done
 
 # ---- 7: a wrong secret ----
 wait_state cluster 10 fleet $HOSTS

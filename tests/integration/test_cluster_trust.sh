@@ -11,14 +11,16 @@
 # Then a rotation of the namespace's secret: old and new held on one side,
 # SIGHUP reloads on both without dropping the session, a damaged file on
 # SIGHUP changes nothing, and once the old secret is gone it is refused.
-# Last, an attacker (tests/lib/mitm.py): a server on the address without
+# Then an attacker (tests/lib/mitm.py): a server on the address without
 # the secret, a bit flipped in a GRANTS frame on the path, a GRANTS frame
-# replayed; each refused by reason, nothing of it applied.
+# replayed; each refused by reason, nothing of it applied. Last, a term
+# older than one seen: an elected replica's term, then a server of term 0.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
 source tests/lib/tap.sh
+source tests/lib/etcd.sh
 
 skip_unless_root_and_xdp "cluster trust"
 command -v curl >/dev/null || { skip "cluster trust" "no curl"; echo "1..$n"; exit 0; }
@@ -281,4 +283,32 @@ n_seq=$(refused sequence)
 check $([ "$n_seq" -ge 1 ] && grep -q 'replay: GRANTS 1 sent again' "$T/mitm.err" &&
 	grep -qF 'a frame out of sequence (replayed or reordered)' "$T/agent.err" &&
 	echo 0 || echo 1) "replayed GRANTS: refused ($n_seq times, sequence) and logged"
+
+# ---- a term older than one seen (docs/cluster.md, "Replicas") ----
+netns_stop mitm >/dev/null 2>&1
+netns_stop tokend >/dev/null 2>&1
+ETCD_EP=http://127.0.0.1:2379
+etcd_start || { echo "Bail out! etcd did not start"; exit 1; }
+mkdir -p "$T/rep" "$T/old"
+netns_bg "$NS_RX" replica "$SLUICE" tokend --listen "$TD" \
+	--rules "$T/agent.json" --state-dir "$T/rep" --secrets "$T/td.sec" \
+	--etcd "$ETCD_EP" --election /sluice/trust --advertise "$TD"
+agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+wait_state local cluster "$WAIT_S"
+term=$(sluice_cli status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')
+check $([ $? = 0 ] && [ "${term:-0}" -gt 0 ]; echo $?) \
+	"an elected replica: cluster state at term $term"
+# the replica gone, the next server is one without an election: term 0
+netns_bg "$NS_RX" old "$SLUICE" tokend --listen "$TD_UP" \
+	--rules "$T/agent.json" --state-dir "$T/old" --secrets "$T/td.sec"
+netns_stop replica >/dev/null 2>&1
+sleep 2.5
+n_term=$(refused term)
+check $([ "$n_term" -ge 1 ] && [ "$(flow local state)" = fallback ] &&
+	grep -qF "an answer of term 0, older than term $term seen" "$T/agent.err" &&
+	echo 0 || echo 1) \
+	"a server of term 0 after term $term: refused ($n_term times, term), the flow in fallback"
+netns_stop old >/dev/null 2>&1
+etcd_kill
 echo "1..$n"

@@ -46,7 +46,7 @@ static size_t seal(size_t len)
 /* Types that travel sealed (the decoder reads a seal, does not check it). */
 static bool sealed_type(uint8_t type)
 {
-	return type >= SL_MSG_AUTH && type <= SL_MSG_GRANTS;
+	return type >= SL_MSG_AUTH && type != SL_MSG_ERROR;
 }
 
 /* A well-formed frame of type with body: length field matches, sealed
@@ -104,11 +104,27 @@ static void test_roundtrip_handshake(void **state)
 	assert_true(m.sealed);
 
 	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 4, 1000, 100,
-					      &len), 0);
+					      0x0102030405060708ULL, &len), 0);
 	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
+	assert_true(m.auth_ok.term == 0x0102030405060708ULL);
 	assert_int_equal(m.type, SL_MSG_AUTH_OK);
 	assert_int_equal(m.auth_ok.ttl_ms, 1000);
 	assert_int_equal(m.auth_ok.sync_ms, 100);
+
+	assert_int_equal(sl_proto_put_redirect(buf, sizeof(buf), 5, 42,
+					       "[2001:db8::7]:7070", &len), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
+	assert_int_equal(m.type, SL_MSG_REDIRECT);
+	assert_true(m.redirect.term == 42);
+	assert_int_equal(m.redirect.addr_len, 18);
+	assert_memory_equal(m.redirect.addr, "[2001:db8::7]:7070", 18);
+	/* no leader known: an empty address */
+	assert_int_equal(sl_proto_put_redirect(buf, sizeof(buf), 5, 0, "",
+					       &len), 0);
+	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
+	assert_int_equal(m.redirect.addr_len, 0);
+	assert_int_equal(sl_proto_put_redirect(buf, sizeof(buf), 5, 0,
+					       "a b:1", &len), -EINVAL);
 
 	assert_int_equal(sl_proto_put_error(buf, sizeof(buf), 0xffffffff,
 					    SL_ERR_AUTH, &len), 0);
@@ -150,9 +166,10 @@ static void test_roundtrip_sync_grants(void **state)
 	}
 
 	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 77, SL_SRV_KEEP,
-					     1000, g, 2, &len), 0);
+					     1000, 99, g, 2, &len), 0);
 	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
 	assert_int_equal(m.type, SL_MSG_GRANTS);
+	assert_true(m.grants.term == 99);
 	assert_int_equal(m.grants.flags, SL_SRV_KEEP);
 	assert_int_equal(m.grants.ttl_ms, 1000);
 	assert_int_equal(m.grants.n, 2);
@@ -228,7 +245,7 @@ static void test_malformed_header(void **state)
 	/* unknown types */
 	n = frame(0, err_body, 4);
 	assert_int_equal(decode(n), -EPROTO);
-	n = frame(SL_MSG_ERROR + 1, err_body, 4);
+	n = frame(SL_MSG_REDIRECT + 1, err_body, 4);
 	assert_int_equal(decode(n), -EPROTO);
 	n = frame(0xff, "", 0);
 	assert_int_equal(decode(n), -EPROTO);
@@ -256,7 +273,7 @@ static void test_malformed_seal(void **state)
 	assert_int_equal(decode(seal(n)), -EBADMSG);
 	/* the others after them: always */
 	for (uint8_t t = SL_MSG_AUTH; t <= SL_MSG_GRANTS; t++) {
-		size_t body = t == SL_MSG_AUTH_OK ? 8 : t == SL_MSG_SYNC ? 4
+		size_t body = t == SL_MSG_AUTH_OK ? 16 : t == SL_MSG_SYNC ? 4
 			    : t == SL_MSG_GRANTS ? SL_PROTO_GRANTS_FIXED : 0;
 		uint8_t zero[SL_PROTO_GRANTS_FIXED] = {0};
 
@@ -278,7 +295,7 @@ static void test_malformed_seal(void **state)
 	memset(buf + SL_PROTO_HDR_LEN + 32, 0, 7);
 	assert_int_equal(decode(SL_PROTO_HDR_LEN + 39), -EBADMSG);
 	/* a body that is one byte off once the seal is taken away */
-	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 1, 1, 1, &n),
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 1, 1, 1, 0, &n),
 			 0);
 	n = seal(n);
 	buf[3]++;
@@ -355,7 +372,7 @@ static void test_malformed_fixed(void **state)
 		size_t len;
 	} fixed[] = {
 		{SL_MSG_CHALLENGE, SL_PROTO_NONCE_LEN},
-		{SL_MSG_AUTH_OK, 8},
+		{SL_MSG_AUTH_OK, 16},
 		{SL_MSG_ERROR, 4},
 	};
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
@@ -421,7 +438,7 @@ static void test_malformed_grants(void **state)
 	size_t len;
 
 	(void)state;
-	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 1000, &g,
+	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 1000, 0, &g,
 					     1, &len), 0);
 	len = seal(len);
 	assert_int_equal(decode(len), 0);
@@ -446,6 +463,29 @@ static void test_malformed_grants(void **state)
 				      SL_PROTO_GRANTS_FIXED - 1)), -EBADMSG);
 }
 
+static void test_malformed_redirect(void **state)
+{
+	uint8_t body[16 + SL_PROTO_ADDR_MAX] = {0};
+
+	(void)state;
+	body[8] = 6;
+	memcpy(body + 9, "h:7070", 6);
+	assert_int_equal(decode(frame(SL_MSG_REDIRECT, body, 15)), 0);
+	/* the address longer, shorter than its length says */
+	assert_int_equal(decode(frame(SL_MSG_REDIRECT, body, 14)), -EBADMSG);
+	assert_int_equal(decode(frame(SL_MSG_REDIRECT, body, 16)), -EBADMSG);
+	/* no room for the term and length */
+	assert_int_equal(decode(frame(SL_MSG_REDIRECT, body, 8)), -EBADMSG);
+	/* a character no address has */
+	body[10] = '/';
+	assert_int_equal(decode(frame(SL_MSG_REDIRECT, body, 15)), -EBADMSG);
+	/* the longest address */
+	body[8] = SL_PROTO_ADDR_MAX;
+	memset(body + 9, 'a', SL_PROTO_ADDR_MAX);
+	assert_int_equal(decode(frame(SL_MSG_REDIRECT, body,
+				      9 + SL_PROTO_ADDR_MAX)), 0);
+}
+
 static void test_encode_limits(void **state)
 {
 	static struct sl_flow_report r[SL_PROTO_MAX_REPORTS + 1];
@@ -463,7 +503,7 @@ static void test_encode_limits(void **state)
 	assert_int_equal(sl_proto_put_sync(buf, sizeof(buf), 1, r,
 					   SL_PROTO_MAX_REPORTS + 1, &len),
 			 -EMSGSIZE);
-	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 0, g,
+	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 0, 0, g,
 					     SL_PROTO_MAX_REPORTS, &len), 0);
 	assert_int_equal(sl_proto_decode(buf, seal(len), &m), 0);
 	/* no room for a seal: the frame stays as it was */
@@ -481,10 +521,10 @@ static void test_encode_limits(void **state)
 					    buf, &len), -EINVAL);
 	assert_int_equal(sl_proto_put_hello(buf, sizeof(buf), 1, "w b", "n",
 					    buf, &len), -EINVAL);
-	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0x10, 0, g,
+	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0x10, 0, 0, g,
 					     0, &len), -EINVAL);
 	g[0].flags = 0x100;
-	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 0, g, 1,
+	assert_int_equal(sl_proto_put_grants(buf, sizeof(buf), 1, 0, 0, 0, g, 1,
 					     &len), -EINVAL);
 }
 
@@ -546,7 +586,7 @@ static void test_session(void **state)
 	/* replayed: the MAC is right, the number is not */
 	assert_int_equal(open_buf(&p.srv, len), -ESTALE);
 	/* every byte but the MAC's own tampered with, and a MAC bit */
-	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 4, 1000, 100,
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 4, 1000, 100, 0,
 					      &len), 0);
 	assert_int_equal(sl_proto_seal(&p.cli, buf, sizeof(buf), &len), 0);
 	for (size_t i = 0; i < len; i++) {
@@ -560,16 +600,16 @@ static void test_session(void **state)
 	}
 	assert_int_equal(open_buf(&p.srv, len), 0);
 	/* a frame sent back to its sender does not open (keys per side) */
-	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 5, 1, 1, &len),
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 5, 1, 1, 0, &len),
 			 0);
 	assert_int_equal(sl_proto_seal(&p.srv, buf, sizeof(buf), &len), 0);
 	assert_int_equal(open_buf(&p.srv, len), -EACCES);
 	assert_int_equal(open_buf(&p.cli, len), 0);
 	/* a dropped frame: the next does not open either */
-	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 6, 1, 1, &len),
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 6, 1, 1, 0, &len),
 			 0);
 	assert_int_equal(sl_proto_seal(&p.srv, buf, sizeof(buf), &len), 0);
-	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 7, 1, 1, &len),
+	assert_int_equal(sl_proto_put_auth_ok(buf, sizeof(buf), 7, 1, 1, 0, &len),
 			 0);
 	assert_int_equal(sl_proto_seal(&p.srv, buf, sizeof(buf), &len), 0);
 	assert_int_equal(open_buf(&p.cli, len), -ESTALE);
@@ -619,6 +659,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_fixed),
 		cmocka_unit_test(test_malformed_sync),
 		cmocka_unit_test(test_malformed_grants),
+		cmocka_unit_test(test_malformed_redirect),
 		cmocka_unit_test(test_encode_limits),
 		cmocka_unit_test(test_malformed_seal),
 		cmocka_unit_test(test_session),

@@ -184,7 +184,8 @@ static void assert_eof(struct cli *c)
 	assert_int_equal(recv(c->fd, &b, 1, 0), 0);
 }
 
-/* Handshake; 0 on AUTH_OK, else the ERROR code received. */
+/* Handshake; 0 on AUTH_OK, -SL_MSG_REDIRECT on a REDIRECT (in c->m),
+ * else the ERROR code received. */
 static int cli_auth(struct cli *c, uint16_t port, const char *ns,
 		    const char *node, const char *secret)
 {
@@ -212,6 +213,12 @@ static int cli_auth(struct cli *c, uint16_t port, const char *ns,
 		assert_false(c->m.sealed); /* the server has no keys */
 		return c->m.error.code;
 	}
+	if (c->m.type == SL_MSG_REDIRECT) {
+		/* a follower: it proved the secret too */
+		assert_int_equal(sl_proto_open(&c->keys, c->buf, c->len,
+					       &c->m), 0);
+		return -SL_MSG_REDIRECT;
+	}
 	assert_int_equal(c->m.type, SL_MSG_AUTH_OK);
 	/* the server proves the secret: AUTH_OK opens under our keys */
 	assert_int_equal(sl_proto_open(&c->keys, c->buf, c->len, &c->m), 0);
@@ -229,6 +236,21 @@ static size_t cli_put_sync(struct cli *c, uint8_t *frame, size_t cap,
 	assert_int_equal(sl_proto_put_sync(frame, cap, req, r, n, &len), 0);
 	assert_int_equal(sl_proto_seal(&c->keys, frame, cap, &len), 0);
 	return len;
+}
+
+/* One SYNC of flow 1; the answer of type want carries the request id. */
+static void cli_sync_expect(struct cli *c, uint8_t want)
+{
+	struct sl_flow_report r = {1, 10, 10, 0};
+	uint8_t frame[256];
+	uint32_t req = c->req++;
+	size_t len;
+
+	len = cli_put_sync(c, frame, sizeof(frame), req, &r, 1);
+	cli_send(c, frame, len);
+	assert_int_equal(cli_recv(c), 0);
+	assert_int_equal(c->m.type, want);
+	assert_int_equal(c->m.req_id, req);
 }
 
 /* One SYNC of n reports; the answer must carry the request id. */
@@ -710,6 +732,82 @@ static void test_integrity(void **state)
 	assert_int_equal(st.syncs, 1);
 }
 
+static void set_role(struct server *s, bool leader, uint64_t term,
+		     uint64_t until_ms, const char *addr)
+{
+	struct sl_tokend_role r = { .leader = leader, .term = term,
+				    .until_ms = until_ms };
+
+	snprintf(r.leader_addr, sizeof(r.leader_addr), "%s", addr);
+	sl_tokend_set_role(s->td, &r);
+	usleep(50000); /* the server's loop takes it up */
+}
+
+/* A replica (cfg.elected): nothing granted until elected; a follower
+ * redirects, a deposed leader sends its clients away, a new term learns,
+ * and a leader grants only until its etcd lease may run out. */
+static void test_replica_roles(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct sl_flow_grant g;
+	struct server s;
+	struct cli c;
+	uint16_t port;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.elected = true;
+	cfg.learn_ms = 60000;
+	start(&s, &cfg);
+	port = sl_tokend_port(s.td);
+	/* before any election: no leader known */
+	assert_int_equal(cli_auth(&c, port, "a", "n1", SECRET_A),
+			 -SL_MSG_REDIRECT);
+	assert_int_equal(c.m.redirect.addr_len, 0);
+	assert_eof(&c);
+	cli_close(&c);
+	/* a follower names the leader */
+	set_role(&s, false, 5, 0, "198.18.0.9:7070");
+	assert_int_equal(cli_auth(&c, port, "a", "n1", SECRET_A),
+			 -SL_MSG_REDIRECT);
+	assert_true(c.m.redirect.term == 5);
+	assert_int_equal(c.m.redirect.addr_len, 15);
+	assert_memory_equal(c.m.redirect.addr, "198.18.0.9:7070", 15);
+	assert_eof(&c);
+	cli_close(&c);
+	/* elected: the term in AUTH_OK and GRANTS, and it learns first */
+	set_role(&s, true, 6, 0, "");
+	assert_int_equal(cli_auth(&c, port, "a", "n1", SECRET_A), 0);
+	assert_true(c.m.auth_ok.term == 6);
+	g = sync1(&c, 1, 500, 300);
+	assert_true(c.m.grants.term == 6);
+	assert_int_equal(g.flags, SL_GRANT_KEEP | SL_GRANT_LEARNING);
+	assert_true(g.grant == 300);
+	/* deposed: the client is sent to the new leader, unasked */
+	set_role(&s, false, 7, 0, "198.18.0.8:7070");
+	assert_int_equal(cli_recv(&c), 0);
+	assert_int_equal(c.m.type, SL_MSG_REDIRECT);
+	assert_int_equal(c.m.req_id, 0);
+	assert_true(c.m.redirect.term == 7);
+	assert_eof(&c);
+	cli_close(&c);
+	/* a leader whose etcd lease may have run out grants nothing */
+	set_role(&s, true, 8, sl_now_ms() + 1000, "");
+	assert_int_equal(cli_auth(&c, port, "a", "n1", SECRET_A), 0);
+	sync1(&c, 1, 500, 0);
+	usleep(1100000);
+	cli_sync_expect(&c, SL_MSG_REDIRECT);
+	assert_true(c.m.redirect.term == 8);
+	assert_int_equal(c.m.redirect.addr_len, 0);
+	assert_eof(&c);
+	cli_close(&c);
+	stop(&s, &st);
+	assert_int_equal(st.redirects, 4);
+	assert_int_equal(st.terms, 2);
+	assert_int_equal(st.syncs, 2);
+}
+
 static void test_limits(void **state)
 {
 	struct sl_tokend_cfg cfg;
@@ -910,6 +1008,7 @@ int main(void)
 		cmocka_unit_test(test_drain),
 		cmocka_unit_test(test_malformed_closes),
 		cmocka_unit_test(test_integrity),
+		cmocka_unit_test(test_replica_roles),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_slow_client_dropped),
 		cmocka_unit_test(test_setup_errors),

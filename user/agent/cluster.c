@@ -68,6 +68,11 @@ struct session {
 	uint32_t key_tries; /* refused AUTHs: which secret of a rotation */
 	uint8_t nonce[SL_PROTO_NONCE_LEN]; /* this connection's, in HELLO */
 	struct sl_proto_session keys;	   /* from the CHALLENGE on */
+	uint64_t term;	/* the newest leader's term seen; older is refused */
+	/* a follower named the leader: the next connection goes there */
+	struct sl_cluster_server redirect;
+	bool redirected;
+	uint32_t redirects; /* in a row, without a sync answered */
 };
 
 struct flow {
@@ -124,6 +129,7 @@ const char *const sl_cluster_refusal_names[SL_REFUSALS] = {
 	[SL_REFUSED_MAC] = "mac",
 	[SL_REFUSED_SEQUENCE] = "sequence",
 	[SL_REFUSED_UNSEALED] = "unsealed",
+	[SL_REFUSED_TERM] = "term",
 };
 
 int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
@@ -451,6 +457,13 @@ static void measure(struct sl_cluster_sync *c, struct flow *f)
 
 /* ---- the sessions ---- */
 
+/* Where the session connects: the leader a follower named, else the list. */
+static const struct sl_cluster_server *sess_server(const struct sl_cluster_sync *c,
+						   const struct session *s)
+{
+	return s->redirected ? &s->redirect : &c->servers[s->server];
+}
+
 static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now,
 		      bool at_once, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -458,7 +471,7 @@ static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now
 static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now,
 		      bool at_once, const char *fmt, ...)
 {
-	const struct sl_cluster_server *sv = &c->servers[s->server];
+	const struct sl_cluster_server *sv = sess_server(c, s);
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -471,7 +484,11 @@ static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now
 	for (size_t i = 0; i < c->n_flows; i++)
 		if (&c->sess[c->flows[i].sess] == s)
 			sl_lease_on_miss(&c->flows[i].l);
-	s->server = (s->server + 1) % c->n_servers;
+	/* a leader that fails sends the session back to its list */
+	if (s->redirected)
+		s->redirected = false;
+	else
+		s->server = (s->server + 1) % c->n_servers;
 	if (at_once) {
 		s->retry_ns = now;
 	} else {
@@ -512,7 +529,7 @@ static int sess_flush(struct session *s)
 static void sess_connect(struct sl_cluster_sync *c, struct session *s,
 			 uint64_t now)
 {
-	const struct sl_cluster_server *sv = &c->servers[s->server];
+	const struct sl_cluster_server *sv = sess_server(c, s);
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *ai;
@@ -696,6 +713,7 @@ static void on_grants(struct sl_cluster_sync *c, struct session *s,
 	}
 	s->waiting = 0;
 	s->failures = 0;
+	s->redirects = 0;
 	s->rtt_us = (now - s->sent_ns) / 1000;
 	sl_histogram_observe(&s->sync_rtt, (now - s->sent_ns) / 1e9);
 	s->last_error[0] = 0;
@@ -785,6 +803,56 @@ static bool sess_open(struct sl_cluster_sync *c, struct session *s,
 	return false;
 }
 
+/*
+ * A term older than the newest this namespace has seen comes from a
+ * deposed leader: refused, nothing of it applied. A newer one is learned.
+ */
+static bool term_ok(struct sl_cluster_sync *c, struct session *s,
+		    uint64_t term, uint64_t now)
+{
+	if (term < s->term) {
+		s->refused[SL_REFUSED_TERM]++;
+		sess_fail(c, s, now, false, "refused: an answer of term %llu, "
+			  "older than term %llu seen (a deposed leader)",
+			  (unsigned long long)term,
+			  (unsigned long long)s->term);
+		return false;
+	}
+	s->term = term;
+	return true;
+}
+
+/* A follower's answer: go to the leader it names, at once the first time
+ * (a failover), with the backoff when followers keep sending us round. */
+static void on_redirect(struct sl_cluster_sync *c, struct session *s,
+			const struct sl_msg *m, uint64_t now)
+{
+	struct sl_hostport hp;
+
+	if (!m->redirect.addr_len ||
+	    sl_parse_hostport(m->redirect.addr, m->redirect.addr_len, &hp) ||
+	    !hp.port) {
+		sess_fail(c, s, now, false, "not the leader, and no leader "
+			  "known (term %llu)",
+			  (unsigned long long)m->redirect.term);
+		return;
+	}
+	sess_fail(c, s, now, s->redirects++ == 0, "not the leader: the "
+		  "leader is %.*s (term %llu)", (int)m->redirect.addr_len,
+		  m->redirect.addr, (unsigned long long)m->redirect.term);
+	snprintf(s->redirect.host, sizeof(s->redirect.host), "%s", hp.host);
+	snprintf(s->redirect.port, sizeof(s->redirect.port), "%u", hp.port);
+	/* a leader of the list is that entry, as the metrics name it */
+	for (size_t i = 0; i < c->n_servers; i++) {
+		if (!strcmp(c->servers[i].host, s->redirect.host) &&
+		    !strcmp(c->servers[i].port, s->redirect.port)) {
+			s->server = i;
+			return;
+		}
+	}
+	s->redirected = true;
+}
+
 static void on_frame(struct sl_cluster_sync *c, struct session *s,
 		     const struct sl_msg *m, uint64_t now)
 {
@@ -792,6 +860,12 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 	size_t n;
 	int err;
 
+	if (m->type == SL_MSG_REDIRECT &&
+	    (s->st == SESS_AUTH || s->st == SESS_READY)) {
+		if (term_ok(c, s, m->redirect.term, now))
+			on_redirect(c, s, m, now);
+		return;
+	}
 	if (m->type == SL_MSG_ERROR) {
 		if (m->error.code == SL_ERR_AUTH && s->st == SESS_AUTH)
 			s->key_tries++;
@@ -821,20 +895,23 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 	case SESS_AUTH:
 		if (m->type != SL_MSG_AUTH_OK)
 			break;
+		if (!term_ok(c, s, m->auth_ok.term, now))
+			return;
 		s->ttl_ms = m->auth_ok.ttl_ms;
 		if (m->auth_ok.sync_ms)
 			s->sync_ms = m->auth_ok.sync_ms;
 		s->st = SESS_READY;
 		s->next_sync_ns = now;
-		pr_info("cluster: namespace %s: token server %s:%s, sync "
-			"every %u ms, lease %u ms", s->ns,
-			c->servers[s->server].host, c->servers[s->server].port,
-			s->sync_ms, s->ttl_ms);
+		pr_info("cluster: namespace %s: token server %s:%s, term "
+			"%llu, sync every %u ms, lease %u ms", s->ns,
+			sess_server(c, s)->host, sess_server(c, s)->port,
+			(unsigned long long)s->term, s->sync_ms, s->ttl_ms);
 		return;
 	case SESS_READY:
 		if (m->type != SL_MSG_GRANTS)
 			break;
-		on_grants(c, s, m, now);
+		if (term_ok(c, s, m->grants.term, now))
+			on_grants(c, s, m, now);
 		return;
 	default:
 		break;
@@ -1067,7 +1144,7 @@ static void add_token_server(cJSON *e, const struct sl_cluster_sync *c,
 		cJSON_AddNullToObject(e, "token_server");
 		return;
 	}
-	server_str(&c->servers[s->server], buf, sizeof(buf));
+	server_str(sess_server(c, s), buf, sizeof(buf));
 	cJSON_AddStringToObject(e, "token_server", buf);
 }
 
@@ -1097,6 +1174,7 @@ cJSON *sl_cluster_status(struct sl_cluster_sync *c)
 		add_token_server(e, c, s);
 		add_u64(e, "sync_ms", s->sync_ms);
 		add_u64(e, "failures", s->failures);
+		add_u64(e, "term", s->term);
 		cJSON_AddStringToObject(e, "last_error", s->last_error);
 		cJSON_AddItemToArray(ss, e);
 	}
@@ -1188,6 +1266,7 @@ void sl_cluster_info(struct sl_cluster_sync *c,
 		o->syncing = s->st == SESS_READY;
 		o->server = s->server;
 		o->failures = s->failures;
+		o->term = s->term;
 		memcpy(o->refused, s->refused, sizeof(o->refused));
 		o->sync_rtt = s->sync_rtt;
 	}

@@ -116,7 +116,8 @@ struct sl_cluster_flow_info {
  * a grant above what the rule allows this node, a TTL above max_ttl_ms;
  * an AUTH_OK not sealed with the namespace secret (the server does not
  * hold it); after the handshake, a frame with a wrong MAC, a sequence
- * number out of order (replayed), or without a seal. */
+ * number out of order (replayed), or without a seal; an answer from a
+ * term older than one the namespace has seen (a deposed leader). */
 enum sl_cluster_refusal {
 	SL_REFUSED_OVER_COUNT,
 	SL_REFUSED_TTL,
@@ -124,6 +125,7 @@ enum sl_cluster_refusal {
 	SL_REFUSED_MAC,
 	SL_REFUSED_SEQUENCE,
 	SL_REFUSED_UNSEALED,
+	SL_REFUSED_TERM,
 	SL_REFUSALS,
 };
 
@@ -135,6 +137,7 @@ struct sl_cluster_session_info {
 	bool syncing;	   /* authenticated, with servers[server] */
 	size_t server;	   /* the one in use or tried last */
 	uint32_t failures; /* in a row */
+	uint64_t term;	   /* the newest leader's term seen */
 	uint64_t refused[SL_REFUSALS]; /* answers refused, since the start */
 	struct sl_histogram sync_rtt; /* seconds from a SYNC to its answer */
 };

@@ -149,7 +149,6 @@ static void failed(struct sl_etcd_source *s, const char *why)
 				       SL_ETCD_BACKOFF_MAX_MS, ++s->failures,
 				       sl_xorshift32(&s->rnd));
 	struct timespec until;
-	uint64_t ns;
 
 	pthread_mutex_lock(&s->lock);
 	if (s->state != ST_UNREACHABLE) {
@@ -159,10 +158,7 @@ static void failed(struct sl_etcd_source *s, const char *why)
 	}
 	s->state = ST_UNREACHABLE;
 	snprintf(s->last_error, sizeof(s->last_error), "%s", why);
-	clock_gettime(CLOCK_REALTIME, &until);
-	ns = until.tv_nsec + (uint64_t)delay * NSEC_PER_MSEC;
-	until.tv_sec += ns / NSEC_PER_SEC;
-	until.tv_nsec = ns % NSEC_PER_SEC;
+	sl_deadline_ts(CLOCK_REALTIME, delay, &until);
 	while (!stopping(s) &&
 	       pthread_cond_timedwait(&s->cond, &s->lock, &until) != ETIMEDOUT)
 		;

@@ -203,6 +203,9 @@ static const struct sl_metric
 	session_up = { "sluice_cluster_session_up",
 		       "1 while the namespace's session with a token server "
 		       "is authenticated and syncing." },
+	session_term = { "sluice_cluster_session_term",
+			 "The newest token server leader's term the namespace "
+			 "has seen; answers of an older term are refused." },
 	session_failures = { "sluice_cluster_session_failures",
 			     "Failures of the namespace's session in a row "
 			     "(0 once a sync is answered)." },
@@ -443,6 +446,8 @@ static void put_cluster(struct sl_metrics *m, const struct scrape *s,
 		ns_gauge(m, &session_up, s, j, s->sess[j].syncing);
 	for (size_t j = 0; j < s->n_sess; j++)
 		ns_gauge(m, &session_failures, s, j, s->sess[j].failures);
+	for (size_t j = 0; j < s->n_sess; j++)
+		ns_gauge(m, &session_term, s, j, s->sess[j].term);
 	for (size_t j = 0; j < s->n_sess; j++) {
 		const struct sl_cluster_session_info *ss = &s->sess[j];
 

@@ -5,6 +5,7 @@
  * JSON objects, one per line.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,7 @@ int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
 	e->key = strdup(key);
 	if (!e->key)
 		return -ENOMEM;
+	e->timeout_ms = SL_ETCD_TIMEOUT_MS;
 	/* thread-safe in the libcurl of Debian 12 (7.88) */
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	return 0;
@@ -219,7 +221,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 		c = new_handle(url, body, &hdrs);
 		if (!c)
 			return -ENOMEM;
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, SL_ETCD_TIMEOUT_MS);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
 		rc = curl_easy_perform(c);
@@ -396,6 +398,208 @@ int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 	if (ret == -EPROTO)
 		sl_set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",
 			sl_etcd_endpoint(e));
+	return ret;
+}
+
+/* POST a body built from fmt; the answer's document in *doc. */
+static int postf(struct sl_etcd *e, const char *path, cJSON **doc, char *err,
+		 size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+static int postf(struct sl_etcd *e, const char *path, cJSON **doc, char *err,
+		 size_t errlen, const char *fmt, ...)
+{
+	char *body = NULL;
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = vasprintf(&body, fmt, ap);
+	va_end(ap);
+	if (ret < 0)
+		return -ENOMEM;
+	ret = post(e, path, body, doc, err, errlen);
+	free(body);
+	return ret;
+}
+
+int sl_etcd_lease_grant(struct sl_etcd *e, unsigned int *ttl_s, int64_t *id,
+			char *err, size_t errlen)
+{
+	cJSON *doc = NULL;
+	int64_t ttl = 0;
+	int ret;
+
+	ret = postf(e, "/v3/lease/grant", &doc, err, errlen, "{\"TTL\":%u}",
+		    *ttl_s);
+	if (ret)
+		return ret;
+	ret = get_i64(doc, "ID", id);
+	if (!ret)
+		ret = get_i64(doc, "TTL", &ttl);
+	cJSON_Delete(doc);
+	if (!ret && (!*id || ttl <= 0 || ttl > UINT32_MAX))
+		ret = -EPROTO;
+	if (ret) {
+		sl_set_err(err, errlen, "%s/v3/lease/grant: not a lease",
+			sl_etcd_endpoint(e));
+		return ret;
+	}
+	*ttl_s = ttl;
+	return 0;
+}
+
+int sl_etcd_lease_keepalive(struct sl_etcd *e, int64_t id, char *err,
+			    size_t errlen)
+{
+	cJSON *doc = NULL;
+	int64_t ttl = 0;
+	int ret;
+
+	/* one request on the stream, one answer: {"result": {"TTL"}} */
+	ret = postf(e, "/v3/lease/keepalive", &doc, err, errlen,
+		    "{\"ID\":\"%lld\"}", (long long)id);
+	if (ret)
+		return ret;
+	ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "result"), "TTL",
+		      &ttl);
+	cJSON_Delete(doc);
+	if (ret) {
+		sl_set_err(err, errlen, "%s/v3/lease/keepalive: not a lease",
+			sl_etcd_endpoint(e));
+		return ret;
+	}
+	if (ttl <= 0) {
+		sl_set_err(err, errlen, "lease %llx ran out", (long long)id);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+int sl_etcd_lease_revoke(struct sl_etcd *e, int64_t id, char *err,
+			 size_t errlen)
+{
+	cJSON *doc = NULL;
+	int ret;
+
+	ret = postf(e, "/v3/lease/revoke", &doc, err, errlen,
+		    "{\"ID\":\"%lld\"}", (long long)id);
+	cJSON_Delete(doc);
+	return ret;
+}
+
+/* key + "/" + the lease in hex, as etcd's election API names candidates */
+static char *candidate_key(const struct sl_etcd *e, int64_t lease)
+{
+	char *key = NULL, *k64;
+
+	if (asprintf(&key, "%s/%llx", e->key, (long long)lease) < 0)
+		return NULL;
+	k64 = sl_etcd_b64_encode(key, strlen(key));
+	free(key);
+	return k64;
+}
+
+int sl_etcd_campaign(struct sl_etcd *e, int64_t lease, const char *value,
+		     int64_t *rev, char *err, size_t errlen)
+{
+	char *k64 = candidate_key(e, lease);
+	char *v64 = sl_etcd_b64_encode(value, strlen(value));
+	const cJSON *kv;
+	cJSON *doc = NULL;
+	int ret = -ENOMEM;
+
+	*rev = 0;
+	/* created once: a retry after a lost answer finds its own key */
+	if (k64 && v64)
+		ret = postf(e, "/v3/kv/txn", &doc, err, errlen,
+			    "{\"compare\":[{\"key\":\"%s\",\"target\":"
+			    "\"CREATE\",\"result\":\"EQUAL\","
+			    "\"create_revision\":\"0\"}],"
+			    "\"success\":[{\"requestPut\":{\"key\":\"%s\","
+			    "\"value\":\"%s\",\"lease\":\"%lld\"}}],"
+			    "\"failure\":[{\"requestRange\":{\"key\":\"%s\"}}]}",
+			    k64, k64, v64, (long long)lease, k64);
+	free(k64);
+	free(v64);
+	if (ret)
+		return ret;
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "succeeded"))) {
+		ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+			      "revision", rev);
+	} else {
+		/* responses[0].response_range.kvs[0].create_revision */
+		kv = cJSON_GetArrayItem(
+			cJSON_GetObjectItemCaseSensitive(doc, "responses"), 0);
+		kv = cJSON_GetObjectItemCaseSensitive(kv, "response_range");
+		kv = cJSON_GetArrayItem(
+			cJSON_GetObjectItemCaseSensitive(kv, "kvs"), 0);
+		ret = kv ? get_i64(kv, "create_revision", rev) : -EPROTO;
+	}
+	cJSON_Delete(doc);
+	if (!ret && *rev <= 0)
+		ret = -EPROTO;
+	if (ret == -EPROTO)
+		sl_set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",
+			sl_etcd_endpoint(e));
+	return ret;
+}
+
+void sl_etcd_leader_free(struct sl_etcd_leader *l)
+{
+	free(l->value);
+	memset(l, 0, sizeof(*l));
+}
+
+int sl_etcd_leader(struct sl_etcd *e, struct sl_etcd_leader *out, char *err,
+		   size_t errlen)
+{
+	char *from = NULL, *to = NULL, *f64, *t64;
+	const cJSON *kv, *v;
+	cJSON *doc = NULL;
+	int ret = -ENOMEM;
+
+	memset(out, 0, sizeof(*out));
+	/* every key under KEY/: from KEY/ to KEY0 ('/' + 1) */
+	if (asprintf(&from, "%s/", e->key) < 0 ||
+	    asprintf(&to, "%s0", e->key) < 0) {
+		free(from);
+		return -ENOMEM;
+	}
+	f64 = sl_etcd_b64_encode(from, strlen(from));
+	t64 = sl_etcd_b64_encode(to, strlen(to));
+	if (f64 && t64)
+		ret = postf(e, "/v3/kv/range", &doc, err, errlen,
+			    "{\"key\":\"%s\",\"range_end\":\"%s\",\"limit\":1,"
+			    "\"sort_order\":\"ASCEND\",\"sort_target\":"
+			    "\"CREATE\"}", f64, t64);
+	free(from);
+	free(to);
+	free(f64);
+	free(t64);
+	if (ret)
+		return ret;
+	kv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(doc, "kvs"),
+				0);
+	if (kv) {
+		v = cJSON_GetObjectItemCaseSensitive(kv, "value");
+		ret = get_i64(kv, "create_revision", &out->rev);
+		if (!ret)
+			ret = get_i64(kv, "lease", &out->lease);
+		if (!ret)
+			ret = sl_etcd_b64_decode(cJSON_IsString(v) ? v->valuestring
+								  : "",
+						 &out->value, &out->len);
+		out->exists = !ret;
+		if (ret)
+			ret = -EPROTO;
+	}
+	cJSON_Delete(doc);
+	if (ret == -EPROTO)
+		sl_set_err(err, errlen, "%s/v3/kv/range: not a range answer",
+			sl_etcd_endpoint(e));
+	if (ret)
+		sl_etcd_leader_free(out);
 	return ret;
 }
 

@@ -23,6 +23,7 @@ struct sl_etcd {
 	int n_urls;
 	int cur; /* the endpoint tried first: the last one that answered */
 	char *key;
+	unsigned int timeout_ms; /* of one request; SL_ETCD_TIMEOUT_MS */
 };
 
 /*
@@ -112,6 +113,40 @@ struct sl_etcd_watch_cb {
 int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,
 		  char *err, size_t errlen);
+
+/* ---- leases and an election under the key (docs/cluster.md) ---- */
+
+/* A lease of ttl_s seconds; *ttl_s becomes what etcd granted (it raises
+ * TTLs below its minimum). */
+int sl_etcd_lease_grant(struct sl_etcd *e, unsigned int *ttl_s, int64_t *id,
+			char *err, size_t errlen);
+/* Renew it for its TTL: 0, -ENOENT when it already ran out. */
+int sl_etcd_lease_keepalive(struct sl_etcd *e, int64_t id, char *err,
+			    size_t errlen);
+/* End it, and the keys it holds, now. */
+int sl_etcd_lease_revoke(struct sl_etcd *e, int64_t id, char *err,
+			 size_t errlen);
+
+/*
+ * Stand in the election named by the key, as etcd's own election API
+ * does: the key KEY/<lease in hex> = value under the lease, created once.
+ * *rev is its create revision: the term it leads in, if it leads.
+ */
+int sl_etcd_campaign(struct sl_etcd *e, int64_t lease, const char *value,
+		     int64_t *rev, char *err, size_t errlen);
+
+/* The leader: the key under KEY/ created first, while its lease lasts. */
+struct sl_etcd_leader {
+	bool exists;
+	int64_t lease;
+	int64_t rev; /* its create revision: the term */
+	char *value; /* malloc'd, NUL-terminated; NULL if !exists */
+	size_t len;
+};
+
+int sl_etcd_leader(struct sl_etcd *e, struct sl_etcd_leader *out, char *err,
+		   size_t errlen);
+void sl_etcd_leader_free(struct sl_etcd_leader *l);
 
 /* ---- base64, as the gateway spells keys and values ---- */
 

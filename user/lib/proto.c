@@ -61,6 +61,21 @@ bool sl_proto_name_valid(const char *s, size_t n)
 	return true;
 }
 
+bool sl_proto_addr_valid(const char *s, size_t n)
+{
+	if (n > SL_PROTO_ADDR_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == ':' ||
+		      c == '[' || c == ']' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
 int sl_proto_frame_len(const void *buf, size_t avail, uint32_t *len)
 {
 	uint32_t n;
@@ -114,10 +129,11 @@ static int decode_body(const uint8_t *p, const uint8_t *end, struct sl_msg *m)
 	case SL_MSG_AUTH:
 		return left ? -EBADMSG : 0;
 	case SL_MSG_AUTH_OK:
-		if (left != 8)
+		if (left != 16)
 			return -EBADMSG;
 		m->auth_ok.ttl_ms = get32(p);
 		m->auth_ok.sync_ms = get32(p + 4);
+		m->auth_ok.term = get64(p + 8);
 		return 0;
 	case SL_MSG_SYNC:
 		if (left < SL_PROTO_SYNC_FIXED)
@@ -138,6 +154,7 @@ static int decode_body(const uint8_t *p, const uint8_t *end, struct sl_msg *m)
 			return -EBADMSG;
 		m->grants.ttl_ms = get32(p + 4);
 		m->grants.n = get32(p + 8);
+		m->grants.term = get64(p + 12);
 		left -= SL_PROTO_GRANTS_FIXED;
 		if (left % SL_PROTO_GRANT_LEN ||
 		    left / SL_PROTO_GRANT_LEN != m->grants.n)
@@ -155,6 +172,14 @@ static int decode_body(const uint8_t *p, const uint8_t *end, struct sl_msg *m)
 		if (left != 4 || get16(p + 2))
 			return -EBADMSG;
 		m->error.code = get16(p);
+		return 0;
+	case SL_MSG_REDIRECT:
+		if (left < 9 || left != 9u + p[8] ||
+		    !sl_proto_addr_valid((const char *)p + 9, p[8]))
+			return -EBADMSG;
+		m->redirect.term = get64(p);
+		m->redirect.addr_len = p[8];
+		m->redirect.addr = (const char *)p + 9;
 		return 0;
 	}
 	return -EPROTO;
@@ -286,15 +311,35 @@ int sl_proto_put_auth(void *buf, size_t cap, uint32_t req_id, size_t *len)
 }
 
 int sl_proto_put_auth_ok(void *buf, size_t cap, uint32_t req_id,
-			 uint32_t ttl_ms, uint32_t sync_ms, size_t *len)
+			 uint32_t ttl_ms, uint32_t sync_ms, uint64_t term,
+			 size_t *len)
 {
 	uint8_t *p = (uint8_t *)buf + SL_PROTO_HDR_LEN;
-	int ret = put_hdr(buf, cap, SL_MSG_AUTH_OK, req_id, 8, len);
+	int ret = put_hdr(buf, cap, SL_MSG_AUTH_OK, req_id, 16, len);
 
 	if (ret)
 		return ret;
 	put32(p, ttl_ms);
 	put32(p + 4, sync_ms);
+	put64(p + 8, term);
+	return 0;
+}
+
+int sl_proto_put_redirect(void *buf, size_t cap, uint32_t req_id,
+			  uint64_t term, const char *addr, size_t *len)
+{
+	uint8_t *p = (uint8_t *)buf + SL_PROTO_HDR_LEN;
+	size_t n = strlen(addr);
+	int ret;
+
+	if (!sl_proto_addr_valid(addr, n))
+		return -EINVAL;
+	ret = put_hdr(buf, cap, SL_MSG_REDIRECT, req_id, 9 + n, len);
+	if (ret)
+		return ret;
+	put64(p, term);
+	p[8] = n;
+	memcpy(p + 9, addr, n);
 	return 0;
 }
 
@@ -323,8 +368,8 @@ int sl_proto_put_sync(void *buf, size_t cap, uint32_t req_id,
 }
 
 int sl_proto_put_grants(void *buf, size_t cap, uint32_t req_id, uint16_t flags,
-			uint32_t ttl_ms, const struct sl_flow_grant *g,
-			uint32_t n, size_t *len)
+			uint32_t ttl_ms, uint64_t term,
+			const struct sl_flow_grant *g, uint32_t n, size_t *len)
 {
 	uint8_t *p = (uint8_t *)buf + SL_PROTO_HDR_LEN;
 	uint32_t i;
@@ -348,6 +393,7 @@ int sl_proto_put_grants(void *buf, size_t cap, uint32_t req_id, uint16_t flags,
 	put16(p + 2, 0);
 	put32(p + 4, ttl_ms);
 	put32(p + 8, n);
+	put64(p + 12, term);
 	p += SL_PROTO_GRANTS_FIXED;
 	for (i = 0; i < n; i++, p += SL_PROTO_GRANT_LEN) {
 		put32(p, g[i].flow_id);

@@ -26,7 +26,8 @@
 #define SL_PROTO_REPORT_LEN  28 /* one SYNC entry */
 #define SL_PROTO_GRANT_LEN   24 /* one GRANTS entry */
 #define SL_PROTO_SYNC_FIXED  4  /* entry count */
-#define SL_PROTO_GRANTS_FIXED 12 /* flags, reserved, ttl, entry count */
+#define SL_PROTO_GRANTS_FIXED 20 /* flags, reserved, ttl, entry count, term */
+#define SL_PROTO_ADDR_MAX    255 /* a leader's HOST:PORT in REDIRECT */
 
 /* Entries that fit one sealed frame; a client with more flows sends more
  * SYNCs. */
@@ -51,6 +52,7 @@ enum sl_msg_type {
 	SL_MSG_SYNC = 5,      /* client: per-flow demand, used, held */
 	SL_MSG_GRANTS = 6,    /* server: per-flow grant, TTL, holders */
 	SL_MSG_ERROR = 7,     /* either: a code, then the sender closes */
+	SL_MSG_REDIRECT = 8,  /* server: sealed: not the leader; who is */
 };
 
 enum sl_proto_err {
@@ -64,6 +66,8 @@ enum sl_proto_err {
 	SL_ERR_SHUTDOWN = 8,	/* server stopping */
 	SL_ERR_INTEGRITY = 9,	/* a frame's MAC or sequence number is wrong */
 };
+
+/* A term: the leader's election revision in etcd (0: no election). */
 
 /* GRANTS header flags. */
 #define SL_SRV_KEEP  0x1 /* overloaded: keep current leases, ttl extends */
@@ -118,6 +122,7 @@ struct sl_msg {
 		struct {
 			uint32_t ttl_ms;
 			uint32_t sync_ms;
+			uint64_t term;
 		} auth_ok;
 		struct {
 			uint32_t n;
@@ -127,11 +132,17 @@ struct sl_msg {
 			uint16_t flags; /* SL_SRV_* */
 			uint32_t ttl_ms;
 			uint32_t n;
+			uint64_t term;
 			const uint8_t *raw;
 		} grants;
 		struct {
 			uint16_t code;
 		} error;
+		struct {
+			uint64_t term;	  /* the leader's, 0 when none is known */
+			const char *addr; /* HOST:PORT, not terminated */
+			uint8_t addr_len; /* 0: no leader known */
+		} redirect;
 	};
 };
 
@@ -170,17 +181,23 @@ int sl_proto_put_challenge(void *buf, size_t cap, uint32_t req_id,
 /* AUTH has no body: the seal that sl_proto_seal() adds is the proof. */
 int sl_proto_put_auth(void *buf, size_t cap, uint32_t req_id, size_t *len);
 int sl_proto_put_auth_ok(void *buf, size_t cap, uint32_t req_id,
-			 uint32_t ttl_ms, uint32_t sync_ms, size_t *len);
+			 uint32_t ttl_ms, uint32_t sync_ms, uint64_t term,
+			 size_t *len);
 int sl_proto_put_sync(void *buf, size_t cap, uint32_t req_id,
 		      const struct sl_flow_report *r, uint32_t n, size_t *len);
 int sl_proto_put_grants(void *buf, size_t cap, uint32_t req_id, uint16_t flags,
-			uint32_t ttl_ms, const struct sl_flow_grant *g,
-			uint32_t n, size_t *len);
+			uint32_t ttl_ms, uint64_t term,
+			const struct sl_flow_grant *g, uint32_t n, size_t *len);
+/* addr: HOST:PORT of [A-Za-z0-9.:[]-], or "" when no leader is known. */
+int sl_proto_put_redirect(void *buf, size_t cap, uint32_t req_id,
+			  uint64_t term, const char *addr, size_t *len);
 int sl_proto_put_error(void *buf, size_t cap, uint32_t req_id, uint16_t code,
 		       size_t *len);
 
 /* Namespace and node ids: 1-63 of [A-Za-z0-9_.:-]. */
 bool sl_proto_name_valid(const char *s, size_t n);
+/* A REDIRECT's address: 0-255 of [A-Za-z0-9.:[]-]. */
+bool sl_proto_addr_valid(const char *s, size_t n);
 
 /* A fresh random nonce (RAND_bytes); -EIO if the generator fails. */
 int sl_proto_nonce(uint8_t nonce[SL_PROTO_NONCE_LEN]);

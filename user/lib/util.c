@@ -297,6 +297,16 @@ int sl_read_fd(int fd, size_t max, char **out, size_t *len)
 
 /* ---- time ---- */
 
+void sl_deadline_ts(clockid_t clk, uint64_t ms, struct timespec *ts)
+{
+	uint64_t ns;
+
+	clock_gettime(clk, ts);
+	ns = ts->tv_nsec + ms * NSEC_PER_MSEC;
+	ts->tv_sec += ns / NSEC_PER_SEC;
+	ts->tv_nsec = ns % NSEC_PER_SEC;
+}
+
 uint64_t sl_now_ns(void)
 {
 	struct timespec ts;

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -144,6 +145,9 @@ uint32_t sl_xorshift32(uint32_t *state);
 
 /* CLOCK_MONOTONIC in ns: what durations and deadlines are measured in. */
 uint64_t sl_now_ns(void);
+
+/* The time on clk ms from now, for a pthread_cond_timedwait() deadline. */
+void sl_deadline_ts(clockid_t clk, uint64_t ms, struct timespec *ts);
 
 /* CLOCK_REALTIME in ms since the epoch: what is shown as a UTC time. */
 int64_t sl_wall_ms(void);

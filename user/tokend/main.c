@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "election.h"
 #include "http_metrics.h"
 #include "log.h"
 #include "params.h"
@@ -57,6 +58,7 @@ struct tokend_opts {
 	struct sl_tokend_cfg cfg;
 	const char *rules, *state_dir, *secrets, *metrics;
 	bool learn_given;
+	struct sl_election_cfg election;
 };
 
 static int fill_metrics(void *td, struct sl_text *out)
@@ -131,7 +133,10 @@ static void *reload_secrets(void *arg)
 
 static void defaults(void *opts)
 {
-	sl_tokend_cfg_default(&((struct tokend_opts *)opts)->cfg);
+	struct tokend_opts *o = opts;
+
+	sl_tokend_cfg_default(&o->cfg);
+	o->election.ttl_ms = SL_ELECTION_TTL_MS;
 }
 
 static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
@@ -145,6 +150,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	sigset_t hup;
 	struct sl_ruleset rs = {0};
 	struct sl_http_metrics *http = NULL;
+	struct sl_election_cfg ec = o->election;
+	struct sl_election *el = NULL;
 	struct sl_tokend *td = NULL;
 	char *err = NULL;
 	int ret = 1, lock_fd = -1;
@@ -159,6 +166,13 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 				       o->metrics);
 	if (!o->learn_given)
 		cfg.learn_ms = cfg.ttl_ms;
+	if (!ec.endpoints != !ec.name)
+		return sl_params_error(cmd, "--etcd and --election go together");
+	if (ec.name && !ec.advertise)
+		return sl_params_error(cmd, "--election needs --advertise "
+					    "HOST:PORT, where agents reach "
+					    "this replica");
+	cfg.elected = ec.name != NULL;
 	err = calloc(1, ERRBUF);
 	if (!err)
 		return 1;
@@ -180,12 +194,16 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	}
 	if (o->metrics && start_metrics(o->metrics, td, &http))
 		goto out;
+	if (ec.name && sl_election_start(td, &ec, &el, err, ERRBUF)) {
+		pr_err("tokend: %s", err);
+		goto out;
+	}
 	if (!secrets_file)
 		pr_warn("tokend: no --secrets: clients are not authenticated "
 			"(loopback only)");
 	pr_info("tokend: listening on port %u; lease TTL %u ms, learning "
-		"for %u ms",
-		sl_tokend_port(td), cfg.ttl_ms, cfg.learn_ms);
+		"for %u ms %s", sl_tokend_port(td), cfg.ttl_ms, cfg.learn_ms,
+		ec.name ? "once elected" : "from now");
 	if (secrets_file) {
 		rl.td = td;
 		reloading = !pthread_create(&rl.thread, NULL, reload_secrets,
@@ -201,6 +219,9 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	ret = sl_tokend_run(td) ? 1 : 0;
 	running = NULL;
+	/* granting has stopped: a successor may start at once */
+	sl_election_stop(el);
+	el = NULL;
 	if (reloading) {
 		rl.stop = 1;
 		pthread_kill(rl.thread, SIGHUP);
@@ -208,6 +229,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	}
 	pr_info("tokend: stopped");
 out:
+	sl_election_stop(el);
 	sl_http_metrics_stop(http);
 	sl_tokend_free(td);
 	sl_secrets_destroy(rl.cur);
@@ -253,6 +275,22 @@ static const struct sl_opt tokend_opts[] = {
 	  .field = SL_FIELD(struct tokend_opts, metrics),
 	  .metavar = "ADDR:PORT",
 	  .help = "serve Prometheus metrics on http://ADDR:PORT/metrics" },
+	{ .name = "etcd", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, election.endpoints),
+	  .metavar = "URL[,URL...]",
+	  .help = "etcd for the election (with --election)" },
+	{ .name = "election", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, election.name),
+	  .metavar = "KEY",
+	  .help = "run as a replica: only the leader elected under KEY grants" },
+	{ .name = "advertise", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, election.advertise),
+	  .metavar = "HOST:PORT",
+	  .help = "where agents reach this replica, told by followers" },
+	{ .name = "election-ttl-ms", .type = SL_OPT_U32,
+	  .field = SL_FIELD(struct tokend_opts, election.ttl_ms),
+	  .metavar = "MS", .min = 1000, .max = 3600000,
+	  .help = "the leader's etcd lease, whole seconds (2000)" },
 	{ 0 },
 };
 

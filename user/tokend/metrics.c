@@ -9,8 +9,17 @@
 
 static const struct sl_metric
 	learning = { "sluice_tokend_learning",
-		     "1 during the learn period after the start: grants renew "
-		     "what agents hold, nothing new." },
+		     "1 during the learn period after the start or an "
+		     "election: grants renew what agents hold, nothing new." },
+	leader = { "sluice_tokend_leader",
+		   "1 while this server grants: always without --election; "
+		   "a replica only while it leads and its etcd lease lasts." },
+	term = { "sluice_tokend_term",
+		 "The newest leader's term this server knows (its etcd "
+		 "election revision; 0 without --election)." },
+	redirects = { "sluice_tokend_redirects_total",
+		      "Clients answered with a REDIRECT and closed: this "
+		      "server does not lead (or no longer may grant)." },
 	draining = { "sluice_tokend_draining",
 		     "1 once SIGUSR1 asked the server to drain." },
 	conns = { "sluice_tokend_connections", "Connections open now." },
@@ -123,6 +132,9 @@ int sl_tokend_metrics(struct sl_tokend *td, struct sl_metrics *m)
 		return err;
 	sl_metrics_gauge(m, &learning, NULL, 0, in.learning);
 	sl_metrics_gauge(m, &draining, NULL, 0, in.draining);
+	sl_metrics_gauge(m, &leader, NULL, 0, in.serving);
+	sl_metrics_gauge(m, &term, NULL, 0, in.term);
+	sl_metrics_counter(m, &redirects, NULL, 0, in.st.redirects);
 	counters(m, &in.st);
 	flows(m, &in);
 	sl_tokend_info_free(&in);

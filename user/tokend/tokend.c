@@ -107,6 +107,8 @@ struct sl_tokend {
 	size_t scratch_cap;
 	struct sl_flow_grant *grants; /* one SYNC's answer */
 	struct sl_tokend_stats st;
+	struct sl_tokend_role role;  /* set by sl_tokend_set_role() */
+	struct sl_tokend_role acted; /* the role the loop last acted on */
 	/* held while an event batch runs: the metrics copy between two */
 	pthread_mutex_t lock;
 };
@@ -466,6 +468,32 @@ static int fail_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
 	return out_commit(c, len);
 }
 
+/* A leader grants until its etcd lease may have run out, not after. */
+static bool serving(const struct sl_tokend *td, uint64_t now)
+{
+	return td->role.leader && (!td->role.until_ms || now < td->role.until_ms);
+}
+
+/* Not the leader (or no longer sure to be): say who is, sealed, and close. */
+static int redirect_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
+			 uint64_t now)
+{
+	const char *to = td->role.leader ? "" : td->role.leader_addr;
+	size_t len;
+	int ret;
+
+	c->in_len = 0;
+	c->state = CONN_CLOSING;
+	c->deadline = now + td->cfg.handshake_ms;
+	td->st.redirects++;
+	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 9 + strlen(to));
+	if (!ret)
+		ret = sl_proto_put_redirect(c->out + c->out_len,
+					    c->out_cap - c->out_len, req,
+					    td->role.term, to, &len);
+	return ret ? ret : out_commit(c, len);
+}
+
 static struct ns *find_ns(struct sl_tokend *td, const char *name, size_t n)
 {
 	for (uint32_t i = 0; i < td->n_ns; i++) {
@@ -517,7 +545,8 @@ static int put_frame_grants(struct sl_tokend *td, struct conn *c, uint32_t req,
 	if (ret)
 		return ret;
 	ret = sl_proto_put_grants(c->out + c->out_len, c->out_cap - c->out_len,
-				  req, flags, ttl, td->grants, n, &len);
+				  req, flags, ttl, td->role.term, td->grants, n,
+				  &len);
 	return ret ? ret : out_commit(c, len);
 }
 
@@ -545,6 +574,8 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 	uint32_t i;
 	int ret;
 
+	if (!serving(td, now))
+		return redirect_conn(td, c, m->req_id, now);
 	td->st.syncs++;
 	if (td->draining) {
 		td->st.drain_replies++;
@@ -662,11 +693,14 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 		ns->node_conn[node] = NULL;
 	}
 	ns->node_conn[node] = c;
-	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 8);
+	if (!serving(td, now))
+		return redirect_conn(td, c, m->req_id, now);
+	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 16);
 	if (ret)
 		return ret;
 	sl_proto_put_auth_ok(c->out + c->out_len, c->out_cap - c->out_len,
-			     m->req_id, td->cfg.ttl_ms, td->cfg.sync_ms, &len);
+			     m->req_id, td->cfg.ttl_ms, td->cfg.sync_ms,
+			     td->role.term, &len);
 	c->state = CONN_READY;
 	c->deadline = 0;
 	td->st.auth_ok++;
@@ -871,6 +905,57 @@ static void drain(struct sl_tokend *td)
 	}
 }
 
+/*
+ * A new term: forget every holder, as a restarted server knows none, and
+ * learn for learn_ms: clients may still hold the last leader's leases.
+ */
+static void become_leader(struct sl_tokend *td, uint64_t now)
+{
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		for (uint32_t j = 0; j < td->ns[i].n_flows; j++) {
+			struct flow *f = &td->ns[i].flows[j];
+
+			while (f->n_live)
+				drop_live(f, &f->h[f->live[0]]);
+			f->have_level = false;
+		}
+	}
+	td->start = now;
+	td->st.terms++;
+	pr_info("tokend: leader, term %llu: learning for %u ms",
+		(unsigned long long)td->role.term, td->cfg.learn_ms);
+}
+
+/* No longer the leader: every client goes to the one there is. */
+static void deposed(struct sl_tokend *td, uint64_t now)
+{
+	struct conn *c, *next;
+
+	pr_info("tokend: no longer the leader (term %llu): redirecting "
+		"clients to '%s'", (unsigned long long)td->acted.term,
+		td->role.leader_addr);
+	for (c = td->conns; c; c = next) {
+		next = c->next;
+		if (c->state != CONN_READY)
+			continue;
+		if (redirect_conn(td, c, 0, now) || flush(c))
+			conn_close(td, c);
+		else
+			conn_update(td, c);
+	}
+}
+
+static void on_role(struct sl_tokend *td, uint64_t now)
+{
+	const struct sl_tokend_role *r = &td->role, *was = &td->acted;
+
+	if (r->leader && (!was->leader || r->term != was->term))
+		become_leader(td, now);
+	else if (!r->leader && was->leader)
+		deposed(td, now);
+	td->acted = *r;
+}
+
 static void on_ctl(struct sl_tokend *td)
 {
 	char cmd[16];
@@ -881,6 +966,8 @@ static void on_ctl(struct sl_tokend *td)
 			drain(td);
 		else if (cmd[i] == SL_TOKEND_STOP)
 			td->stopping = true;
+		else if (cmd[i] == SL_TOKEND_ROLE)
+			on_role(td, sl_now_ms());
 	}
 }
 
@@ -1148,6 +1235,7 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 		goto fail;
 	}
 	td->start = td->last_sweep = sl_now_ms();
+	td->role.leader = td->acted.leader = !cfg->elected;
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		td->ns[i].tokens = cfg->ns_rate / 5.0 + 1;
 		td->ns[i].tokens_at = td->start;
@@ -1159,6 +1247,14 @@ fail:
 		snprintf(err, errlen, "out of memory");
 	sl_tokend_free(td);
 	return ret;
+}
+
+void sl_tokend_set_role(struct sl_tokend *td, const struct sl_tokend_role *r)
+{
+	pthread_mutex_lock(&td->lock);
+	td->role = *r;
+	pthread_mutex_unlock(&td->lock);
+	sl_tokend_command(td, SL_TOKEND_ROLE);
 }
 
 uint16_t sl_tokend_port(const struct sl_tokend *td)
@@ -1207,8 +1303,11 @@ int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 	}
 	pthread_mutex_lock(&td->lock);
 	out->st = td->st;
-	out->learning = sl_now_ms() < td->start + td->cfg.learn_ms;
+	out->serving = serving(td, sl_now_ms());
+	out->learning = out->serving &&
+			sl_now_ms() < td->start + td->cfg.learn_ms;
 	out->draining = td->draining;
+	out->term = td->role.term;
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		const struct ns *ns = &td->ns[i];
 

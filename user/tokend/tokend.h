@@ -53,6 +53,7 @@ struct sl_tokend_cfg {
 	uint32_t handshake_ms;
 	uint32_t rebalance_ms;
 	uint32_t max_nodes;
+	bool elected; /* a replica: grants nothing until sl_tokend_set_role() */
 };
 
 /* The defaults above; learn_ms = ttl_ms. */
@@ -75,12 +76,30 @@ struct sl_tokend_stats {
 	uint64_t unknown_flows;	 /* ... of no flow it has */
 	uint64_t keep_replies;	 /* namespace over its request rate */
 	uint64_t drain_replies;	 /* SYNCs answered while draining */
+	uint64_t redirects;	 /* not the leader: sent to it, or told none */
+	uint64_t terms;		 /* times this server became the leader */
 	uint32_t conns;
 };
 
 enum sl_tokend_cmd {
 	SL_TOKEND_DRAIN = 'd', /* every lease to TTL 0, keep serving DRAIN */
 	SL_TOKEND_STOP = 's',
+	SL_TOKEND_ROLE = 'r', /* sl_tokend_set_role() changed the role */
+};
+
+/*
+ * Whether this server grants (docs/cluster.md, "Replicas"). Without an
+ * election it always does, at term 0. A leader grants only before
+ * until_ms (sl_now_ms(); 0: no end), the time its etcd lease may run out:
+ * checked on every SYNC, so a leader that was paused or cut off from etcd
+ * stops by itself. A follower answers every client with a REDIRECT to
+ * leader_addr ("" when none is known) and closes.
+ */
+struct sl_tokend_role {
+	bool leader;
+	uint64_t term;	  /* the leader's election revision; 0: none */
+	uint64_t until_ms;
+	char leader_addr[SL_PROTO_ADDR_MAX + 1];
 };
 
 struct sl_tokend;
@@ -115,6 +134,10 @@ int sl_tokend_set_secrets(struct sl_tokend *td,
 /* Safe from any thread: the server's lock is held while it copies. */
 void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st);
 
+/* From any thread: the role from now on. A new term (or leadership after
+ * following) starts a learn period, as a restart does. */
+void sl_tokend_set_role(struct sl_tokend *td, const struct sl_tokend_role *r);
+
 /* A flow as the metrics see it. */
 struct sl_tokend_flow_info {
 	const char *ns;	  /* names live as long as the server */
@@ -128,6 +151,8 @@ struct sl_tokend_flow_info {
 struct sl_tokend_info {
 	struct sl_tokend_stats st;
 	bool learning, draining;
+	bool serving;  /* the leader (always, without an election) */
+	uint64_t term; /* the newest leader's term this replica knows */
 	size_t n_flows;
 	struct sl_tokend_flow_info *flows; /* malloc'd, n_flows */
 	size_t n_ns;
