@@ -69,7 +69,8 @@ def impostor(conn):
             conn.sendall(struct.pack(">IBBHI", HDR + 32, 2, 2, 0, req) +
                          os.urandom(32))
         elif ftype == 3:  # AUTH: accepted without a look
-            conn.sendall(sealed(4, req, struct.pack(">II", 10000, 100), seq))
+            conn.sendall(sealed(4, req, struct.pack(">IIQ", 10000, 100, 0),
+                                seq))
             seq += 1
             log("impostor: AUTH_OK sent")
         elif ftype == 5:  # SYNC: 900 for every flow
@@ -78,7 +79,7 @@ def impostor(conn):
             for i in range(count):
                 flow = f[HDR + 4 + 28 * i:HDR + 8 + 28 * i]
                 entries += flow + struct.pack(">IQII", 10000, 900, 1, 0)
-            body = struct.pack(">HHII", 0, 0, 10000, count) + entries
+            body = struct.pack(">HHIIQ", 0, 0, 10000, count, 0) + entries
             conn.sendall(sealed(6, req, body, seq))
             seq += 1
             log("impostor: GRANTS sent")
@@ -100,7 +101,7 @@ def pump(src, dst, attack=None):
                 if nth == n and mode == "tamper":
                     b = bytearray(f)
                     # the grant's low byte of the first entry, or the TTL
-                    at = HDR + 12 + 15 if len(b) > HDR + 12 + SEAL else HDR + 7
+                    at = HDR + 20 + 15 if len(b) > HDR + 20 + SEAL else HDR + 7
                     b[at] ^= 1
                     f = bytes(b)
                     log("tamper: GRANTS %d: one bit flipped" % nth)
