@@ -349,6 +349,17 @@ int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 	return ret;
 }
 
+/* The key a failed txn's range read: responses[0].response_range.kvs[0],
+ * NULL when there is none. */
+static const cJSON *txn_failure_kv(const cJSON *doc)
+{
+	const cJSON *r = cJSON_GetArrayItem(
+		cJSON_GetObjectItemCaseSensitive(doc, "responses"), 0);
+
+	r = cJSON_GetObjectItemCaseSensitive(r, "response_range");
+	return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "kvs"), 0);
+}
+
 int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 		int64_t if_revision, int64_t *revision, char *err,
 		size_t errlen)
@@ -384,12 +395,7 @@ int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 		ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
 			      "revision", revision);
 	} else {
-		/* responses[0].response_range.kvs[0].mod_revision */
-		rs = cJSON_GetArrayItem(
-			cJSON_GetObjectItemCaseSensitive(doc, "responses"), 0);
-		rs = cJSON_GetObjectItemCaseSensitive(rs, "response_range");
-		rs = cJSON_GetArrayItem(
-			cJSON_GetObjectItemCaseSensitive(rs, "kvs"), 0);
+		rs = txn_failure_kv(doc);
 		ret = rs ? get_i64(rs, "mod_revision", revision) : 0;
 		if (!ret)
 			ret = -ECANCELED;
@@ -528,12 +534,7 @@ int sl_etcd_campaign(struct sl_etcd *e, int64_t lease, const char *value,
 		ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
 			      "revision", rev);
 	} else {
-		/* responses[0].response_range.kvs[0].create_revision */
-		kv = cJSON_GetArrayItem(
-			cJSON_GetObjectItemCaseSensitive(doc, "responses"), 0);
-		kv = cJSON_GetObjectItemCaseSensitive(kv, "response_range");
-		kv = cJSON_GetArrayItem(
-			cJSON_GetObjectItemCaseSensitive(kv, "kvs"), 0);
+		kv = txn_failure_kv(doc);
 		ret = kv ? get_i64(kv, "create_revision", rev) : -EPROTO;
 	}
 	cJSON_Delete(doc);

@@ -452,15 +452,22 @@ static int out_commit(struct conn *c, size_t len)
 	return ret;
 }
 
+/* Read nothing more; close once the last frame is written (or at the
+ * deadline, if the client does not read it). */
+static void closing(struct sl_tokend *td, struct conn *c, uint64_t now)
+{
+	c->in_len = 0;
+	c->state = CONN_CLOSING;
+	c->deadline = now + td->cfg.handshake_ms;
+}
+
 /* Queue an ERROR and close once it is written: nothing else follows. */
 static int fail_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
 		     uint16_t code, uint64_t now)
 {
 	size_t len;
 
-	c->in_len = 0;
-	c->state = CONN_CLOSING;
-	c->deadline = now + td->cfg.handshake_ms;
+	closing(td, c, now);
 	if (out_reserve(td, c, SL_PROTO_HDR_LEN + 4))
 		return -ENOBUFS;
 	sl_proto_put_error(c->out + c->out_len, c->out_cap - c->out_len, req,
@@ -482,9 +489,7 @@ static int redirect_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
 	size_t len;
 	int ret;
 
-	c->in_len = 0;
-	c->state = CONN_CLOSING;
-	c->deadline = now + td->cfg.handshake_ms;
+	closing(td, c, now);
 	td->st.redirects++;
 	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 9 + strlen(to));
 	if (!ret)
