@@ -15,13 +15,15 @@
 #      aggregate within 1.1 x count; restart: back to cluster, no 1 s
 #      window above 1.1 x count
 #   4. restart with empty state while hosts hold leases: no over-grant
-#   5. partition a host: it falls back, the others keep the bound; heal
+#   5. partition a host: it falls back to count / 4, the others keep
+#      count less that (the server reserves it); heal
 #   6. avg_local and manual flows, fixed and block fallbacks (thresholds)
 #   7. a wrong secret is refused: the host stays in fallback
 #   8. kill -9 the agent of a host holding a large grant: its XDP
 #      program enforces the fallback by itself once the lease expires;
 #      the same for an agent stopped (SIGSTOP) for 3 TTLs, which then
-#      takes over again
+#      takes over again; and with every host over its share, the
+#      aggregate stays within 1.1 x count through both
 #   9. three token server replicas elected through a 3-member etcd: one
 #      leads, followers redirect and grant nothing; kill -9 the leader,
 #      SIGSTOP the next past its etcd lease, cut the third off from etcd:
@@ -407,8 +409,9 @@ fb = total(K + 1.0, R)
 fbmax = max_window_total(K + 1.0, R)
 sw = max_window_total(R, B + 2.0)
 fl = max_window_total(F, F + 4.0)
-# the server frees host 4's lease one TTL after its last sync, then
-# rebalances: steady state from P + 2.5; the step itself in omax
+# one TTL after host 4's last sync the server keeps its fallback
+# (count / 4) reserved and rebalances the rest: steady state from P +
+# 2.5; the step itself in omax
 others = mean_total(P + 2.5, H, (1, 2, 3))
 omax = max_window_total(P, H, (1, 2, 3))
 h4 = rate(4, P + 1.5, H)
@@ -438,8 +441,8 @@ check $(python3 -c "print(0 if $sw <= 1.1 * $COUNT else 1)") \
 check $(python3 -c "print(0 if $fl <= 1.1 * $COUNT else 1)") \
 	"restart with empty state under leases: largest 1 s window $fl <= 1.1 x count"
 echo "# partition: hosts 1-3 admit $others pps together (largest 1 s window $omax), host 4 (fallback) $h4 pps"
-check $(python3 -c "print(0 if $others <= 1.02 * $COUNT else 1)") \
-	"partition: hosts 1-3 keep the global bound among themselves ($others)"
+check $(python3 -c "print(0 if $others <= 1.02 * ($COUNT - $COUNT / 4) else 1)") \
+	"partition: hosts 1-3 keep count less host 4's fallback among themselves ($others)"
 check $(python3 -c "print(0 if $omax <= 1.1 * $COUNT else 1)") \
 	"partition: hosts 1-3, largest 1 s window $omax <= 1.1 x count"
 check $(python3 -c "print(0 if abs($h4 - $due4) <= 0.03 * $COUNT / 4 else 1)") \
@@ -519,6 +522,52 @@ check $(python3 -c "print(0 if abs($during - $fb1) <= 0.05 * $fb1 and abs($befor
 check $(python3 -c "print(0 if $agg <= 1.1 * $COUNT else 1)") \
 	"agent stopped: the aggregate's largest 1 s window $agg <= 1.1 x count"
 check $back "agent continued (SIGCONT): back in cluster state"
+
+# ... and with every host over its share (all hold count / 4): the server
+# keeps a vanished holder's fallback out of the others' grants
+# (--forget-ms), so a dead or stopped agent's host and the others
+# together stay within count: kill -9 agent 1, restart it, then SIGSTOP
+# agent 2 for 3 TTLs
+traffic 40000 9000 9000 9000 20 ||
+	{ echo "Bail out! traffic did not start"; exit 1; }
+sleep 4
+sl_mark TEV
+EV_REL=$(python3 -c "print($TEV - $TGEN)")
+kill -KILL "${NETNS_PID[agent1]}"
+wait "${NETNS_PID[agent1]}" 2>/dev/null
+unset "NETNS_PID[agent1]"
+sleep 5
+sl_mark TRE
+RE_REL=$(python3 -c "print($TRE - $TGEN)")
+agent_start 1
+wait_state cluster 10 fleet 1
+back1=$?
+sleep 2
+sl_mark TST
+ST_REL=$(python3 -c "print($TST - $TGEN)")
+kill -STOP "${NETNS_PID[agent2]}"
+sleep 3
+kill -CONT "${NETNS_PID[agent2]}"
+wait_state cluster 10 fleet 2
+back2=$?
+traffic_end
+res=$(rx_py "$EV_REL" "$RE_REL" "$ST_REL" <<'PY'
+K, R, P0 = (float(x) for x in sys.argv[14:17])
+print(f"{mean_rate(1, K + 1.0, R):.0f}",
+      f"{mean_total(K + 2.5, R, (2, 3, 4)):.0f}",
+      f"{mean_rate(2, P0 + 1.0, P0 + 3.0):.0f}",
+      f"{max_window_total(K, R):.0f} {max_window_total(P0, P0 + 5.0):.0f}",
+      f"{max_window_total(1.0, 19.0):.0f}")
+PY
+)
+read -r h1 o1 h2 kmax smax wmax <<<"$res"
+echo "# every host over its share: agent 1 killed: host 1 $h1 pps (fallback), hosts 2-4 $o1 pps together; largest 1 s window $kmax; agent 2 stopped 3 s: host 2 $h2 pps, largest 1 s window $smax; over the run $wmax"
+check $(python3 -c "print(0 if abs($h1 - $fb1) <= 0.05 * $fb1 and $o1 <= 1.02 * ($COUNT - $fb1) else 1)") \
+	"agent killed, every host over its share: host 1 enforces its fallback ($h1 of $fb1), the others keep count less it ($o1)"
+check $(python3 -c "print(0 if $kmax <= 1.1 * $COUNT and $smax <= 1.1 * $COUNT else 1)") \
+	"agent killed, then another stopped: largest aggregate 1 s window $kmax, $smax <= 1.1 x count"
+check $(python3 -c "print(0 if $back1 == 0 and $back2 == 0 and $wmax <= 1.1 * $COUNT else 1)") \
+	"both back in cluster state; over the run no 1 s window above 1.1 x count ($wmax)"
 
 # ---- 9: the token service as three replicas elected through etcd ----
 # A 3-member etcd on the token server namespace's loopback; replica r
@@ -626,10 +675,22 @@ check $([ $el = 0 ] && [ "${TERM2:-0}" -gt "$TERM1" ]; echo $?) \
 wait_state cluster 10 fleet $HOSTS
 check $? "leader killed: every host back in cluster state"
 sleep 2
-# SIGSTOP the new leader past its etcd lease (2 s)
+# SIGSTOP the new leader past its etcd lease (2 s). Its count of grants
+# is read with the agents' SYNCs held back (TCP sends them again later),
+# so that none is granted between the reading and the stop.
+ip netns exec "$NS_TS" nft -f - <<NFT
+table inet sluice_test_hold {
+	chain in {
+		type filter hook input priority 0;
+		tcp dport $((7170 + L2)) drop
+	}
+}
+NFT
+sleep 0.1
 g_stop=$(grants_of "$L2")
 sl_mark TSTOP
 kill -STOP "${NETNS_PID[rep$L2]}"
+ip netns exec "$NS_TS" nft delete table inet sluice_test_hold
 L3=$(wait_leader 8 "$L2")
 el=$?
 sleep $(python3 -c "print(max(0, $TSTOP + 4 - $(date +%s.%N)))")

@@ -474,6 +474,90 @@ static void test_split_by_demand(void **state)
 	stop(&s, NULL);
 }
 
+/* n1 and n2 sync flow 1 (demand 4000) every 50 ms for ms; their grants. */
+static void keep_syncing(struct cli *c, uint64_t *g, int ms)
+{
+	for (int t = 0; t < ms; t += 50) {
+		for (int i = 1; i < 3; i++)
+			g[i] = sync1(&c[i], 1, 4000, g[i]).grant;
+		usleep(50 * 1000);
+	}
+}
+
+static const struct sl_tokend_flow_info *flow_info(struct sl_tokend *td,
+						   struct sl_tokend_info *in,
+						   const char *rule)
+{
+	assert_int_equal(sl_tokend_get_info(td, in), 0);
+	for (size_t i = 0; i < in->n_flows; i++) {
+		if (!strcmp(in->flows[i].rule, rule))
+			return &in->flows[i];
+	}
+	fail_msg("no flow %s", rule);
+	return NULL;
+}
+
+/*
+ * A holder that stops syncing (its agent killed, hung or cut off) may
+ * leave its host enforcing its fallback, count / holders: that much stays
+ * out of the others' grants until it returns or forget_ms passes.
+ */
+static void test_vanished_holder(void **state)
+{
+	const uint64_t d[3] = {4000, 4000, 4000};
+	const struct sl_tokend_flow_info *fi;
+	struct sl_tokend_info in;
+	struct sl_tokend_cfg cfg;
+	uint64_t g[3] = {0};
+	struct server s;
+	struct cli c[3];
+	char node[16];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.ttl_ms = 200;
+	cfg.forget_ms = 1500;
+	start(&s, &cfg);
+	for (int i = 0; i < 3; i++) {
+		snprintf(node, sizeof(node), "n%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  node, SECRET_A), 0);
+	}
+	rounds(c, 3, 1, d, g, 2000, 3);
+	assert_true(g[0] == 666 && g[1] == 666 && g[2] == 666);
+	/* n0 is silent past its lease: 2000 / 3 stays reserved for it */
+	keep_syncing(c, g, 400);
+	if (g[1] + g[2] > 2000 - 666)
+		fail_msg("vanished n0's fallback given away: %llu + %llu",
+			 (unsigned long long)g[1], (unsigned long long)g[2]);
+	assert_int_equal(c[1].m.grants.n, 1);
+	assert_int_equal(sync1(&c[1], 1, 4000, g[1]).holders, 3);
+	fi = flow_info(s.td, &in, "a1");
+	assert_int_equal(fi->vanished, 1);
+	assert_int_equal(fi->reserved, 666);
+	assert_int_equal(fi->holders, 2);
+	sl_tokend_info_free(&in);
+	/* it returns: its answer replaces the reservation */
+	g[0] = sync1(&c[0], 1, 4000, 0).grant;
+	assert_int_equal(g[0], 2000 - g[1] - g[2]);
+	fi = flow_info(s.td, &in, "a1");
+	assert_int_equal(fi->vanished, 0);
+	assert_int_equal(fi->reserved, 0);
+	sl_tokend_info_free(&in);
+	/* silent again, for longer than forget_ms: the others share it all */
+	keep_syncing(c, g, 200 + 1500 + 300);
+	if (g[1] != 1000 || g[2] != 1000)
+		fail_msg("after forget_ms: %llu + %llu, want 1000 each",
+			 (unsigned long long)g[1], (unsigned long long)g[2]);
+	fi = flow_info(s.td, &in, "a1");
+	assert_int_equal(fi->vanished, 0);
+	assert_int_equal(fi->holders, 2);
+	sl_tokend_info_free(&in);
+	for (int i = 0; i < 3; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+}
+
 static uint64_t ms_now(void)
 {
 	struct timespec ts;
@@ -1003,6 +1087,7 @@ int main(void)
 		cmocka_unit_test(test_sync_before_auth),
 		cmocka_unit_test(test_namespace_isolation),
 		cmocka_unit_test(test_split_by_demand),
+		cmocka_unit_test(test_vanished_holder),
 		cmocka_unit_test(test_warm_up),
 		cmocka_unit_test(test_restart_learns),
 		cmocka_unit_test(test_drain),

@@ -54,6 +54,12 @@ static const struct sl_metric
 			 "second." },
 	flow_holders = { "sluice_tokend_flow_holders",
 			 "Nodes holding a live lease of the flow." },
+	flow_reserved = { "sluice_tokend_flow_reserved",
+			  "The fallbacks of vanished holders (leases that "
+			  "ran out unrenewed), kept out of the grants for "
+			  "--forget-ms, per second." },
+	flow_vanished = { "sluice_tokend_flow_vanished",
+			  "Vanished holders whose fallback is reserved." },
 	ns_nodes = { "sluice_tokend_namespace_nodes",
 		     "Node ids the namespace has seen since the start "
 		     "(--max-nodes at most)." };
@@ -100,11 +106,15 @@ static void flows(struct sl_metrics *m, const struct sl_tokend_info *in)
 {
 	static const struct sl_metric *const per_flow[] = {
 		&flow_threshold, &flow_granted, &flow_holders,
+		&flow_reserved, &flow_vanished,
 	};
 
 	for (size_t k = 0; k < ARRAY_SIZE(per_flow); k++) {
 		for (size_t i = 0; i < in->n_flows; i++) {
 			const struct sl_tokend_flow_info *f = &in->flows[i];
+			const uint64_t v[] = { f->count, f->granted,
+					       f->holders, f->reserved,
+					       f->vanished };
 			char id[12];
 
 			snprintf(id, sizeof(id), "%u", f->flow_id);
@@ -112,9 +122,7 @@ static void flows(struct sl_metrics *m, const struct sl_tokend_info *in)
 					 SL_LABELS({ "namespace", f->ns },
 						   { "flow_id", id },
 						   { "rule", f->rule }),
-					 k == 0	  ? f->count
-					 : k == 1 ? f->granted
-						  : f->holders);
+					 v[k]);
 		}
 	}
 	for (size_t i = 0; i < in->n_ns; i++)

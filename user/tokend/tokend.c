@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lease.h"
 #include "log.h"
 #include "proto.h"
 #include "quota.h"
@@ -41,6 +42,18 @@ struct holder {
 	uint64_t grant;	  /* counted in the flow's outstanding while live */
 	uint64_t expires; /* ms; the lease ends here */
 	uint32_t live_pos; /* index in flow->live, NO_POS if not live */
+	uint32_t told;	   /* holders in its last answer (its share's H) */
+	/* Vanished (its lease ran out unrenewed): its host may enforce
+	 * its fallback from then on, so that much stays reserved. */
+	uint64_t reserved;
+	uint64_t forget_at; /* ms; the reservation ends */
+	uint32_t gone_pos;  /* index in flow->gone, NO_POS if not vanished */
+};
+
+/* Node numbers in no order; each member knows its index. */
+struct node_set {
+	uint32_t *node;
+	uint32_t n, cap;
 };
 
 struct flow {
@@ -50,9 +63,10 @@ struct flow {
 	const struct sl_rule *rule;
 	struct holder *h; /* indexed by node number of the namespace */
 	uint32_t h_cap;
-	uint32_t *live; /* node numbers of live holders */
-	uint32_t n_live, live_cap;
+	struct node_set live; /* holders with a lease */
+	struct node_set gone; /* vanished holders with a reservation */
 	uint64_t outstanding; /* sum of live holders' grants */
+	uint64_t reserved;    /* sum of vanished holders' reservations */
 	struct sl_quota_level level;
 	uint64_t level_at;
 	bool have_level, dirty;
@@ -94,6 +108,7 @@ struct conn {
 
 struct sl_tokend {
 	struct sl_tokend_cfg cfg;
+	const struct sl_secrets *secrets; /* the last set, NULL: no auth */
 	int lfd, epfd, ctl[2];
 	uint16_t port;
 	bool auth;
@@ -125,6 +140,7 @@ void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
 	cfg->handshake_ms = SL_TOKEND_HANDSHAKE_MS;
 	cfg->rebalance_ms = SL_TOKEND_REBALANCE_MS;
 	cfg->max_nodes = SL_TOKEND_MAX_NODES;
+	cfg->forget_ms = SL_TOKEND_FORGET_MS;
 }
 
 /* ---- flows and leases ---- */
@@ -158,26 +174,48 @@ static struct holder *get_holder(struct flow *f, uint32_t node)
 		if (!h)
 			return NULL;
 		for (uint32_t i = f->h_cap; i < cap; i++)
-			h[i] = (struct holder){.live_pos = NO_POS};
+			h[i] = (struct holder){.live_pos = NO_POS,
+						.gone_pos = NO_POS};
 		f->h = h;
 		f->h_cap = cap;
 	}
 	return &f->h[node];
 }
 
+/* The index of node in s, or -ENOMEM. */
+static int set_add(struct node_set *s, uint32_t node)
+{
+	if (s->n == s->cap) {
+		uint32_t cap = s->cap ? 2 * s->cap : 16;
+		uint32_t *v = realloc(s->node, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->node = v;
+		s->cap = cap;
+	}
+	s->node[s->n] = node;
+	return s->n++;
+}
+
+/* Removes the member at pos; the node moved into pos, or NO_POS. */
+static uint32_t set_del(struct node_set *s, uint32_t pos)
+{
+	uint32_t last = s->node[--s->n];
+
+	if (pos == s->n)
+		return NO_POS;
+	s->node[pos] = last;
+	return last;
+}
+
 static int make_live(struct flow *f, struct holder *h, uint32_t node)
 {
-	if (f->n_live == f->live_cap) {
-		uint32_t cap = f->live_cap ? 2 * f->live_cap : 16;
-		uint32_t *l = realloc(f->live, cap * sizeof(*l));
+	int pos = set_add(&f->live, node);
 
-		if (!l)
-			return -ENOMEM;
-		f->live = l;
-		f->live_cap = cap;
-	}
-	h->live_pos = f->n_live;
-	f->live[f->n_live++] = node;
+	if (pos < 0)
+		return pos;
+	h->live_pos = pos;
 	h->grant = 0;
 	f->dirty = true;
 	return 0;
@@ -185,31 +223,110 @@ static int make_live(struct flow *f, struct holder *h, uint32_t node)
 
 static void drop_live(struct flow *f, struct holder *h)
 {
-	uint32_t last = f->live[--f->n_live];
+	uint32_t moved = set_del(&f->live, h->live_pos);
 
-	f->live[h->live_pos] = last;
-	f->h[last].live_pos = h->live_pos;
+	if (moved != NO_POS)
+		f->h[moved].live_pos = h->live_pos;
 	f->outstanding -= h->grant;
 	h->grant = 0;
 	h->live_pos = NO_POS;
 	f->dirty = true;
-	if (!f->n_live)
+	if (!f->live.n)
 		f->warm = false; /* idle: the next holder ramps it again */
 }
 
-/* Forget holders whose leases ended: their grants are free again. */
-static void expire_flow(struct flow *f, uint64_t now)
+static void drop_gone(struct flow *f, struct holder *h)
+{
+	uint32_t moved = set_del(&f->gone, h->gone_pos);
+
+	if (moved != NO_POS)
+		f->h[moved].gone_pos = h->gone_pos;
+	f->reserved -= h->reserved;
+	h->reserved = 0;
+	h->gone_pos = NO_POS;
+	f->dirty = true;
+}
+
+/*
+ * What a vanished holder's host may admit from now on: the fallback its
+ * agent wrote beside the lease (sl_lease_fallback(), the same function),
+ * for a global flow whose fallback bounds it. The others' grants leave
+ * that much of count free, so the cluster keeps count while that host
+ * may still be up without an agent, or partitioned.
+ */
+static uint64_t vanished_reserve(const struct flow *f, const char *node,
+				 const struct holder *h)
+{
+	struct sl_lease last = {
+		.last_lease = h->grant,
+		.has_last_lease = true,
+	};
+	uint64_t fb;
+
+	if (f->cl->threshold != SL_THRESH_GLOBAL)
+		return 0; /* bounded per node already */
+	switch (f->cl->fallback) {
+	case SL_FB_FULL:
+	case SL_FB_PASS:
+		return 0; /* unbounded by the rule's choice */
+	default:
+		fb = sl_lease_fallback(f->rule, node, h->told, &last);
+		return fb < f->count ? fb : f->count;
+	}
+}
+
+/* A live holder's lease ran out: it keeps its reservation for forget_ms. */
+static void vanish(struct sl_tokend *td, struct ns *ns, struct flow *f,
+		   uint32_t node, uint64_t now)
+{
+	struct holder *h = &f->h[node];
+	uint64_t reserve = vanished_reserve(f, ns->nodes[node], h);
+	int pos;
+
+	drop_live(f, h);
+	if (!reserve || !td->cfg.forget_ms)
+		return;
+	pos = set_add(&f->gone, node);
+	if (pos < 0)
+		return; /* out of memory: the others may take its share */
+	h->gone_pos = pos;
+	h->reserved = reserve;
+	h->forget_at = now + td->cfg.forget_ms;
+	f->reserved += reserve;
+}
+
+/* Leases that ended become reservations; reservations that ended go. */
+static void expire_flow(struct sl_tokend *td, struct ns *ns, struct flow *f,
+			uint64_t now)
 {
 	uint32_t i = 0;
 
-	while (i < f->n_live) {
-		struct holder *h = &f->h[f->live[i]];
+	while (i < f->live.n) {
+		uint32_t node = f->live.node[i];
 
-		if (h->expires <= now)
-			drop_live(f, h); /* moves the last one to i */
+		if (f->h[node].expires <= now)
+			vanish(td, ns, f, node, now); /* moves another to i */
 		else
 			i++;
 	}
+	i = 0;
+	while (i < f->gone.n) {
+		struct holder *h = &f->h[f->gone.node[i]];
+
+		if (h->forget_at <= now)
+			drop_gone(f, h);
+		else
+			i++;
+	}
+}
+
+/* Forget every holder and reservation: a drain, or a new term. */
+static void forget_flow(struct flow *f)
+{
+	while (f->live.n)
+		drop_live(f, &f->h[f->live.node[0]]);
+	while (f->gone.n)
+		drop_gone(f, &f->h[f->gone.node[0]]);
 }
 
 /*
@@ -244,8 +361,10 @@ static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
 {
 	uint32_t i;
 
-	if (f->n_live > td->scratch_cap) {
-		size_t cap = 2 * f->n_live;
+	uint64_t count = flow_count(f, now);
+
+	if (f->live.n > td->scratch_cap) {
+		size_t cap = 2 * f->live.n;
 		uint64_t *s = realloc(td->scratch, cap * sizeof(*s));
 		uint64_t *d = s ? realloc(td->needs, cap * sizeof(*d)) : NULL;
 
@@ -256,9 +375,10 @@ static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
 		td->needs = d;
 		td->scratch_cap = cap;
 	}
-	for (i = 0; i < f->n_live; i++)
-		td->needs[i] = f->h[f->live[i]].need;
-	sl_quota_global_level(flow_count(f, now), td->needs, f->n_live,
+	for (i = 0; i < f->live.n; i++)
+		td->needs[i] = f->h[f->live.node[i]].need;
+	count = count > f->reserved ? count - f->reserved : 0;
+	sl_quota_global_level(count, td->needs, f->live.n,
 			      td->scratch, &f->level);
 	f->have_level = true;
 	f->dirty = false;
@@ -280,6 +400,8 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		return -ENOMEM;
 	if (h->live_pos != NO_POS && h->expires <= now)
 		drop_live(f, h);
+	if (h->gone_pos != NO_POS)
+		drop_gone(f, h); /* back: its answer replaces the reservation */
 	if (h->live_pos == NO_POS) {
 		ret = make_live(f, h, c->node);
 		if (ret)
@@ -289,7 +411,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 	if (h->need != need)
 		f->dirty = true;
 	h->need = need;
-	others = f->outstanding - h->grant;
+	others = f->outstanding - h->grant + f->reserved;
 	g->flags = 0;
 	learning = now < td->start + td->cfg.learn_ms;
 	if (learning && r->held)
@@ -323,12 +445,14 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		want = sl_cluster_quota(f->cl, c->node_name) * count / f->count;
 		break;
 	}
-	f->outstanding = others + want;
+	f->outstanding = others - f->reserved + want;
 	h->grant = want;
 	h->expires = now + td->cfg.ttl_ms;
 	g->grant = want;
 	g->ttl_ms = td->cfg.ttl_ms;
-	g->holders = f->n_live;
+	g->holders = f->live.n + f->gone.n;
+	if (!learning)
+		h->told = g->holders;
 	return 0;
 }
 
@@ -579,7 +703,8 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 	uint32_t i;
 	int ret;
 
-	if (!serving(td, now))
+	/* a fresh clock: the process may have been stopped mid-batch */
+	if (!serving(td, sl_now_ms()))
 		return redirect_conn(td, c, m->req_id, now);
 	td->st.syncs++;
 	if (td->draining) {
@@ -901,12 +1026,8 @@ static void drain(struct sl_tokend *td)
 			conn_update(td, c);
 	}
 	for (uint32_t i = 0; i < td->n_ns; i++) {
-		for (uint32_t j = 0; j < td->ns[i].n_flows; j++) {
-			struct flow *f = &td->ns[i].flows[j];
-
-			while (f->n_live)
-				drop_live(f, &f->h[f->live[0]]);
-		}
+		for (uint32_t j = 0; j < td->ns[i].n_flows; j++)
+			forget_flow(&td->ns[i].flows[j]);
 	}
 }
 
@@ -920,8 +1041,7 @@ static void become_leader(struct sl_tokend *td, uint64_t now)
 		for (uint32_t j = 0; j < td->ns[i].n_flows; j++) {
 			struct flow *f = &td->ns[i].flows[j];
 
-			while (f->n_live)
-				drop_live(f, &f->h[f->live[0]]);
+			forget_flow(f);
 			f->have_level = false;
 		}
 	}
@@ -997,7 +1117,7 @@ static void sweep(struct sl_tokend *td, uint64_t now)
 	}
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		for (uint32_t j = 0; j < td->ns[i].n_flows; j++)
-			expire_flow(&td->ns[i].flows[j], now);
+			expire_flow(td, &td->ns[i], &td->ns[i].flows[j], now);
 	}
 	td->last_sweep = now;
 }
@@ -1092,46 +1212,79 @@ static int flow_cmp(const void *a, const void *b)
 }
 
 /* Namespaces and flows from the cluster rules; one rule per flow. */
+static struct ns *find_ns_in(struct ns *v, uint32_t n, const char *name)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (!strcmp(v[i].name, name))
+			return &v[i];
+	}
+	return NULL;
+}
+
+static void free_flows(struct ns *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		for (uint32_t j = 0; j < v[i].n_flows; j++) {
+			free(v[i].flows[j].h);
+			free(v[i].flows[j].live.node);
+			free(v[i].flows[j].gone.node);
+		}
+		free(v[i].flows);
+		v[i].flows = NULL;
+		v[i].n_flows = 0;
+	}
+}
+
+/*
+ * The namespaces serving rs's cluster rules: td's own first, in their
+ * order and with their nodes (a namespace no rule names any more keeps
+ * them, with no flows), then new ones. Their flows are new and empty.
+ */
 static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
-		       const struct sl_secrets *secrets, char *err,
+		       struct ns **out, uint32_t *n_out, char *err,
 		       size_t errlen)
 {
-	size_t i, n_cluster = 0;
+	struct ns *v = calloc(td->n_ns + rs->n + 1, sizeof(*v));
+	uint32_t n = td->n_ns;
+	size_t i;
 
-	td->ns = calloc(rs->n ? rs->n : 1, sizeof(*td->ns));
-	if (!td->ns)
+	if (!v)
 		return -ENOMEM;
+	for (i = 0; i < td->n_ns; i++) {
+		v[i] = td->ns[i];
+		v[i].flows = NULL;
+		v[i].n_flows = 0;
+	}
 	for (i = 0; i < rs->n; i++) {
 		const struct sl_cluster *cl = &rs->rules[i].cluster;
 		struct ns *ns;
 
 		if (!cl->enabled)
 			continue;
-		n_cluster++;
-		ns = find_ns(td, cl->ns, strlen(cl->ns));
+		ns = find_ns_in(v, n, cl->ns);
 		if (!ns) {
-			ns = &td->ns[td->n_ns++];
+			ns = &v[n++];
 			strcpy(ns->name, cl->ns);
-			ns->secret = secrets ? sl_secrets_find(secrets, cl->ns)
+			ns->secret = td->secrets
+					     ? sl_secrets_find(td->secrets, cl->ns)
 					     : NULL;
-			if (secrets && !ns->secret)
+			if (td->secrets && !ns->secret)
 				pr_warn("tokend: no secret for namespace "
 					"'%s': its clients will be refused",
 					ns->name);
+			ns->tokens = td->cfg.ns_rate / 5.0 + 1;
+			ns->tokens_at = sl_now_ms();
 		}
 		ns->n_flows++;
 	}
-	if (!n_cluster) {
-		snprintf(err, errlen,
-			 "no rule has a cluster object: nothing to serve");
-		return -EINVAL;
-	}
-	for (i = 0; i < td->n_ns; i++) {
-		td->ns[i].flows = calloc(td->ns[i].n_flows,
-					 sizeof(*td->ns[i].flows));
-		if (!td->ns[i].flows)
+	for (i = 0; i < n; i++) {
+		v[i].flows = calloc(v[i].n_flows + 1, sizeof(*v[i].flows));
+		if (!v[i].flows) {
+			free_flows(v, n);
+			free(v);
 			return -ENOMEM;
-		td->ns[i].n_flows = 0;
+		}
+		v[i].n_flows = 0;
 	}
 	for (i = 0; i < rs->n; i++) {
 		const struct sl_rule *r = &rs->rules[i];
@@ -1140,15 +1293,15 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 
 		if (!r->cluster.enabled)
 			continue;
-		ns = find_ns(td, r->cluster.ns, strlen(r->cluster.ns));
+		ns = find_ns_in(v, n, r->cluster.ns);
 		f = &ns->flows[ns->n_flows++];
 		f->id = r->cluster.flow_id;
 		f->count = r->count;
 		f->cl = &r->cluster;
 		f->rule = r;
 	}
-	for (i = 0; i < td->n_ns; i++) {
-		struct ns *ns = &td->ns[i];
+	for (i = 0; i < n; i++) {
+		struct ns *ns = &v[i];
 
 		qsort(ns->flows, ns->n_flows, sizeof(*ns->flows), flow_cmp);
 		for (uint32_t j = 1; j < ns->n_flows; j++) {
@@ -1158,10 +1311,100 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 				 "namespace '%s': flow_id %u is used by more "
 				 "than one rule",
 				 ns->name, ns->flows[j].id);
+			free_flows(v, n);
+			free(v);
 			return -EINVAL;
 		}
 	}
+	*out = v;
+	*n_out = n;
 	return 0;
+}
+
+/*
+ * A flow that stays (same namespace and id) keeps its holders, leases,
+ * reservations and ramp; at a new count their grants are counted at its
+ * scale, and each holder takes its new grant at its next sync.
+ */
+static void carry_flow(struct flow *to, struct flow *from)
+{
+	const struct sl_cluster *cl = to->cl;
+	const struct sl_rule *rule = to->rule;
+	uint64_t count = to->count;
+
+	uint64_t was = from->count;
+
+	*to = *from;
+	to->cl = cl;
+	to->rule = rule;
+	to->count = count;
+	to->have_level = false;
+	to->dirty = true;
+	*from = (struct flow){ 0 };
+	if (count == was || !was)
+		return;
+	to->outstanding = 0;
+	for (uint32_t i = 0; i < to->live.n; i++) {
+		struct holder *h = &to->h[to->live.node[i]];
+
+		h->grant = h->grant * count / was;
+		to->outstanding += h->grant;
+	}
+	to->reserved = 0;
+	for (uint32_t i = 0; i < to->gone.n; i++) {
+		struct holder *h = &to->h[to->gone.node[i]];
+
+		h->reserved = h->reserved * count / was;
+		to->reserved += h->reserved;
+	}
+}
+
+/* Puts v in force; old flows that stay hand their state over. */
+static void install_flows(struct sl_tokend *td, struct ns *v, uint32_t n)
+{
+	uint64_t old_count;
+
+	for (uint32_t i = 0; i < n && i < td->n_ns; i++) {
+		for (uint32_t j = 0; j < v[i].n_flows; j++) {
+			struct flow *f = &v[i].flows[j];
+			struct flow *was = find_flow(&td->ns[i], f->id);
+
+			if (!was)
+				continue;
+			old_count = was->count;
+			carry_flow(f, was);
+			if (old_count != f->count)
+				pr_info("tokend: namespace '%s' flow %u: count "
+					"%llu, was %llu", v[i].name, f->id,
+					(unsigned long long)f->count,
+					(unsigned long long)old_count);
+		}
+	}
+	for (struct conn *c = td->conns; c; c = c->next) {
+		if (c->ns)
+			c->ns = v + (c->ns - td->ns);
+	}
+	free_flows(td->ns, td->n_ns);
+	free(td->ns);
+	td->ns = v;
+	td->n_ns = n;
+}
+
+int sl_tokend_set_rules(struct sl_tokend *td, const struct sl_ruleset *rs,
+			char *err, size_t errlen)
+{
+	struct ns *v;
+	uint32_t n;
+	int ret;
+
+	pthread_mutex_lock(&td->lock);
+	ret = build_flows(td, rs, &v, &n, err, errlen);
+	if (!ret)
+		install_flows(td, v, n);
+	pthread_mutex_unlock(&td->lock);
+	if (ret == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return ret;
 }
 
 int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
@@ -1205,9 +1448,16 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 		ret = -ENOMEM;
 		goto fail;
 	}
-	ret = build_flows(td, rs, secrets, err, errlen);
+	td->secrets = secrets;
+	ret = build_flows(td, rs, &td->ns, &td->n_ns, err, errlen);
 	if (ret)
 		goto fail;
+	if (!td->n_ns) {
+		snprintf(err, errlen,
+			 "no rule has a cluster object: nothing to serve");
+		ret = -EINVAL;
+		goto fail;
+	}
 	td->lfd = socket(ss.ss_family,
 			 SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (td->lfd < 0 ||
@@ -1241,10 +1491,6 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	}
 	td->start = td->last_sweep = sl_now_ms();
 	td->role.leader = td->acted.leader = !cfg->elected;
-	for (uint32_t i = 0; i < td->n_ns; i++) {
-		td->ns[i].tokens = cfg->ns_rate / 5.0 + 1;
-		td->ns[i].tokens_at = td->start;
-	}
 	*out = td;
 	return 0;
 fail:
@@ -1273,6 +1519,7 @@ int sl_tokend_set_secrets(struct sl_tokend *td,
 	if (!td->auth || !secrets)
 		return -EINVAL;
 	pthread_mutex_lock(&td->lock);
+	td->secrets = secrets;
 	for (size_t i = 0; i < td->n_ns; i++) {
 		struct ns *ns = &td->ns[i];
 
@@ -1297,16 +1544,17 @@ int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 	size_t n = 0;
 
 	memset(out, 0, sizeof(*out));
-	/* namespaces and flows are fixed once the server is made */
+	/* under the lock: a rule change replaces namespaces and flows */
+	pthread_mutex_lock(&td->lock);
 	for (uint32_t i = 0; i < td->n_ns; i++)
 		n += td->ns[i].n_flows;
 	out->flows = calloc(n ? n : 1, sizeof(*out->flows));
 	out->ns = calloc(td->n_ns ? td->n_ns : 1, sizeof(*out->ns));
 	if (!out->flows || !out->ns) {
+		pthread_mutex_unlock(&td->lock);
 		sl_tokend_info_free(out);
 		return -ENOMEM;
 	}
-	pthread_mutex_lock(&td->lock);
 	out->st = td->st;
 	out->serving = serving(td, sl_now_ms());
 	out->learning = out->serving &&
@@ -1316,23 +1564,25 @@ int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		const struct ns *ns = &td->ns[i];
 
-		out->ns[i].name = ns->name;
+		strcpy(out->ns[i].name, ns->name);
 		out->ns[i].nodes = ns->n_nodes;
 		for (uint32_t j = 0; j < ns->n_flows; j++) {
 			const struct flow *f = &ns->flows[j];
 			struct sl_tokend_flow_info *o =
 				&out->flows[out->n_flows++];
 
-			o->ns = ns->name;
-			o->rule = f->rule->name;
+			strcpy(o->ns, ns->name);
+			strcpy(o->rule, f->rule->name);
 			o->flow_id = f->id;
 			o->count = f->count;
 			o->granted = f->outstanding;
-			o->holders = f->n_live;
+			o->holders = f->live.n;
+			o->vanished = f->gone.n;
+			o->reserved = f->reserved;
 		}
 	}
-	pthread_mutex_unlock(&td->lock);
 	out->n_ns = td->n_ns;
+	pthread_mutex_unlock(&td->lock);
 	return 0;
 }
 
@@ -1351,14 +1601,10 @@ void sl_tokend_free(struct sl_tokend *td)
 	while (td->conns)
 		conn_close(td, td->conns);
 	reap(td);
+	free_flows(td->ns, td->n_ns);
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		struct ns *ns = &td->ns[i];
 
-		for (uint32_t j = 0; j < ns->n_flows; j++) {
-			free(ns->flows[j].h);
-			free(ns->flows[j].live);
-		}
-		free(ns->flows);
 		free(ns->nodes);
 		free(ns->node_conn);
 	}

@@ -38,6 +38,9 @@
 #ifndef SL_TOKEND_REBALANCE_MS
 #define SL_TOKEND_REBALANCE_MS 25 /* least time between two water fills */
 #endif
+#ifndef SL_TOKEND_FORGET_MS
+#define SL_TOKEND_FORGET_MS 600000
+#endif
 #ifndef SL_TOKEND_MAX_NODES
 #define SL_TOKEND_MAX_NODES 65536 /* node ids remembered per namespace */
 #endif
@@ -53,6 +56,8 @@ struct sl_tokend_cfg {
 	uint32_t handshake_ms;
 	uint32_t rebalance_ms;
 	uint32_t max_nodes;
+	/* a vanished holder's fallback stays reserved this long; 0: none */
+	uint32_t forget_ms;
 	bool elected; /* a replica: grants nothing until sl_tokend_set_role() */
 };
 
@@ -131,6 +136,17 @@ void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd);
 int sl_tokend_set_secrets(struct sl_tokend *td,
 			  const struct sl_secrets *secrets);
 
+/*
+ * Serve the cluster rules of rs from now on, under the server's lock: a
+ * flow that stays (namespace and flow_id) keeps its holders and leases,
+ * at its new count from each holder's next sync; a flow that goes is
+ * answered UNKNOWN. rs must outlive the server or the next call. On
+ * error (-EINVAL: a flow_id twice in a namespace; -ENOMEM) nothing
+ * changes.
+ */
+int sl_tokend_set_rules(struct sl_tokend *td, const struct sl_ruleset *rs,
+			char *err, size_t errlen);
+
 /* Safe from any thread: the server's lock is held while it copies. */
 void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st);
 
@@ -140,12 +156,14 @@ void sl_tokend_set_role(struct sl_tokend *td, const struct sl_tokend_role *r);
 
 /* A flow as the metrics see it. */
 struct sl_tokend_flow_info {
-	const char *ns;	  /* names live as long as the server */
-	const char *rule;
+	char ns[SL_NAME_MAX + 1];
+	char rule[SL_NAME_MAX + 1];
 	uint32_t flow_id;
 	uint64_t count;	  /* the rule's, before any warm-up ramp */
 	uint64_t granted; /* the live holders' grants */
 	uint32_t holders;
+	uint64_t reserved; /* the vanished holders' fallbacks */
+	uint32_t vanished;
 };
 
 struct sl_tokend_info {
@@ -157,13 +175,12 @@ struct sl_tokend_info {
 	struct sl_tokend_flow_info *flows; /* malloc'd, n_flows */
 	size_t n_ns;
 	struct sl_tokend_ns_info {
-		const char *name;
+		char name[SL_NAME_MAX + 1];
 		uint32_t nodes; /* node ids it has seen, max_nodes at most */
 	} *ns;			/* malloc'd, n_ns */
 };
 
-/* The counters and every flow, copied under the server's lock (the
- * arrays are allocated before it is taken); -ENOMEM. */
+/* The counters and every flow, copied under the server's lock; -ENOMEM. */
 int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out);
 void sl_tokend_info_free(struct sl_tokend_info *info);
 
