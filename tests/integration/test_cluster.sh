@@ -27,7 +27,9 @@
 #   9. three token server replicas elected through a 3-member etcd: one
 #      leads, followers redirect and grant nothing; kill -9 the leader,
 #      SIGSTOP the next past its etcd lease, cut the third off from etcd:
-#      each time a new term, and no 1 s window above 1.1 x count
+#      each time a new term, and no 1 s window above 1.1 x count; then
+#      two agents' embedded servers in an election: kill -9 the leading
+#      agent, the other leads
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -582,7 +584,7 @@ ETCD_PEERS=e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2480,e3=http://127.0.0.1
 etcd_client() { echo "http://127.0.0.1:$((2279 + 100 * $1))"; }
 for r in $REPLICAS; do
 	netns_bg "$NS_TS" "etcd$r" etcd --name "e$r" --data-dir "$T/etcd$r" \
-		--listen-client-urls "$(etcd_client "$r")" \
+		--listen-client-urls "$(etcd_client "$r"),http://198.19.0.1:$((2279 + 100 * r))" \
 		--advertise-client-urls "$(etcd_client "$r")" \
 		--listen-peer-urls "http://127.0.0.1:$((2280 + 100 * r))" \
 		--initial-advertise-peer-urls "http://127.0.0.1:$((2280 + 100 * r))" \
@@ -741,13 +743,79 @@ echo "# replicas: aggregate per second from 3 s before the kill (above); largest
 check $(python3 -c "print(0 if $res <= 1.1 * $COUNT else 1)") \
 	"replicas: through three changes of leader, the largest 1 s window $res <= 1.1 x count"
 for r in $REPLICAS; do netns_stop "rep$r" >/dev/null 2>&1; done
+
+# ---- 9b: embedded token servers in the same kind of election ----
+# Hosts 3 and 4 serve tokens from their agents (--serve-tokens
+# --election); every agent lists both: one leads, the other redirects.
+EMB_LIST=198.19.0.13:7071,198.19.0.14:7071
+emb_start() # HOST: its agent, with an embedded replica
+{
+	netns_bg "$(ns_h "$1")" "agent$1" "$SLUICE" agent --iface veth-rx \
+		--state-dir "$T/state$1" --pin-dir "$T/bpffs$1/sluice" \
+		--rules "$T/rules.json" --serve-tokens "198.19.0.1$1:7071" \
+		--etcd "http://198.19.0.1:$((2279 + 100 * ($1 - 2)))" \
+		--election /sluice/test/embedded \
+		--advertise "198.19.0.1$1:7071" --token-server "$EMB_LIST" \
+		--node-id "h$1" --secrets "$T/secrets"
+}
+# the one server every host syncs with, if they all agree
+common_server()
+{
+	local i srv all=""
+
+	for i in "$@"; do
+		srv=$(flow "$i" fleet token_server)
+		[ "$(flow "$i" fleet state)" = cluster ] || return 1
+		[ -z "$all" ] || [ "$srv" = "$all" ] || return 1
+		all=$srv
+	done
+	echo "$all"
+}
+wait_common() # SECS HOSTS...: one server for them all, in cluster state
+{
+	local k srv
+
+	for ((k = 0; k < $1 * 10; k++)); do
+		srv=$(common_server "${@:2}") && { echo "$srv"; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+for i in $HOSTS; do netns_stop "agent$i" >/dev/null 2>&1; done
+TD_LIST=$EMB_LIST
+agent_start 1
+agent_start 2
+emb_start 3
+emb_start 4
+E1=$(wait_common 15 $HOSTS)
+check $? "embedded replicas: hosts 1-4 in cluster state through one embedded server ($E1, term $(cli 1 status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]'))"
+ET1=$(cli 1 status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')
+EL=${E1%:7071}
+EL=${EL#198.19.0.1}
+[ "$EL" = 3 ] || [ "$EL" = 4 ] || { echo "Bail out! no embedded leader"; exit 1; }
+EO=$((7 - EL))
+sl_mark TEK
+kill -KILL "${NETNS_PID[agent$EL]}"
+wait "${NETNS_PID[agent$EL]}" 2>/dev/null
+unset "NETNS_PID[agent$EL]"
+E2=$(wait_common 15 1 2 "$EO")
+ok=$?
+sl_mark TEB
+ET2=$(cli 1 status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')
+check $([ $ok = 0 ] && [ "$E2" = "198.19.0.1$EO:7071" ] && [ "${ET2:-0}" -gt "$ET1" ]; echo $?) \
+	"embedded leader's agent killed: host $EO's server leads ($E2, term $ET2 > $ET1), hosts back in cluster $(python3 -c "print(f'{$TEB - $TEK:.1f}')") s later"
+emb_start "$EL"
+E3=$(wait_common 15 $HOSTS)
+check $([ $? = 0 ] && [ "$E3" = "$E2" ]; echo $?) \
+	"... its agent restarted: its own server follows, host $EL syncs with the leader ($E3)"
+for i in $HOSTS; do netns_stop "agent$i" >/dev/null 2>&1; done
 for r in $REPLICAS; do
 	kill -KILL "${NETNS_PID[etcd$r]}" 2>/dev/null
 	wait "${NETNS_PID[etcd$r]}" 2>/dev/null
 done
 TD_LIST=$TD_ADDR
 tokend_start
-for i in $HOSTS; do netns_stop "agent$i" >/dev/null 2>&1; agent_start "$i"; done
+for i in $HOSTS; do agent_start "$i"; done
 
 # ---- 7: a wrong secret ----
 wait_state cluster 10 fleet $HOSTS
@@ -771,5 +839,15 @@ emb=$?
 echo "# embedded: host 4 $(flow 4 fleet state) with $(flow 4 fleet token_server), holders $(flow 4 fleet holders), limit $(flow 4 fleet limit)"
 check $([ $emb = 0 ] && [ "$(flow 4 fleet token_server)" = 198.19.0.14:7071 ]; echo $?) \
 	"--serve-tokens: the agent syncs with its embedded token server"
+# a rule change reaches the embedded server: count 20000 -> 8000
+sed 's/"count": 20000/"count": 8000/' "$T/rules.json" >"$T/rules8k.json"
+cli 4 rule replace "$T/rules8k.json" >/dev/null
+for ((k = 0; k < 50; k++)); do
+	[ "$(flow 4 fleet limit)" = 8000 ] && break
+	sleep 0.1
+done
+echo "# embedded after rule replace: limit $(flow 4 fleet limit), state $(flow 4 fleet state)"
+check $([ "$(flow 4 fleet limit)" = 8000 ] && [ "$(flow 4 fleet state)" = cluster ]; echo $?) \
+	"--serve-tokens: a rule change reaches the embedded server (count 8000 granted, in cluster state)"
 echo "# t=${SECONDS} s"
 echo "1..$n"

@@ -558,6 +558,89 @@ static void test_vanished_holder(void **state)
 	stop(&s, NULL);
 }
 
+/*
+ * A rule change while clients hold leases: a flow that stays keeps its
+ * holders (at its new count), one that goes is UNKNOWN, a new namespace
+ * is served, and a set with a flow_id twice changes nothing.
+ */
+static void test_set_rules(void **state)
+{
+	static const char changed[] =
+		"{\"rules\": ["
+		"{\"name\": \"a1\", \"match\": {\"proto\": \"udp\", \"dport\":"
+		" 1}, \"grade\": \"pps\", \"count\": 1000, \"cluster\":"
+		" {\"namespace\": \"a\", \"flow_id\": 1, \"threshold_type\":"
+		" \"global\"}},"
+		"{\"name\": \"c1\", \"match\": {\"proto\": \"udp\", \"dport\":"
+		" 7}, \"grade\": \"pps\", \"count\": 400, \"cluster\":"
+		" {\"namespace\": \"b\", \"flow_id\": 9, \"threshold_type\":"
+		" \"global\"}}]}";
+	static const char twice[] =
+		"{\"rules\": ["
+		"{\"name\": \"x\", \"match\": {\"proto\": \"udp\", \"dport\":"
+		" 1}, \"grade\": \"pps\", \"count\": 10, \"cluster\":"
+		" {\"namespace\": \"a\", \"flow_id\": 1,"
+		" \"threshold_type\": \"global\"}},"
+		"{\"name\": \"y\", \"match\": {\"proto\": \"udp\", \"dport\":"
+		" 2}, \"grade\": \"pps\", \"count\": 10, \"cluster\":"
+		" {\"namespace\": \"a\", \"flow_id\": 1,"
+		" \"threshold_type\": \"global\"}}]}";
+	const uint64_t d[2] = {4000, 4000};
+	const struct sl_tokend_flow_info *fi;
+	struct sl_ruleset next = {0}, bad = {0};
+	struct sl_tokend_info in;
+	struct sl_tokend_cfg cfg;
+	struct sl_flow_grant g;
+	uint64_t gr[2] = {0};
+	struct server s;
+	struct cli c[2];
+	char err[256];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c[0], sl_tokend_port(s.td), "a", "n0",
+				  SECRET_A), 0);
+	assert_int_equal(cli_auth(&c[1], sl_tokend_port(s.td), "b", "n1",
+				  SECRET_B), 0);
+	rounds(c, 1, 1, d, gr, 2000, 2);
+	assert_int_equal(gr[0], 2000);
+	assert_int_equal(sync1(&c[1], 2, 100, 0).grant, 5000);
+
+	assert_int_equal(sl_rules_parse(twice, strlen(twice), &bad, err,
+					sizeof(err)), 0);
+	assert_int_equal(sl_tokend_set_rules(s.td, &bad, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "flow_id 1 is used by more than one"));
+	/* nothing changed: still 2000 */
+	assert_int_equal(sync1(&c[0], 1, 4000, gr[0]).grant, 2000);
+
+	assert_int_equal(sl_rules_parse(changed, strlen(changed), &next, err,
+					sizeof(err)), 0);
+	assert_int_equal(sl_tokend_set_rules(s.td, &next, err, sizeof(err)),
+			 0);
+	/* a1 stays with its holder, at its new count */
+	fi = flow_info(s.td, &in, "a1");
+	assert_int_equal(fi->count, 1000);
+	assert_int_equal(fi->holders, 1);
+	assert_int_equal(fi->granted, 1000); /* 2000 at the new scale */
+	sl_tokend_info_free(&in);
+	g = sync1(&c[0], 1, 4000, gr[0]);
+	assert_int_equal(g.grant, 1000);
+	assert_int_equal(g.flags, 0);
+	/* b's flow 2 went: UNKNOWN; its new flow 9 is served */
+	g = sync1(&c[1], 2, 100, 0);
+	assert_int_equal(g.flags, SL_GRANT_UNKNOWN);
+	assert_int_equal(sync1(&c[1], 9, 100, 0).grant, 400);
+	/* a3 (avg_local) went too */
+	assert_int_equal(sync1(&c[0], 3, 1, 0).flags, SL_GRANT_UNKNOWN);
+	cli_close(&c[0]);
+	cli_close(&c[1]);
+	stop(&s, NULL);
+	sl_ruleset_free(&next);
+	sl_ruleset_free(&bad);
+}
+
 static uint64_t ms_now(void)
 {
 	struct timespec ts;
@@ -1088,6 +1171,7 @@ int main(void)
 		cmocka_unit_test(test_namespace_isolation),
 		cmocka_unit_test(test_split_by_demand),
 		cmocka_unit_test(test_vanished_holder),
+		cmocka_unit_test(test_set_rules),
 		cmocka_unit_test(test_warm_up),
 		cmocka_unit_test(test_restart_learns),
 		cmocka_unit_test(test_drain),

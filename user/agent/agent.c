@@ -36,6 +36,7 @@
 #include "ruleset.h"
 #include "snapshot.h"
 #include "stats.h"
+#include "election.h"
 #include "tokend.h"
 #include "util.h"
 
@@ -71,6 +72,10 @@ struct agent {
 	struct sl_ruleset served; /* the embedded token server's rules */
 	struct sl_tokend *tokend;
 	pthread_t tokend_thread;
+	/* --election: the embedded server is one replica of a token
+	 * service elected through etcd (--etcd) */
+	struct sl_election_cfg election;
+	struct sl_election *el;
 	/* --metrics (docs/metrics.md) */
 	const char *metrics_addr;
 	int metrics_fd; /* bound at the start, served once attached */
@@ -103,9 +108,19 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 	if ((a->node_id || a->secrets_file) && !a->token_servers)
 		return sl_params_error(cmd, "--node-id and --secrets need "
 					    "--token-server or --serve-tokens");
-	if (!a->etcd_endpoints != !a->etcd_key)
-		return sl_params_error(cmd, "--etcd and --etcd-key go "
-					    "together");
+	if (a->election.name && (!a->serve_tokens || !a->etcd_endpoints))
+		return sl_params_error(cmd, "--election needs --serve-tokens "
+					    "and --etcd");
+	if (a->election.name && !a->election.advertise)
+		return sl_params_error(cmd, "--election needs --advertise "
+					    "HOST:PORT, where agents reach "
+					    "this replica");
+	if (a->etcd_endpoints && !a->etcd_key && !a->election.name)
+		return sl_params_error(cmd, "--etcd needs --etcd-key (the "
+					    "rules) or --election");
+	if (a->etcd_key && !a->etcd_endpoints)
+		return sl_params_error(cmd, "--etcd-key needs --etcd");
+	a->election.endpoints = a->etcd_endpoints;
 	if (a->etcd_key && a->rules_file)
 		return sl_params_error(cmd, "--rules and --etcd: one source "
 					    "of rules (the snapshot boots "
@@ -604,6 +619,38 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 			    "%s", a->err);
 }
 
+/* A copy of the rules in force for the embedded token server, which
+ * keeps pointers into it while the agent's own set changes. */
+static int copy_served(struct agent *a, struct sl_ruleset *out)
+{
+	char *json = sl_ruleset_to_json(&a->snap.rules, false);
+	int err;
+
+	if (!json)
+		return -ENOMEM;
+	err = sl_rules_parse(json, strlen(json), out, a->err, sizeof(a->err));
+	free(json);
+	return err;
+}
+
+/* A change in force reaches the embedded token server's flows too. */
+static void serve_new_rules(struct agent *a)
+{
+	struct sl_ruleset next = { 0 };
+
+	if (!a->tokend)
+		return;
+	if (copy_served(a, &next) ||
+	    sl_tokend_set_rules(a->tokend, &next, a->err, sizeof(a->err))) {
+		pr_err("--serve-tokens: still serving the previous rules: %s",
+		       a->err);
+		sl_ruleset_free(&next);
+		return;
+	}
+	sl_ruleset_free(&a->served);
+	a->served = next;
+}
+
 /*
  * next (rules as the parser returned them, consumed) becomes the snapshot,
  * from source (NULL: none), then the rules in force: what every change
@@ -672,6 +719,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	sl_ruleset_free(&old);
 	pr_info("rules at version %llu: %zu in force",
 		(unsigned long long)version, next.n);
+	serve_new_rules(a);
 	notify_status(a, false);
 	r = ok_answer();
 	cJSON_AddNumberToObject(r, "version", version);
@@ -873,23 +921,18 @@ static void *serve_tokens(void *arg)
 	return NULL;
 }
 
-/* --serve-tokens: the snapshot's cluster rules, served from a thread; a
- * rule change does not reach it (restart the agent). */
+/* --serve-tokens: the rules in force, served from a thread. */
 static int start_tokend(struct agent *a)
 {
-	char *json = sl_ruleset_to_json(&a->snap.rules, false);
 	struct sl_tokend_cfg cfg;
 	int err;
 
-	if (!json)
-		return -ENOMEM;
-	err = sl_rules_parse(json, strlen(json), &a->served, a->err,
-			     sizeof(a->err));
-	free(json);
+	err = copy_served(a, &a->served);
 	if (err)
 		return err;
 	sl_tokend_cfg_default(&cfg);
 	cfg.listen = a->serve_tokens;
+	cfg.elected = a->election.name != NULL;
 	err = sl_tokend_new(&cfg, &a->served, a->secrets, &a->tokend,
 			    a->err, sizeof(a->err));
 	if (err) {
@@ -903,8 +946,15 @@ static int start_tokend(struct agent *a)
 		a->tokend = NULL;
 		return -err;
 	}
-	pr_info("serving tokens on %s (port %u)", a->serve_tokens,
-		sl_tokend_port(a->tokend));
+	pr_info("serving tokens on %s (port %u)%s", a->serve_tokens,
+		sl_tokend_port(a->tokend),
+		a->election.name ? " once elected" : "");
+	if (a->election.name &&
+	    sl_election_start(a->tokend, &a->election, &a->el, a->err,
+			      sizeof(a->err))) {
+		pr_err("--election: %s", a->err);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -1129,6 +1179,7 @@ static void defaults(void *opts)
 	a->pin_dir = "/sys/fs/bpf/sluice";
 	a->metrics_fd = -1;
 	a->max_ttl_ms = SL_CLUSTER_MAX_TTL_MS;
+	a->election.ttl_ms = SL_ELECTION_TTL_MS;
 	pthread_mutex_init(&a->dp_lock, NULL);
 }
 
@@ -1226,6 +1277,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	if (a->tokend) {
 		sl_tokend_command(a->tokend, SL_TOKEND_STOP);
 		pthread_join(a->tokend_thread, NULL);
+		/* granting has stopped: a successor may start at once */
+		sl_election_stop(a->el);
 		sl_tokend_free(a->tokend);
 	}
 	sl_ruleset_free(&a->served);
@@ -1281,11 +1334,24 @@ static const struct sl_opt agent_opts[] = {
 	  .field = SL_FIELD(struct agent, serve_tokens),
 	  .metavar = "ADDR:PORT",
 	  .help = "serve the cluster rules' tokens (embedded token server)" },
+	{ .name = "election", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, election.name), .metavar = "KEY",
+	  .help = "the embedded server is a replica: it grants only while "
+		  "elected under KEY (in --etcd)" },
+	{ .name = "advertise", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct agent, election.advertise),
+	  .metavar = "HOST:PORT",
+	  .help = "where agents reach the embedded server, told by "
+		  "followers" },
+	{ .name = "election-ttl-ms", .type = SL_OPT_U32,
+	  .field = SL_FIELD(struct agent, election.ttl_ms), .metavar = "MS",
+	  .min = 1000, .max = 3600000,
+	  .help = "the leader's etcd lease, whole seconds (2000)" },
 	{ .name = "etcd", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, etcd_endpoints),
 	  .metavar = "URL[,URL...]",
-	  .help = "take the rules from etcd (its client URLs), after the "
-		  "boot" },
+	  .help = "etcd's client URLs: the rules (--etcd-key) and the "
+		  "election (--election), after the boot" },
 	{ .name = "etcd-key", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, etcd_key), .metavar = "KEY",
 	  .help = "the etcd key whose value is the rule file" },
