@@ -582,27 +582,51 @@ tokend_kill
 REPLICAS="1 2 3"
 ETCD_PEERS=e1=http://127.0.0.1:2380,e2=http://127.0.0.1:2480,e3=http://127.0.0.1:2580
 etcd_client() { echo "http://127.0.0.1:$((2279 + 100 * $1))"; }
-for r in $REPLICAS; do
-	netns_bg "$NS_TS" "etcd$r" etcd --name "e$r" --data-dir "$T/etcd$r" \
-		--listen-client-urls "$(etcd_client "$r"),http://198.19.0.1:$((2279 + 100 * r))" \
-		--advertise-client-urls "$(etcd_client "$r")" \
-		--listen-peer-urls "http://127.0.0.1:$((2280 + 100 * r))" \
-		--initial-advertise-peer-urls "http://127.0.0.1:$((2280 + 100 * r))" \
+etcd_member_start() # R (again: its data dir keeps its membership)
+{
+	netns_bg "$NS_TS" "etcd$1" etcd --name "e$1" --data-dir "$T/etcd$1" \
+		--listen-client-urls "$(etcd_client "$1"),http://198.19.0.1:$((2279 + 100 * $1))" \
+		--advertise-client-urls "$(etcd_client "$1")" \
+		--listen-peer-urls "http://127.0.0.1:$((2280 + 100 * $1))" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$((2280 + 100 * $1))" \
 		--initial-cluster "$ETCD_PEERS" --initial-cluster-state new
-done
+}
+ETCD_ALL="$(etcd_client 1),$(etcd_client 2),$(etcd_client 3)"
+ectl9() { ip netns exec "$NS_TS" env ETCDCTL_API=3 etcdctl --endpoints "$ETCD_ALL" "$@"; }
+for r in $REPLICAS; do etcd_member_start "$r"; done
 for ((k = 0; k < 150; k++)); do
-	ip netns exec "$NS_TS" env ETCDCTL_API=3 etcdctl --endpoints \
-		"$(etcd_client 1),$(etcd_client 2),$(etcd_client 3)" \
-		endpoint health >/dev/null 2>&1 && break
+	ectl9 endpoint health >/dev/null 2>&1 && break
 	sleep 0.1
 done
+# the replicas serve the flows of an etcd key, the rule file to begin
+# with; a new count is pushed (sluice push) during each failure below
+FLOWS_KEY=/sluice/test/flows
+ectl9 put "$FLOWS_KEY" "$(cat "$T/rules.json")" >/dev/null
+FLOWTH='sluice_tokend_flow_threshold{namespace="web",flow_id="1",rule="fleet"}'
+push_count() # COUNT: the rule file with fleet's count at COUNT, published
+{
+	sed "s/\"count\": 20000/\"count\": $1/" "$T/rules.json" >"$T/rules$1.json"
+	${PUSH_TIMEOUT:+timeout "$PUSH_TIMEOUT"} ip netns exec "$NS_TS" \
+		"$SLUICE" push "$T/rules$1.json" --etcd "$ETCD_ALL" \
+		--etcd-key "$FLOWS_KEY" >"$T/push$1.out" 2>&1
+}
+served_by() # R COUNT SECS: replica R serves fleet at COUNT
+{
+	local k
+
+	for ((k = 0; k < $3 * 10; k++)); do
+		[ "$(rmetric "$1" "$FLOWTH")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 replica_start() # R
 {
 	mkdir -p "$T/rep$1"
 	netns_bg "$NS_TS" "rep$1" "$SLUICE" tokend --listen "198.19.0.1:$((7170 + $1))" \
 		--rules "$T/rules.json" --state-dir "$T/rep$1" \
 		--secrets "$T/secrets" --etcd "$(etcd_client "$1")" \
-		--election /sluice/test/tokend \
+		--election /sluice/test/tokend --etcd-key "$FLOWS_KEY" \
 		--advertise "198.19.0.1:$((7170 + $1))" \
 		--metrics "127.0.0.1:$((9480 + $1))"
 }
@@ -668,12 +692,17 @@ sleep 5
 sl_mark TK9
 kill -KILL "${NETNS_PID[rep$L1]}"
 wait "${NETNS_PID[rep$L1]}" 2>/dev/null
+push_count 19000 &
+PUSHPID=$!
 L2=$(wait_leader 8 "$L1")
 el=$?
 sl_mark TL2
 TERM2=$(rmetric "${L2:-1}" sluice_tokend_term)
 check $([ $el = 0 ] && [ "${TERM2:-0}" -gt "$TERM1" ]; echo $?) \
 	"leader killed: replica $L2 leads $(python3 -c "print(f'{$TL2 - $TK9:.1f}')") s later, term $TERM2 > $TERM1"
+wait $PUSHPID
+check $([ $? = 0 ] && served_by "${L2:-1}" 19000 5; echo $?) \
+	"... a count of 19000 pushed meanwhile: the new leader serves it"
 wait_state cluster 10 fleet $HOSTS
 check $? "leader killed: every host back in cluster state"
 sleep 2
@@ -693,6 +722,8 @@ g_stop=$(grants_of "$L2")
 sl_mark TSTOP
 kill -STOP "${NETNS_PID[rep$L2]}"
 ip netns exec "$NS_TS" nft delete table inet sluice_test_hold
+push_count 18000 &
+PUSHPID=$!
 L3=$(wait_leader 8 "$L2")
 el=$?
 sleep $(python3 -c "print(max(0, $TSTOP + 4 - $(date +%s.%N)))")
@@ -704,6 +735,9 @@ sleep 1.5
 g_cont=$(grants_of "$L2")
 check $([ "$(rmetric "$L2" sluice_tokend_leader)" = 0 ] && [ "$g_cont" = "$g_stop" ]; echo $?) \
 	"... continued, replica $L2 follows and granted nothing more ($g_stop then $g_cont)"
+wait $PUSHPID
+check $([ $? = 0 ] && served_by "${L3:-1}" 18000 5 && served_by "$L2" 18000 5; echo $?) \
+	"... a count of 18000 pushed meanwhile: the leader serves it, and the continued one"
 wait_state cluster 10 fleet $HOSTS
 sleep 1
 # cut the leader off from etcd, not from the agents
@@ -717,6 +751,8 @@ table inet sluice_test_partition {
 	}
 }
 NFT
+push_count 17000 &
+PUSHPID=$!
 L4=$(wait_leader 8 "$L3")
 el=$?
 sl_mark TL4
@@ -729,6 +765,9 @@ check $([ $el = 0 ] && [ "${TERM4:-0}" -gt "$TERM3" ] &&
 	"leader cut off from etcd: it stopped granting, replica $L4 leads $(python3 -c "print(f'{$TL4 - $TPART9:.1f}')") s later, term $TERM4"
 wait_state cluster 10 fleet $HOSTS
 check $? "... every host back in cluster state, term $(cli 1 status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')"
+wait $PUSHPID
+check $([ $? = 0 ] && served_by "${L4:-1}" 17000 5; echo $?) \
+	"... a count of 17000 pushed meanwhile: the new leader serves it"
 traffic_end
 ip netns exec "$NS_TS" nft delete table inet sluice_test_partition
 K9_REL=$(python3 -c "print($TK9 - $TGEN)")
@@ -742,6 +781,109 @@ PY
 echo "# replicas: aggregate per second from 3 s before the kill (above); largest 1 s window $res"
 check $(python3 -c "print(0 if $res <= 1.1 * $COUNT else 1)") \
 	"replicas: through three changes of leader, the largest 1 s window $res <= 1.1 x count"
+
+# ---- 9c: etcd itself fails under the replicas ----
+# kill -9 etcd's leader member while a new count (16000) is pushed to the
+# replicas' flows key; then stop every member (SIGSTOP) for 10 s: the
+# leader cannot renew, stops granting, the hosts fall back and keep
+# enforcing (no agent or replica restarts); etcd back: a term again.
+etcd_leader_member() # the R whose member leads etcd's raft
+{
+	local r
+
+	for r in $REPLICAS; do
+		ip netns exec "$NS_TS" env ETCDCTL_API=3 etcdctl --endpoints \
+			"$(etcd_client "$r")" endpoint status -w json 2>/dev/null |
+			python3 -c '
+import json, sys
+s = json.load(sys.stdin)[0]["Status"]
+sys.exit(0 if s["leader"] == s["header"]["member_id"] else 1)' &&
+			{ echo "$r"; return 0; }
+	done
+	return 1
+}
+# the agents and the replicas still running (L1 was killed above)
+live_pids()
+{
+	local i r
+
+	for i in $HOSTS; do echo -n "${NETNS_PID[agent$i]} "; done
+	for r in $REPLICAS; do
+		[ "$r" = "$L1" ] || echo -n "${NETNS_PID[rep$r]} "
+	done
+}
+pids_before=$(live_pids)
+snaps_before=$(for i in $HOSTS; do cli "$i" status -j | sluice_json 'd["snapshot"]["version"]'; done | tr '\n' ' ')
+traffic 40000 5000 5000 5000 30 || { echo "Bail out! traffic did not start"; exit 1; }
+sleep 3
+EM=$(etcd_leader_member)
+LX=$(wait_leader 5)
+sl_mark TEM
+kill -KILL "${NETNS_PID[etcd$EM]}"
+wait "${NETNS_PID[etcd$EM]}" 2>/dev/null
+ok=1
+for ((k = 0; k < 50; k++)); do
+	push_count 16000 && { ok=0; break; }
+	sleep 0.1
+done
+served=1
+for ((k = 0; k < 100; k++)); do
+	LY=$(leaders)
+	LY=${LY% }
+	[ -n "$LY" ] && [ "$(wc -w <<<"$LY")" = 1 ] &&
+		[ "$(rmetric "$LY" "$FLOWTH")" = 16000 ] && { served=0; break; }
+	sleep 0.1
+done
+sl_mark TEMS
+wait_state cluster 10 fleet $HOSTS
+back=$?
+sl_mark TEMB
+check $([ $ok = 0 ] && [ $served = 0 ] && [ $back = 0 ]; echo $?) \
+	"etcd's leader member killed: the push of count 16000 served by the leader ($LX, then $LY) $(python3 -c "print(f'{$TEMS - $TEM:.1f}')") s later, every host in cluster state"
+etcd_member_start "$EM"
+sleep 3
+sl_mark TED
+ED_REL=$(python3 -c "print($TED - $TGEN)")
+for r in $REPLICAS; do kill -STOP "${NETNS_PID[etcd$r]}"; done
+wait_state fallback 5 fleet $HOSTS
+fb=$?
+sl_mark TEDF
+nl=$(leaders)
+PUSH_TIMEOUT=4 push_count 15000
+pushed=$?
+sleep $(python3 -c "print(max(0, $TED + 10 - $(date +%s.%N)))")
+for r in $REPLICAS; do kill -CONT "${NETNS_PID[etcd$r]}"; done
+sl_mark TEU
+EU_REL=$(python3 -c "print($TEU - $TGEN)")
+wait_leader 15 >/dev/null
+wait_state cluster 15 fleet $HOSTS
+back=$?
+sl_mark TEUB
+check $([ $fb = 0 ] && [ -z "$nl" ]; echo $?) \
+	"etcd down (all members stopped): no replica grants ('$nl'), every host in fallback $(python3 -c "print(f'{$TEDF - $TED:.1f}')") s later"
+check $back "etcd back after 10 s: every host in cluster state $(python3 -c "print(f'{$TEUB - $TEU:.1f}')") s later"
+push_count 15000
+pushed_up=$?
+LZ=$(wait_leader 5)
+check $([ $pushed != 0 ] && [ $pushed_up = 0 ] && served_by "${LZ:-1}" 15000 5; echo $?) \
+	"... a push while etcd was down failed ($pushed), the same push after is served by the leader"
+traffic_end
+pids_after=$(live_pids)
+alive=0
+for p in $pids_after; do kill -0 "$p" 2>/dev/null || alive=1; done
+snaps_after=$(for i in $HOSTS; do cli "$i" status -j | sluice_json 'd["snapshot"]["version"]'; done | tr '\n' ' ')
+check $([ $alive = 0 ] && [ "$pids_before" = "$pids_after" ] && [ "$snaps_before" = "$snaps_after" ]; echo $?) \
+	"through both nothing restarted or reset: the same agents and replicas, snapshot versions $snaps_after"
+res=$(rx_py "$ED_REL" "$EU_REL" <<'PY'
+D, U = (float(x) for x in sys.argv[14:16])
+print(f"{max_window_total(1.0, 28.0):.0f}",
+      f"{mean_total(D + 2.5, U):.0f}")
+PY
+)
+read -r emax edown <<<"$res"
+echo "# etcd failures: largest 1 s window $emax; while etcd was down (fallback, count / 4 each) $edown pps"
+check $(python3 -c "print(0 if $emax <= 1.1 * $COUNT else 1)") \
+	"etcd failures: the largest aggregate 1 s window $emax <= 1.1 x count"
 for r in $REPLICAS; do netns_stop "rep$r" >/dev/null 2>&1; done
 
 # ---- 9b: embedded token servers in the same kind of election ----

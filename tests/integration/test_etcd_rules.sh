@@ -320,6 +320,63 @@ check $? "the key deleted: refused, saying so"
 [ "$(names)" = r1,r2 ] && [ "$(st 'd["ready"]')" = true ]
 check $? "  ... the rules stay in force, ready"
 
+# ---- tokend's flows from etcd --------------------------------------------
+# tokend boots from --rules (count 500), then serves the key's value and
+# every valid put; a refused one leaves the flows served as they were.
+TKEY=/sluice/tokend-rules
+TMETRICS=127.0.0.1:9465
+crule() # COUNT: a cluster rule file
+{
+	printf '{"rules":[{"name":"fleet","match":{"proto":"udp","dport":9000},"grade":"pps","count":%s,"cluster":{"namespace":"web","flow_id":1,"threshold_type":"global"}}]}' "$1"
+}
+crule 500 >"$T/td.json"
+tmetric() { ip netns exec "$NS_RX" curl -s "http://$TMETRICS/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+THRESH='sluice_tokend_flow_threshold{namespace="web",flow_id="1",rule="fleet"}'
+wait_tmetric() # SECS METRIC VALUE
+{
+	local k
+
+	for ((k = 0; k < $1 * 20; k++)); do
+		[ "$(tmetric "$2")" = "$3" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
+ectl put "$TKEY" "$(crule 1000)" >/dev/null
+netns_bg "$NS_RX" tokend "$SLUICE" tokend --listen 127.0.0.1:7070 \
+	--rules "$T/td.json" --state-dir "$T/tdstate" --etcd "$EP" \
+	--etcd-key "$TKEY" --metrics "$TMETRICS"
+wait_tmetric 5 "$THRESH" 1000
+check $? "tokend --etcd-key: boots from --rules (500), then serves the key's value (count $(tmetric "$THRESH"))"
+ectl put "$TKEY" "$(crule 2000)" >/dev/null
+wait_tmetric 5 "$THRESH" 2000
+check $? "  ... and a put after (count $(tmetric "$THRESH"))"
+ectl put "$TKEY" '{"rules":[{"name":"fleet"' >/dev/null
+ectl put "$TKEY" "$(rule r1 9000 100 | sed 's/^/{"rules":[/; s/$/]}/')" >/dev/null
+wait_tmetric 5 sluice_config_source_refused_total 2
+rc=$?
+[ $rc = 0 ] && [ "$(tmetric "$THRESH")" = 2000 ] &&
+	grep -q "refused, the rules served stay: .*no rule has a cluster object" "$T/tokend.err"
+check $? "  ... an invalid value and one without cluster rules refused (2), count 2000 still served"
+kill -HUP "${NETNS_PID[tokend]}"
+sleep 0.5
+[ "$(tmetric "$THRESH")" = 2000 ]
+check $? "  ... SIGHUP does not read --rules while etcd is the source"
+netns_stop tokend
+netns_bg "$NS_RX" tokend "$SLUICE" tokend --listen 127.0.0.1:7070 \
+	--rules "$T/td.json" --state-dir "$T/tdstate" --metrics "$TMETRICS"
+wait_tmetric 5 "$THRESH" 500
+crule 700 >"$T/td.json"
+kill -HUP "${NETNS_PID[tokend]}"
+wait_tmetric 5 "$THRESH" 700
+check $? "tokend without --etcd-key: SIGHUP serves --rules again (count $(tmetric "$THRESH"))"
+echo '{"rules":[' >"$T/td.json"
+kill -HUP "${NETNS_PID[tokend]}"
+sleep 0.5
+[ "$(tmetric "$THRESH")" = 700 ] && grep -q "SIGHUP: $T/td.json not served" "$T/tokend.err"
+check $? "  ... a broken file on SIGHUP: refused, count 700 still served"
+netns_stop tokend
+
 # ---- bad options: usage errors before anything is loaded -----------------
 ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
 	--pin-dir "$SL_BPFFS/bad" --etcd 127.0.0.1:2379 --etcd-key "$KEY" 2>"$T/bad.err"
@@ -329,7 +386,17 @@ check $? "--etcd without http://: exit 2 ($rc), saying so, nothing loaded"
 ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
 	--pin-dir "$SL_BPFFS/bad" --etcd "$EP" 2>"$T/bad.err"
 rc=$?
-[ "$rc" = 2 ] && grep -q -- "--etcd and --etcd-key go together" "$T/bad.err"
-check $? "--etcd without --etcd-key: exit 2 ($rc)"
+[ "$rc" = 2 ] && grep -q -- "--etcd needs --etcd-key (the rules) or --election" "$T/bad.err"
+check $? "--etcd without --etcd-key or --election: exit 2 ($rc)"
+ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/bad" \
+	--pin-dir "$SL_BPFFS/bad" --etcd "$EP" --election /e --advertise 127.0.0.1:1 2>"$T/bad.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--election needs --serve-tokens and --etcd" "$T/bad.err"
+check $? "--election without --serve-tokens: exit 2 ($rc)"
+ip netns exec "$NS_RX" "$SLUICE" tokend --listen 127.0.0.1:7070 --rules "$T/td.json" --state-dir "$T/bad" \
+	--etcd-key "$TKEY" 2>"$T/bad.err"
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--etcd-key needs --etcd" "$T/bad.err"
+check $? "tokend --etcd-key without --etcd: exit 2 ($rc)"
 
 echo "1..$n"

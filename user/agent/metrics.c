@@ -150,25 +150,6 @@ static const struct sl_metric
 	snap_prev = { "sluice_snapshot_from_previous",
 		      "1 when the agent booted from rules.json.prev because "
 		      "rules.json was damaged." },
-	source_up = { "sluice_config_source_up",
-		      "1 while the agent watches its config source (etcd); 0 "
-		      "while it cannot reach it and enforces what it has." },
-	source_revision = { "sluice_config_source_revision",
-			    "The config source's revision (etcd mod_revision "
-			    "of the key) the rules in force came from." },
-	source_applied = { "sluice_config_source_applied_total",
-			   "Values of the config source put in force since "
-			   "the start." },
-	source_refused = { "sluice_config_source_refused_total",
-			   "Values of the config source refused (invalid, "
-			   "empty, deleted) since the start; the rules in "
-			   "force stayed." },
-	source_change = { "sluice_config_source_last_change_timestamp_seconds",
-			  "Unix time the last value of the config source was "
-			  "put in force; 0: none since the start." },
-	source_down = { "sluice_config_source_unreachable_seconds",
-			"Seconds since the config source became unreachable; "
-			"0 while it is reachable." },
 	iface = { "sluice_interface_attached",
 		  "1 while the XDP link is attached to the interface, by XDP "
 		  "mode." },
@@ -306,20 +287,8 @@ static void put_agent(struct sl_metrics *m, const struct scrape *s,
 	sl_metrics_gauge(m, &snap_version, NULL, 0, st->snapshot_version);
 	sl_metrics_gauge(m, &snap_age, NULL, 0, age > 0 ? age : 0);
 	sl_metrics_gauge(m, &snap_prev, NULL, 0, st->snapshot_from_prev);
-	if (st->has_config_source) {
-		const struct sl_etcd_source_stats *cs = &st->config_source;
-		int64_t down_ms = cs->unreachable_ms
-					  ? sl_wall_ms() - cs->unreachable_ms
-					  : 0;
-
-		sl_metrics_gauge(m, &source_up, NULL, 0, cs->up);
-		sl_metrics_gauge(m, &source_revision, NULL, 0, cs->revision);
-		sl_metrics_counter(m, &source_applied, NULL, 0, cs->applied);
-		sl_metrics_counter(m, &source_refused, NULL, 0, cs->refused);
-		sl_metrics_gauge(m, &source_change, NULL, 0,
-				 cs->last_change_ms / 1000.0);
-		sl_metrics_gauge(m, &source_down, NULL, 0, down_ms / 1000.0);
-	}
+	if (st->has_config_source)
+		sl_etcd_source_metrics(m, &st->config_source);
 	for (int i = 0; i < dp->n_ifaces; i++) {
 		const struct sl_iface *ifc = &dp->ifaces[i];
 		const char *mode = sl_xdp_mode_str(ifc->mode);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "election.h"
+#include "etcd_source.h"
 #include "http_metrics.h"
 #include "log.h"
 #include "params.h"
@@ -59,19 +60,114 @@ struct tokend_opts {
 	const char *rules, *state_dir, *secrets, *metrics;
 	bool learn_given;
 	struct sl_election_cfg election;
+	const char *etcd_key;
 };
 
-static int fill_metrics(void *td, struct sl_text *out)
+/*
+ * The rules served: --rules at the start, then every valid value of
+ * --etcd-key, or without it the file again on SIGHUP. A set stays alive
+ * while the server points into it, until the next is in force.
+ */
+struct keeper {
+	struct sl_tokend *td;
+	const char *file, *etcd_key;
+	pthread_mutex_t lock; /* rs; the SIGHUP and etcd threads both serve */
+	struct sl_ruleset rs;
+	struct sl_etcd_source *etcd;
+	char err[ERRBUF];
+};
+
+/* next (consumed) is served, or refused with the reason in k->err. */
+static int serve(struct keeper *k, struct sl_ruleset *next)
 {
+	bool any = false;
+	int ret;
+
+	for (size_t i = 0; i < next->n; i++)
+		any |= next->rules[i].cluster.enabled;
+	if (!any && !next->allow_empty) {
+		snprintf(k->err, sizeof(k->err),
+			 "no rule has a cluster object: refusing to serve "
+			 "nothing (a document meant to hold none says "
+			 "\"allow_empty\": true)");
+		sl_ruleset_free(next);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&k->lock);
+	ret = sl_tokend_set_rules(k->td, next, k->err, sizeof(k->err));
+	if (!ret) {
+		sl_ruleset_free(&k->rs);
+		k->rs = *next;
+	} else {
+		sl_ruleset_free(next);
+	}
+	pthread_mutex_unlock(&k->lock);
+	return ret;
+}
+
+/* From the etcd thread: a value of --etcd-key waits. */
+static void on_etcd_value(void *arg)
+{
+	struct keeper *k = arg;
+	struct sl_ruleset next = {0};
+	struct sl_etcd_value v;
+	int ret = -EINVAL;
+
+	if (!sl_etcd_source_take(k->etcd, &v))
+		return;
+	if (v.deleted)
+		snprintf(k->err, sizeof(k->err), "the key was deleted");
+	else if (!sl_rules_parse(v.text, v.len, &next, k->err,
+				 sizeof(k->err)))
+		ret = serve(k, &next);
+	if (ret) {
+		pr_err("tokend: etcd: %s at revision %llu refused, the rules "
+		       "served stay: %s", k->etcd_key,
+		       (unsigned long long)v.revision, k->err);
+		sl_etcd_source_refused(k->etcd, v.revision, k->err);
+	} else {
+		pr_info("tokend: etcd: %s at revision %llu served (%zu "
+			"rules)", k->etcd_key, (unsigned long long)v.revision,
+			k->rs.n);
+		sl_etcd_source_applied(k->etcd, v.revision);
+	}
+	free(v.text);
+}
+
+/* SIGHUP without --etcd-key: the rule file again. */
+static void reload_rules(struct keeper *k)
+{
+	struct sl_ruleset next = {0};
+
+	if (sl_rules_load_file(k->file, &next, k->err, sizeof(k->err)) ||
+	    serve(k, &next))
+		pr_err("tokend: SIGHUP: %s not served, the rules served "
+		       "stay: %s", k->file, k->err);
+	else
+		pr_info("tokend: SIGHUP: rules reloaded from %s: %zu rules",
+			k->file, k->rs.n);
+}
+
+static int fill_metrics(void *arg, struct sl_text *out)
+{
+	struct keeper *k = arg;
 	struct sl_metrics m;
+	int err;
 
 	sl_metrics_init(&m, out);
 	sl_metrics_build_info(&m);
-	return sl_tokend_metrics(td, &m);
+	err = sl_tokend_metrics(k->td, &m);
+	if (!err && k->etcd) {
+		struct sl_etcd_source_stats cs;
+
+		sl_etcd_source_stats(k->etcd, &cs);
+		sl_etcd_source_metrics(&m, &cs);
+	}
+	return err;
 }
 
 /* --metrics: bound before the server runs, so a taken address stops it */
-static int start_metrics(const char *addr, struct sl_tokend *td,
+static int start_metrics(const char *addr, struct keeper *k,
 			 struct sl_http_metrics **out)
 {
 	int fd = sl_http_metrics_listen(addr), err;
@@ -80,7 +176,7 @@ static int start_metrics(const char *addr, struct sl_tokend *td,
 		pr_err("--metrics %s: %s", addr, strerror(-fd));
 		return fd;
 	}
-	err = sl_http_metrics_start(fd, fill_metrics, td, out);
+	err = sl_http_metrics_start(fd, fill_metrics, k, out);
 	if (err) {
 		pr_err("--metrics %s: cannot serve HTTP: %s", addr,
 		       strerror(-err));
@@ -91,20 +187,21 @@ static int start_metrics(const char *addr, struct sl_tokend *td,
 }
 
 /*
- * SIGHUP reloads the secrets (a rotation, docs/cluster.md): a thread that
- * waits for it, since the file cannot be read in a handler. New clients
- * are checked against the new file; a file that does not load changes
- * nothing. SIGHUP is blocked in every other thread.
+ * SIGHUP reloads the secrets (a rotation, docs/cluster.md) and, without
+ * --etcd-key, the rules: a thread that waits for it, since the files
+ * cannot be read in a handler. New clients are checked against the new
+ * secrets; a file that does not load changes nothing. SIGHUP is blocked
+ * in every other thread.
  */
 struct reloader {
 	pthread_t thread;
-	struct sl_tokend *td;
+	struct keeper *k;
 	const char *path;
 	struct sl_secrets *cur;
 	volatile sig_atomic_t stop;
 };
 
-static void *reload_secrets(void *arg)
+static void *reload_on_hup(void *arg)
 {
 	struct reloader *r = arg;
 	sigset_t hup;
@@ -114,15 +211,19 @@ static void *reload_secrets(void *arg)
 	sigemptyset(&hup);
 	sigaddset(&hup, SIGHUP);
 	while (!sigwait(&hup, &sig) && !r->stop) {
-		struct sl_secrets *next = sl_secrets_load_new(r->path, err,
-							      sizeof(err));
+		struct sl_secrets *next;
 
+		if (!r->k->etcd_key)
+			reload_rules(r->k);
+		if (!r->path)
+			continue;
+		next = sl_secrets_load_new(r->path, err, sizeof(err));
 		if (!next) {
 			pr_err("tokend: SIGHUP: secrets not reloaded, those in "
 			       "use stay: %s", err);
 			continue;
 		}
-		sl_tokend_set_secrets(r->td, next);
+		sl_tokend_set_secrets(r->k->td, next);
 		sl_secrets_destroy(r->cur);
 		r->cur = next;
 		pr_info("tokend: SIGHUP: secrets reloaded from %s: %zu "
@@ -145,10 +246,10 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	const char *rules = o->rules, *state_dir = o->state_dir;
 	const char *secrets_file = o->secrets;
 	struct sl_tokend_cfg cfg = o->cfg;
-	struct reloader rl = { .path = secrets_file };
+	struct keeper k = { .file = rules, .etcd_key = o->etcd_key };
+	struct reloader rl = { .path = secrets_file, .k = &k };
 	bool reloading = false;
 	sigset_t hup;
-	struct sl_ruleset rs = {0};
 	struct sl_http_metrics *http = NULL;
 	struct sl_election_cfg ec = o->election;
 	struct sl_election *el = NULL;
@@ -166,8 +267,13 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 				       o->metrics);
 	if (!o->learn_given)
 		cfg.learn_ms = cfg.ttl_ms;
-	if (!ec.endpoints != !ec.name)
-		return sl_params_error(cmd, "--etcd and --election go together");
+	if (ec.name && !ec.endpoints)
+		return sl_params_error(cmd, "--election needs --etcd");
+	if (o->etcd_key && !ec.endpoints)
+		return sl_params_error(cmd, "--etcd-key needs --etcd");
+	if (ec.endpoints && !ec.name && !o->etcd_key)
+		return sl_params_error(cmd, "--etcd needs --election or "
+					    "--etcd-key");
 	if (ec.name && !ec.advertise)
 		return sl_params_error(cmd, "--election needs --advertise "
 					    "HOST:PORT, where agents reach "
@@ -179,7 +285,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	lock_fd = lock_state_dir(state_dir);
 	if (lock_fd < 0)
 		goto out;
-	if (sl_rules_load_file(rules, &rs, err, ERRBUF)) {
+	pthread_mutex_init(&k.lock, NULL);
+	if (sl_rules_load_file(rules, &k.rs, err, ERRBUF)) {
 		pr_err("%s: invalid:\n%s", rules, err);
 		goto out;
 	}
@@ -188,12 +295,23 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		pr_err("--secrets %s", err);
 		goto out;
 	}
-	if (sl_tokend_new(&cfg, &rs, rl.cur, &td, err, ERRBUF)) {
+	if (sl_tokend_new(&cfg, &k.rs, rl.cur, &td, err, ERRBUF)) {
 		pr_err("tokend: %s", err);
 		goto out;
 	}
-	if (o->metrics && start_metrics(o->metrics, td, &http))
+	k.td = td;
+	if (o->etcd_key &&
+	    sl_etcd_source_new(ec.endpoints, o->etcd_key, 0, on_etcd_value,
+			       &k, &k.etcd, err, ERRBUF)) {
+		pr_err("tokend: %s", err);
 		goto out;
+	}
+	if (o->metrics && start_metrics(o->metrics, &k, &http))
+		goto out;
+	if (k.etcd && sl_etcd_source_start(k.etcd)) {
+		pr_err("tokend: --etcd-key: cannot start its thread");
+		goto out;
+	}
 	if (ec.name && sl_election_start(td, &ec, &el, err, ERRBUF)) {
 		pr_err("tokend: %s", err);
 		goto out;
@@ -204,14 +322,9 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	pr_info("tokend: listening on port %u; lease TTL %u ms, learning "
 		"for %u ms %s", sl_tokend_port(td), cfg.ttl_ms, cfg.learn_ms,
 		ec.name ? "once elected" : "from now");
-	if (secrets_file) {
-		rl.td = td;
-		reloading = !pthread_create(&rl.thread, NULL, reload_secrets,
-					    &rl);
-		if (!reloading)
-			pr_warn("tokend: no SIGHUP reload of the secrets: "
-				"cannot start its thread");
-	}
+	reloading = !pthread_create(&rl.thread, NULL, reload_on_hup, &rl);
+	if (!reloading)
+		pr_warn("tokend: no SIGHUP reload: cannot start its thread");
 	running = td;
 	signal(SIGUSR1, on_signal);
 	signal(SIGTERM, on_signal);
@@ -231,9 +344,11 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 out:
 	sl_election_stop(el);
 	sl_http_metrics_stop(http);
+	/* before the server: its thread serves into it */
+	sl_etcd_source_free(k.etcd);
 	sl_tokend_free(td);
 	sl_secrets_destroy(rl.cur);
-	sl_ruleset_free(&rs);
+	sl_ruleset_free(&k.rs);
 	if (lock_fd >= 0)
 		close(lock_fd);
 	free(err);
@@ -281,11 +396,14 @@ static const struct sl_opt tokend_opts[] = {
 	{ .name = "etcd", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct tokend_opts, election.endpoints),
 	  .metavar = "URL[,URL...]",
-	  .help = "etcd for the election (with --election)" },
+	  .help = "etcd for --election and --etcd-key" },
 	{ .name = "election", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct tokend_opts, election.name),
 	  .metavar = "KEY",
 	  .help = "run as a replica: only the leader elected under KEY grants" },
+	{ .name = "etcd-key", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct tokend_opts, etcd_key), .metavar = "KEY",
+	  .help = "serve the rule file at this etcd key, following it" },
 	{ .name = "advertise", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct tokend_opts, election.advertise),
 	  .metavar = "HOST:PORT",

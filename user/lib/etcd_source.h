@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * `sluice agent --etcd URL --etcd-key KEY` (docs/fleet.md): a thread
- * reads KEY and watches it, and hands the newest value to the control
- * loop, which applies it as `rule replace` does (agent.c) and reports
- * back. Only the newest value waits: values that arrive faster than the
+ * `sluice agent|tokend --etcd URL --etcd-key KEY` (docs/fleet.md): a
+ * thread reads KEY and watches it, and hands the newest value to its
+ * owner (the agent's control loop applies it as `rule replace` does,
+ * tokend serves its flows), which reports back. Only the newest value waits: values that arrive faster than the
  * loop takes them are skipped, never applied out of order or twice. etcd
  * down changes nothing in force; the thread retries with backoff.
  */
@@ -15,6 +15,8 @@
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+
+#include "metrics.h"
 
 /* The retry delay after failures in a row: doubled from MIN up to MAX. */
 #ifndef SL_ETCD_BACKOFF_MIN_MS
@@ -71,5 +73,9 @@ struct sl_etcd_source_stats {
 
 void sl_etcd_source_stats(struct sl_etcd_source *s,
 			  struct sl_etcd_source_stats *st);
+
+/* Their metric families, sluice_config_source_* (the agent's and tokend's). */
+void sl_etcd_source_metrics(struct sl_metrics *m,
+			    const struct sl_etcd_source_stats *cs);
 
 #endif

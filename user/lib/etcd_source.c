@@ -354,3 +354,39 @@ void sl_etcd_source_stats(struct sl_etcd_source *s,
 	st->unreachable_ms = s->unreachable_ms;
 	pthread_mutex_unlock(&s->lock);
 }
+
+static const struct sl_metric
+	source_up = { "sluice_config_source_up",
+		      "1 while the config source (etcd) is watched; 0 while "
+		      "it cannot be reached and what is in force stays." },
+	source_revision = { "sluice_config_source_revision",
+			    "The config source's revision (etcd mod_revision "
+			    "of the key) the rules in force came from." },
+	source_applied = { "sluice_config_source_applied_total",
+			   "Values of the config source put in force since "
+			   "the start." },
+	source_refused = { "sluice_config_source_refused_total",
+			   "Values of the config source refused (invalid, "
+			   "empty, deleted) since the start; the rules in "
+			   "force stayed." },
+	source_change = { "sluice_config_source_last_change_timestamp_seconds",
+			  "Unix time the last value of the config source was "
+			  "put in force; 0: none since the start." },
+	source_down = { "sluice_config_source_unreachable_seconds",
+			"Seconds since the config source became unreachable; "
+			"0 while it is reachable." };
+
+void sl_etcd_source_metrics(struct sl_metrics *m,
+			    const struct sl_etcd_source_stats *cs)
+{
+	int64_t down_ms = cs->unreachable_ms ? sl_wall_ms() - cs->unreachable_ms
+					     : 0;
+
+	sl_metrics_gauge(m, &source_up, NULL, 0, cs->up);
+	sl_metrics_gauge(m, &source_revision, NULL, 0, cs->revision);
+	sl_metrics_counter(m, &source_applied, NULL, 0, cs->applied);
+	sl_metrics_counter(m, &source_refused, NULL, 0, cs->refused);
+	sl_metrics_gauge(m, &source_change, NULL, 0,
+			 cs->last_change_ms / 1000.0);
+	sl_metrics_gauge(m, &source_down, NULL, 0, down_ms / 1000.0);
+}
