@@ -1330,9 +1330,7 @@ static void carry_flow(struct flow *to, struct flow *from)
 {
 	const struct sl_cluster *cl = to->cl;
 	const struct sl_rule *rule = to->rule;
-	uint64_t count = to->count;
-
-	uint64_t was = from->count;
+	uint64_t count = to->count, was = from->count;
 
 	*to = *from;
 	to->cl = cl;
@@ -1340,7 +1338,10 @@ static void carry_flow(struct flow *to, struct flow *from)
 	to->count = count;
 	to->have_level = false;
 	to->dirty = true;
-	*from = (struct flow){ 0 };
+	/* moved: the old set is freed without them (its ids stay sorted) */
+	from->h = NULL;
+	from->live = (struct node_set){ 0 };
+	from->gone = (struct node_set){ 0 };
 	if (count == was || !was)
 		return;
 	to->outstanding = 0;
@@ -1362,8 +1363,6 @@ static void carry_flow(struct flow *to, struct flow *from)
 /* Puts v in force; old flows that stay hand their state over. */
 static void install_flows(struct sl_tokend *td, struct ns *v, uint32_t n)
 {
-	uint64_t old_count;
-
 	for (uint32_t i = 0; i < n && i < td->n_ns; i++) {
 		for (uint32_t j = 0; j < v[i].n_flows; j++) {
 			struct flow *f = &v[i].flows[j];
@@ -1371,13 +1370,12 @@ static void install_flows(struct sl_tokend *td, struct ns *v, uint32_t n)
 
 			if (!was)
 				continue;
-			old_count = was->count;
 			carry_flow(f, was);
-			if (old_count != f->count)
+			if (was->count != f->count)
 				pr_info("tokend: namespace '%s' flow %u: count "
 					"%llu, was %llu", v[i].name, f->id,
 					(unsigned long long)f->count,
-					(unsigned long long)old_count);
+					(unsigned long long)was->count);
 		}
 	}
 	for (struct conn *c = td->conns; c; c = c->next) {
