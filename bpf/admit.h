@@ -337,6 +337,21 @@ static __always_inline __u64 rule_budget_take(struct sluice_budget *bud,
 	return grant;
 }
 
+/* n tokens taken from a source's budget now, in its window's ring. */
+static __always_inline void source_record(struct sluice_src_state *st,
+					  __u32 interval_ms, __u64 now_ns,
+					  __u64 n)
+{
+	__u64 slot_ns = interval_ns_of(interval_ms) / SLUICE_SRC_SLOTS;
+	__u64 cur = now_ns / slot_ns;
+	__u32 idx = cur % (SLUICE_SRC_SLOTS + 1);
+
+	/* as in ledger_rec */
+	asm volatile("" : "+r"(idx));
+	if (idx <= SLUICE_SRC_SLOTS)
+		ring_add(&st->ring[idx], cur, n, now_ns);
+}
+
 /* Take tokens from a source's budget (see pace_take). */
 static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
 						__u64 count,
@@ -348,7 +363,6 @@ static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
 	__u64 interval_ns = interval_ns_of(interval_ms);
 	__u64 slot_ns = interval_ns / SLUICE_SRC_SLOTS;
 	__u64 cur = now_ns / slot_ns, used, grant;
-	__u32 idx;
 
 	if (!count || !limit)
 		return 0;
@@ -356,13 +370,8 @@ static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
 			   now_ns > interval_ns ? now_ns - interval_ns : 0);
 	grant = pace_take(&st->pacer, count, interval_ms, now_ns,
 			  limit > used ? limit - used : 0, want, cost);
-	if (!grant)
-		return 0;
-	idx = cur % (SLUICE_SRC_SLOTS + 1);
-	/* as in ledger_rec */
-	asm volatile("" : "+r"(idx));
-	if (idx <= SLUICE_SRC_SLOTS)
-		ring_add(&st->ring[idx], cur, grant, now_ns);
+	if (grant)
+		source_record(st, interval_ms, now_ns, grant);
 	return grant;
 }
 
@@ -654,24 +663,108 @@ static __always_inline __u32 source_cache_index(const struct sluice_src_key *k)
 	return h >> (32 - SLUICE_SRC_CACHE_BITS);
 }
 
-/* The source entry for key, created on first sight; when the rule's table
- * is full, the rule's shared overflow entry (*overflow set); NULL when the
- * table cannot hold even that. */
+#define SKETCH_FIELD_MAX ((1ULL << 24) - 1)
+
+/* Row row's counter of key (murmur3's finalizer over the key's words). */
+static __always_inline __u32 sketch_index(const struct sluice_src_key *k,
+					  __u32 seed, __u32 row)
+{
+	__u32 w[4], h = (k->rule + 1) * 0x9e3779b1u + row * 0x85ebca6bu + seed;
+
+	__builtin_memcpy(w, k->addr, 16);
+	for (int i = 0; i < 4; i++) {
+		h ^= w[i] + row;
+		h ^= h >> 16;
+		h *= 0x85ebca6bu;
+		h ^= h >> 13;
+		h *= 0xc2b2ae35u;
+		h ^= h >> 16;
+	}
+	return row << SLUICE_SKETCH_BITS | h >> (32 - SLUICE_SKETCH_BITS);
+}
+
+/*
+ * Adds cost to key's counters and returns its estimate of the last
+ * second: the smallest row's count of this second plus the part of the
+ * previous second still in the sliding second. Collisions only ever
+ * raise it; a saturated counter reads as unbounded.
+ */
+static __always_inline __u64 sketch_count(const struct sluice_src_key *key,
+					  __u32 seed, __u64 cost,
+					  __u64 now_ns)
+{
+	__u64 epoch = (now_ns / SLUICE_SKETCH_WINDOW_NS) & 0xffff;
+	__u64 left = SLUICE_SKETCH_WINDOW_NS - now_ns % SLUICE_SKETCH_WINDOW_NS;
+	__u64 est = ~0ULL;
+
+	for (__u32 row = 0; row < SLUICE_SKETCH_ROWS; row++) {
+		__u32 idx = sketch_index(key, seed, row);
+		__u64 *c = bpf_map_lookup_elem(&src_sketch, &idx);
+		__u64 old, e, prev = 0, cur = 0, r;
+
+		if (!c)
+			continue;
+		/* a lost race leaves the count one short: a hint */
+		for (int try = 0; try < 3; try++) {
+			old = READ_ONCE(*c);
+			e = old >> 48;
+			prev = cur = 0;
+			if (e == epoch) {
+				prev = old >> 24 & SKETCH_FIELD_MAX;
+				cur = old & SKETCH_FIELD_MAX;
+			} else if (e == ((epoch - 1) & 0xffff)) {
+				prev = old & SKETCH_FIELD_MAX;
+			}
+			cur = cur + cost < SKETCH_FIELD_MAX ? cur + cost
+							    : SKETCH_FIELD_MAX;
+			if (__sync_val_compare_and_swap(
+				    c, old, epoch << 48 | prev << 24 | cur) == old)
+				break;
+		}
+		r = cur == SKETCH_FIELD_MAX
+			    ? ~0ULL
+			    : cur + prev * left / SLUICE_SKETCH_WINDOW_NS;
+		if (r < est)
+			est = r;
+	}
+	return est;
+}
+
+enum source_tier {
+	SOURCE_EXACT,	 /* its own entry in src_table */
+	SOURCE_LIGHT,	 /* under half its count: the sketch's estimate */
+	SOURCE_OVERFLOW, /* the rule's table is full: the shared entry */
+};
+
+/*
+ * The source entry for key. A source without one takes an entry only
+ * once the sketch says it sent half its count in the last second, so a
+ * churn of forged one-packet sources fills no entries and established
+ * ones stay; the new entry starts with what the sketch counted before
+ * it. Under that the source is light: admitted without an entry. When
+ * the rule's table is full, the rule's shared overflow entry; NULL when
+ * the table cannot hold even that.
+ */
 static __always_inline struct sluice_src_state *
 source_state(const struct sluice_src_key *key,
 	     const struct sluice_rule_cfg *cfg, struct sluice_rule_cpu *rc,
-	     bool *overflow)
+	     __u64 count, __u64 cost, __u64 now_ns, enum source_tier *tier)
 {
 	struct sluice_src_key okey = { .rule = key->rule,
 				       .family = SLUICE_SRC_OVERFLOW_FAMILY };
 	struct sluice_src_state zero = {}, *st;
 	__u32 slot = key->rule;
-	__u64 *added, *freed, n;
+	__u64 *added, *freed, n, est;
 
-	*overflow = false;
+	*tier = SOURCE_EXACT;
 	st = bpf_map_lookup_elem(&src_table, key);
 	if (st)
 		return st;
+	est = sketch_count(key, cfg->sketch_seed, cost, now_ns);
+	if (est < count / 2) {
+		*tier = SOURCE_LIGHT;
+		return NULL;
+	}
 
 	added = bpf_map_lookup_elem(&rule_src_added, &slot);
 	freed = bpf_map_lookup_elem(&rule_src_freed, &slot);
@@ -682,8 +775,14 @@ source_state(const struct sluice_src_key *key,
 		if (n < cfg->max_sources)
 			err = bpf_map_update_elem(&src_table, key, &zero,
 						  BPF_NOEXIST);
-		if (!err)
-			return bpf_map_lookup_elem(&src_table, key);
+		if (!err) {
+			st = bpf_map_lookup_elem(&src_table, key);
+			/* what it sent before (est counts this packet) */
+			if (st && est > cost && est != ~0ULL)
+				source_record(st, cfg->interval_ms, now_ns,
+					      est - cost);
+			return st;
+		}
 		__sync_fetch_and_add(added, -1);
 		/* another CPU created it first */
 		if (err == -EEXIST) {
@@ -694,7 +793,7 @@ source_state(const struct sluice_src_key *key,
 	}
 
 	/* table full for this rule: new sources share one allowance */
-	*overflow = true;
+	*tier = SOURCE_OVERFLOW;
 	rc->source_overflow++;
 	st = bpf_map_lookup_elem(&src_table, &okey);
 	if (st)
@@ -719,6 +818,7 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	struct sluice_refusal *refusal;
 	struct sluice_src_key key;
 	__u64 *limit, now, count, chunk, grant;
+	enum source_tier tier;
 	bool overflow;
 	__u32 idx;
 
@@ -742,24 +842,26 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 		c->refusal = (struct sluice_refusal){};
 	}
 
-	st = source_state(&key, cfg, rc, &overflow);
-	if (!st) {
-		host_stat(SLUICE_ST_SRC_TABLE_FULL);
-		return ADMIT_BLOCKED;
-	}
-	/* overflow sources share one budget: no caching, one shared hint */
-	refusal = overflow ? &st->refusal : &c->refusal;
-	if (overflow && hold_refused(rc, cfg, refusal, slot_ns, p->len))
-		return ADMIT_HELD;
-
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
 	if (!limit)
 		return ADMIT_BLOCKED;
 	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
-	WRITE_ONCE(st->last_seen_ns, now);
 	/* no lease: cluster rules are never per_source (rules.md) */
 	count = sluice_effective_limit(cfg, *limit, now);
+	st = source_state(&key, cfg, rc, count, cost, now, &tier);
+	if (tier == SOURCE_LIGHT)
+		return ADMIT_PASSED;
+	if (!st) {
+		host_stat(SLUICE_ST_SRC_TABLE_FULL);
+		return ADMIT_BLOCKED;
+	}
+	overflow = tier == SOURCE_OVERFLOW;
+	/* overflow sources share one budget: no caching, one shared hint */
+	refusal = overflow ? &st->refusal : &c->refusal;
+	if (overflow && hold_refused(rc, cfg, refusal, slot_ns, p->len))
+		return ADMIT_HELD;
+	WRITE_ONCE(st->last_seen_ns, now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
 	if (overflow || chunk < cost)

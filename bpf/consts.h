@@ -73,6 +73,20 @@
 #define SLUICE_DST_CACHE_BITS 8
 #endif
 
+/*
+ * The sketch in front of the source table (docs/architecture.md): rows
+ * of 2^bits counters, each of the last second's cost of the sources
+ * that hash to it. A source takes an exact entry only once its estimate
+ * reaches half its rule's count per second.
+ */
+#ifndef SLUICE_SKETCH_ROWS
+#define SLUICE_SKETCH_ROWS 4
+#endif
+#ifndef SLUICE_SKETCH_BITS
+#define SLUICE_SKETCH_BITS 18
+#endif
+#define SLUICE_SKETCH_WINDOW_NS 1000000000ULL
+
 /* Source entries over all per_source rules (plus one overflow per rule). */
 #ifndef SLUICE_MAX_SOURCES
 #define SLUICE_MAX_SOURCES 262144

@@ -118,6 +118,14 @@ struct {
 	__type(value, struct sluice_src_state);
 } src_table SEC(".maps");
 
+/* Counters of the sketch tier (admit.h): epoch:16, prev:24, cur:24. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_SKETCH_ROWS << SLUICE_SKETCH_BITS);
+	__type(key, __u32);
+	__type(value, __u64);
+} src_sketch SEC(".maps");
+
 /* Per-CPU token caches of recently seen sources, in front of src_table. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

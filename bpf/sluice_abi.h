@@ -91,7 +91,9 @@ struct sluice_rule_cfg {
 	__u32 max_sources;
 	__u8 src_prefix_v4;
 	__u8 src_prefix_v6;
-	__u8 pad[2];
+	/* per_source: seeds the rule's sketch counters, so that a rule new
+	 * in a reused slot does not inherit another's counts */
+	__u16 sketch_seed;
 	/* warm-up: the threshold ramps from count / cold_factor to count
 	 * over warm_period_ms from warm_start_ns; 0 = none */
 	__u64 warm_start_ns;

@@ -139,7 +139,8 @@ static void test_gc_chunks(struct sl_dataplane *dp)
 	int deleted, err;
 
 	next_scenario();
-	if (!tap(apply_one(dp, "churn", 8002, "pps", 5,
+	/* count 1: every source takes an entry at its first packet */
+	if (!tap(apply_one(dp, "churn", 8002, "pps", 1,
 			   "\"per_source\":{\"max_sources\":10000}") == 0,
 		 "gc chunks: rule applies"))
 		return;
@@ -155,7 +156,7 @@ static void test_gc_chunks(struct sl_dataplane *dp)
 	tap(!err && v.n >= (size_t)n, "gc chunks: the scan finds %zu idle, "
 	    "at least %d (err %d)", v.n, n, err);
 	/* the same rule again (kept: its slot and sources stay) */
-	apply_one(dp, "churn", 8002, "pps", 5,
+	apply_one(dp, "churn", 8002, "pps", 1,
 		  "\"per_source\":{\"max_sources\":10000}");
 	deleted = sl_dp_gc_collect(dp, &v);
 	st = rule_stats(dp, "churn");
@@ -171,6 +172,66 @@ static void test_gc_chunks(struct sl_dataplane *dp)
 	    "%llu live", deleted, SL_GC_CHUNK, (unsigned long long)st.sources);
 }
 
+/* n packets from src to dport; how many passed. */
+static long from(struct sl_dataplane *dp, uint16_t dport, const char *src,
+		 int n)
+{
+	struct pkt p = udp_to(dport, src, 0);
+	long passed = 0;
+
+	for (int i = 0; i < n; i++)
+		passed += run(dp, &p) == XDP_PASS;
+	return passed;
+}
+
+/*
+ * The sketch tier: a source takes an entry only once it sent half its
+ * count in the last second, starting with what it sent before, so that a
+ * churn of one-packet sources fills no entries and cannot push out the
+ * sources that hold one, while every source is held to its count.
+ */
+static void test_sketch_tier(struct sl_dataplane *dp)
+{
+	struct sl_rule_stats st;
+	long a, b, churn;
+
+	next_scenario();
+	if (!tap(apply_one(dp, "tier", 8003, "pps", 100,
+			   "\"per_source\":{\"max_sources\":3}") == 0,
+		 "sketch: rule applies"))
+		return;
+	a = from(dp, 8003, "198.18.200.1", 150);
+	st = rule_stats(dp, "tier");
+	tap(a == 100 && st.sources == 1,
+	    "sketch: a source sending 150 gets its count 100 (%ld): 49 "
+	    "light, then an entry that starts at 49; %llu live, expected 1",
+	    a, (unsigned long long)st.sources);
+	churn = many_sources(dp, 8003, 3000);
+	st = rule_stats(dp, "tier");
+	tap(churn == 3000 && st.sources == 1 && st.source_overflow == 0,
+	    "sketch: 3000 one-packet sources all pass (%ld), take no entry "
+	    "(%llu live) and nothing overflows (%llu)", churn,
+	    (unsigned long long)st.sources,
+	    (unsigned long long)st.source_overflow);
+	a = from(dp, 8003, "198.18.200.1", 10);
+	b = from(dp, 8003, "198.18.200.2", 150);
+	st = rule_stats(dp, "tier");
+	tap(a == 0 && b == 100 && st.sources == 2,
+	    "sketch: after the churn the first source is still held (%ld of "
+	    "10), a new heavy one gets its count 100 (%ld); %llu live",
+	    a, b, (unsigned long long)st.sources);
+	/* a second later the first source's window has room again; the
+	 * sketch's previous second no longer counts once it slid past */
+	set_time(test_time() + 2 * NSEC_PER_SEC);
+	a = from(dp, 8003, "198.18.200.1", 150);
+	b = from(dp, 8003, "198.18.200.3", 40);
+	st = rule_stats(dp, "tier");
+	tap(a == 100 && b == 40 && st.sources == 2,
+	    "sketch: 2 s later the first gets 100 again (%ld); a light "
+	    "source sending 40 passes without an entry (%ld, %llu live)",
+	    a, b, (unsigned long long)st.sources);
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -179,6 +240,7 @@ int main(void)
 		return h_end();
 	test_per_source(&dp);
 	test_gc_chunks(&dp);
+	test_sketch_tier(&dp);
 	h_unload(&dp);
 	return h_end();
 }

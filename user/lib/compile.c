@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include "compile.h"
+#include "rules_json.h"
 #include "util.h"
 
 static int cmp_u32(uint32_t a, uint32_t b)
@@ -498,5 +499,6 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 		cfg->max_sources = r->max_sources;
 		cfg->src_prefix_v4 = r->src_prefix_v4;
 		cfg->src_prefix_v6 = r->src_prefix_v6;
+		cfg->sketch_seed = sl_rule_def_hash(r);
 	}
 }
