@@ -440,6 +440,28 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 	if (th->cluster_flow)
 		sl_text_printf(t, ",\"cluster_state\":\"%s\"",
 			       sl_lease_state_str(th->state));
+	if (st->has_breaker) {
+		const struct sl_breaker_stats *b = &st->breaker;
+
+		sl_text_printf(
+		    t,
+		    ",\"breaker\":{\"state\":\"%s\",\"since_ns\":%llu,"
+		    "\"opened\":%llu,\"half_opened\":%llu,\"closed\":%llu,"
+		    "\"probes_passed\":%llu,\"probe_success\":%llu,"
+		    "\"probe_failure\":%llu,\"failed_fast\":%llu,"
+		    "\"answers\":%llu,\"errors\":%llu}",
+		    sl_breaker_state_str(b->state),
+		    (unsigned long long)b->since_ns,
+		    (unsigned long long)b->to_state[SLUICE_BRK_OPEN],
+		    (unsigned long long)b->to_state[SLUICE_BRK_HALF_OPEN],
+		    (unsigned long long)b->to_state[SLUICE_BRK_CLOSED],
+		    (unsigned long long)b->probes_passed,
+		    (unsigned long long)b->probe_success,
+		    (unsigned long long)b->probe_failure,
+		    (unsigned long long)b->failed_fast,
+		    (unsigned long long)b->answers,
+		    (unsigned long long)b->errors);
+	}
 	sl_text_printf(t, "}");
 }
 
