@@ -33,7 +33,8 @@ breaker='{"rules":[{"name":"web","match":{"proto":"tcp","dport":8080},"grade":"c
   "stat_interval_ms":'$STAT_MS',"probes":'$PROBES'}}]}'
 
 echo "$plain" >"$NETNS_TMP/plain.json"
-sluice_start agent --rules "$NETNS_TMP/plain.json" ||
+MPORT=9473
+sluice_start agent --rules "$NETNS_TMP/plain.json" --metrics 127.0.0.1:$MPORT ||
 	{ echo "Bail out! the agent did not start"; exit 1; }
 # XDP_TX on a veth reaches its peer only when the peer runs NAPI
 netns_bg "$NS_TX" xdppass "$GEN_BIN/xdppass" --dev veth-tx --duration 600
@@ -218,6 +219,20 @@ ff0=$(brk failed_fast)
 res=$(connect 198.18.0.2 3 | outcomes)
 check "$([ "$res" = "rst rst rst" ] && [ $(( $(brk failed_fast) - ff0 )) = 3 ]; echo $?)" \
 	"reopened: the next SYNs are failed fast"
+
+# what an operator reads: stats, metrics, the log
+sleep 1.2
+scrape=$(ip netns exec "$NS_RX" curl -s http://127.0.0.1:$MPORT/metrics)
+m_open=$(grep -c '^sluice_breaker_state{rule="web",state="open"} 1$' <<<"$scrape")
+m_trans=$(sed -n 's/^sluice_breaker_transitions_total{rule="web",to="open"} //p' <<<"$scrape")
+m_fail=$(sed -n 's/^sluice_breaker_probes_total{rule="web",result="failure"} //p' <<<"$scrape")
+check "$([ "$m_open" = 1 ] && [ "$m_trans" = "$(brk opened)" ] && [ "$m_fail" -ge 1 ]; echo $?)" \
+	"metrics: sluice_breaker_state open 1, transitions to open $m_trans, probe failures $m_fail"
+text=$(sluice_cli stats | grep '^breaker web: open')
+check "$([ -n "$text" ]; echo $?)" "sluice stats: ${text:-no breaker line}"
+check "$(grep -q 'breaker web: open' "$NETNS_TMP/agent.err" &&
+	grep -q 'breaker web: closed' "$NETNS_TMP/agent.err"; echo $?)" \
+	"the agent logs the transitions ($(grep -c 'breaker web:' "$NETNS_TMP/agent.err") lines)"
 
 # 7. the last breaker goes: so does the egress program
 echo "$plain" | sluice_cli rule replace - >/dev/null

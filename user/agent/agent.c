@@ -80,6 +80,9 @@ struct agent {
 	const char *etcd_endpoints;
 	const char *etcd_key;
 	struct sl_etcd_source *etcd;
+	/* breakers' state words as last logged, by slot (log_breakers) */
+	uint64_t *breaker_seen;
+	uint64_t breaker_gen; /* dp.rules_gen they were read under */
 };
 
 static volatile sig_atomic_t stop, reload;
@@ -1174,6 +1177,52 @@ static void collect_sources(struct agent *a, struct sl_src_victims *victims)
 			strerror(-err));
 }
 
+/* A line for each breaker that changed state since the last call. */
+static void log_breakers(struct agent *a)
+{
+	struct sl_dataplane *dp = &a->dp;
+	bool fresh = a->breaker_gen != dp->rules_gen;
+
+	if (!a->breaker_seen) {
+		a->breaker_seen = calloc(SLUICE_MAX_RULE_SLOTS,
+					 sizeof(*a->breaker_seen));
+		if (!a->breaker_seen)
+			return;
+	}
+	pthread_mutex_lock(&a->dp_lock);
+	for (size_t i = 0; i < dp->rules.n; i++) {
+		const struct sl_rule *r = &dp->rules.rules[i];
+		uint64_t *seen = &a->breaker_seen[dp->slots[i]];
+		struct sl_rule_stats st;
+		uint64_t word, moves;
+
+		if (!r->breaker.enabled || sl_dp_rule_stats(dp, i, &st))
+			continue;
+		word = st.breaker.to_state[SLUICE_BRK_OPEN] +
+		       st.breaker.to_state[SLUICE_BRK_HALF_OPEN] +
+		       st.breaker.to_state[SLUICE_BRK_CLOSED];
+		moves = word - *seen;
+		/* a rule set changed: slots may have changed hands */
+		if (!fresh && moves)
+			sl_log(st.breaker.state == SLUICE_BRK_OPEN
+				       ? SL_LOG_WARN
+				       : SL_LOG_INFO,
+			    "breaker %s: %s (%llu transition%s in the last "
+			    "second; opened %llu times, probes %llu ok, %llu "
+			    "failed, %llu SYNs failed fast)",
+			    r->name, sl_breaker_state_str(st.breaker.state),
+			    (unsigned long long)moves, moves > 1 ? "s" : "",
+			    (unsigned long long)
+				    st.breaker.to_state[SLUICE_BRK_OPEN],
+			    (unsigned long long)st.breaker.probe_success,
+			    (unsigned long long)st.breaker.probe_failure,
+			    (unsigned long long)st.breaker.failed_fast);
+		*seen = word;
+	}
+	a->breaker_gen = dp->rules_gen;
+	pthread_mutex_unlock(&a->dp_lock);
+}
+
 static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 {
 	struct agent *a = opts;
@@ -1226,6 +1275,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		}
 		if (now - last_gc >= 1.0) {
 			collect_sources(a, &victims);
+			log_breakers(a);
 			last_gc = now;
 		}
 	}
@@ -1234,6 +1284,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
 	sl_src_victims_free(&victims);
+	free(a->breaker_seen);
 	/* first: they read (and the source wakes) everything below */
 	sl_http_metrics_stop(a->metrics);
 	sl_etcd_source_free(a->etcd);
