@@ -1057,6 +1057,7 @@ static void test_shipped_examples(void **state)
 	    "rules/examples/shadow-trial.json",
 	    "rules/examples/priority-override.json",
 	    "rules/examples/cluster.json",
+	    "rules/examples/breaker.json",
 	};
 	size_t i;
 
