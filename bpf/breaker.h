@@ -276,6 +276,7 @@ static __always_inline int breaker_rst(struct xdp_md *ctx)
 static __always_inline int breaker_syn(struct xdp_md *ctx, __u32 slot)
 {
 	const struct sluice_breaker_cfg *cfg;
+	const struct sluice_rule_cfg *rule;
 	struct sluice_breaker *st;
 	__u64 s, now;
 
@@ -306,6 +307,10 @@ static __always_inline int breaker_syn(struct xdp_md *ctx, __u32 slot)
 		return -1;
 fail:
 	__sync_fetch_and_add(&st->failed_fast, 1);
+	/* a shadow rule's breaker only counts what it would fail */
+	rule = bpf_map_lookup_elem(&rule_cfg, &slot);
+	if (!rule || rule->flags & SLUICE_RULE_SHADOW)
+		return -1;
 	if (cfg->open_drop)
 		return XDP_DROP;
 	return breaker_rst(ctx);

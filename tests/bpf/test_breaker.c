@@ -288,6 +288,22 @@ static void test_drop_and_others(struct sl_dataplane *dp)
 	    "drop: open_action drop: an open breaker drops the SYN");
 
 	next_scenario();
+	if (!tap(apply(dp, RULES("{\"name\":\"shadow\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
+				 "\"count\":100000000000,\"mode\":\"shadow\","
+				 "\"breaker\":{\"strategy\":\"error_count\","
+				 "\"threshold\":1,\"open_ms\":50,"
+				 "\"min_request_amount\":1}}")) == 0,
+		 "shadow: rule applies"))
+		return;
+	answers(dp, 4, true, 2);
+	is_state(dp, "shadow", SLUICE_BRK_OPEN, "shadow: 2 errors open it");
+	tap(run(dp, &syn) == XDP_PASS &&
+		    brk_state(dp, "shadow").failed_fast == 1,
+	    "shadow: an open breaker of a shadow rule passes the SYN and "
+	    "counts it in failed_fast");
+
+	next_scenario();
 	if (!tap(apply(dp, RULES("{\"name\":\"plain\",\"match\":{\"proto\":"
 				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
 				 "\"count\":100000000000}")) == 0,
