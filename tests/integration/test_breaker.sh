@@ -239,4 +239,29 @@ echo "$plain" | sluice_cli rule replace - >/dev/null
 check "$([ "$(egress_filters)" = 0 ]; echo $?)" \
 	"no rule with a breaker again: sluice_egress detached"
 
+# 8. without an agent the breaker goes on; a new agent takes the filter
+# over; `sluice down` removes it
+egress_prog() {
+	tc -n "$NS_RX" filter show dev veth-rx egress 2>/dev/null |
+		sed -n 's/.*sluice_egress.* id \([0-9]*\).*/\1/p'
+}
+echo "$breaker" | sluice_cli rule replace - >/dev/null
+prog0=$(egress_prog)
+sluice_kill agent
+server_down
+connect 198.18.0.2 5 --align-ms $STAT_MS >/dev/null
+server_up
+res=$(connect 198.18.0.2 3 | outcomes)
+check "$([ "$res" = "rst rst rst" ] && [ "$(egress_filters)" = 1 ]; echo $?)" \
+	"agent killed (kill -9): 5 errors still open the breaker, SYNs get RSTs while the service listens ($res)"
+sluice_start agent2 --metrics 127.0.0.1:$MPORT ||
+	{ echo "Bail out! the agent did not restart"; exit 1; }
+prog1=$(egress_prog)
+check "$([ "$(egress_filters)" = 1 ] && [ -n "$prog1" ] && [ "$prog1" != "$prog0" ] &&
+	[ "$(brk state)" = open ]; echo $?)" \
+	"a new agent replaces the egress program (id $prog0 -> $prog1) and reads the open breaker the data plane kept"
+sluice_kill agent2
+ip netns exec "$NS_RX" "$SLUICE" down --iface veth-rx --pin-dir "$SL_PIN" >/dev/null 2>&1
+check "$([ "$(egress_filters)" = 0 ]; echo $?)" "sluice down: the egress program is gone too"
+
 echo "1..$n"
