@@ -230,6 +230,10 @@ check "$([ "$m_open" = 1 ] && [ "$m_trans" = "$(brk opened)" ] && [ "$m_fail" -g
 	"metrics: sluice_breaker_state open 1, transitions to open $m_trans, probe failures $m_fail"
 text=$(sluice_cli stats | grep '^breaker web: open')
 check "$([ -n "$text" ]; echo $?)" "sluice stats: ${text:-no breaker line}"
+text=$(sluice_cli status | grep '^breakers:')
+eg=$(sluice_cli status -j | sluice_json "d['interfaces'][0]['egress']")
+check "$([ "$text" = "breakers: web open" ] && [ "$eg" = true ]; echo $?)" \
+	"sluice status: '${text:-no breakers line}', veth-rx egress $eg"
 check "$(grep -q 'breaker web: open' "$NETNS_TMP/agent.err" &&
 	grep -q 'breaker web: closed' "$NETNS_TMP/agent.err"; echo $?)" \
 	"the agent logs the transitions ($(grep -c 'breaker web:' "$NETNS_TMP/agent.err") lines)"

@@ -345,6 +345,22 @@ static void add_control_status(struct agent *a, cJSON *r)
 	cJSON_AddNumberToObject(o, "refused", st.refused);
 }
 
+/* The state of each rule's breaker: {"rule": "state", ...}. */
+static void add_breaker_status(struct agent *a, cJSON *r)
+{
+	cJSON *o = cJSON_AddObjectToObject(r, "breakers");
+	struct sl_rule_stats st;
+
+	pthread_mutex_lock(&a->dp_lock);
+	for (size_t i = 0; i < a->dp.rules.n; i++)
+		if (a->dp.rules.rules[i].breaker.enabled &&
+		    !sl_dp_rule_stats(&a->dp, i, &st))
+			cJSON_AddStringToObject(
+			    o, a->dp.rules.rules[i].name,
+			    sl_breaker_state_str(st.breaker.state));
+	pthread_mutex_unlock(&a->dp_lock);
+}
+
 static cJSON *do_status(struct agent *a)
 {
 	cJSON *r = ok_answer(), *reasons, *snap, *ifs;
@@ -363,6 +379,7 @@ static cJSON *do_status(struct agent *a)
 		cJSON_AddStringToObject(o, "mode", sl_xdp_mode_str(ifc->mode));
 		cJSON_AddBoolToObject(o, "attached", up);
 		cJSON_AddBoolToObject(o, "adopted", ifc->adopted);
+		cJSON_AddBoolToObject(o, "egress", ifc->egress);
 		cJSON_AddNumberToObject(o, "rules_in_force",
 					up ? a->dp.rules.n : 0);
 		cJSON_AddItemToArray(ifs, o);
@@ -390,6 +407,7 @@ static cJSON *do_status(struct agent *a)
 	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 	cJSON_AddNumberToObject(r, "in_force_version", a->in_force_version);
 	cJSON_AddItemToObject(r, "interfaces", ifs);
+	add_breaker_status(a, r);
 	add_control_status(a, r);
 	if (a->cluster)
 		cJSON_AddItemToObject(r, "cluster",
