@@ -98,6 +98,14 @@ server_up
 echo "$breaker" | sluice_cli rule replace - >/dev/null
 check "$([ "$(egress_filters)" = 1 ]; echo $?)" \
 	"a rule with a breaker: sluice_egress attached on veth-rx egress"
+tc -n "$NS_RX" qdisc del dev veth-rx clsact
+for ((i = 0; i < 30; i++)); do
+	[ "$(egress_filters)" = 1 ] && break
+	sleep 0.1
+done
+check "$([ "$(egress_filters)" = 1 ] &&
+	grep -q 'egress program was removed' "$NETNS_TMP/agent.err"; echo $?)" \
+	"its clsact qdisc deleted: the agent attaches sluice_egress again within $((i / 10)).$((i % 10)) s"
 res=$(connect 198.18.0.2 10 | outcomes)
 check "$([ "$res" = "$(echo ok ok ok ok ok ok ok ok ok ok)" ] &&
 	[ "$(brk state)" = closed ] && [ "$(brk answers)" -ge 10 ]; echo $?)" \

@@ -1238,6 +1238,7 @@ static void log_breakers(struct agent *a)
 		*seen = word;
 	}
 	a->breaker_gen = dp->rules_gen;
+	sl_dp_sync_egress(dp);
 	pthread_mutex_unlock(&a->dp_lock);
 }
 

@@ -1057,6 +1057,17 @@ static int tc_attach(struct sl_dataplane *dp, struct sl_iface *ifc)
 	return err;
 }
 
+/* Still there? Deleting a clsact qdisc (another tool's) takes it along. */
+static bool tc_attached(const struct sl_iface *ifc)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifc->ifindex,
+		    .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
+		    .priority = SL_TC_PRIO);
+
+	return !bpf_tc_query(&hook, &o);
+}
+
 int sl_dp_sync_egress(struct sl_dataplane *dp)
 {
 	bool want = any_breaker(&dp->rules);
@@ -1065,6 +1076,11 @@ int sl_dp_sync_egress(struct sl_dataplane *dp)
 	for (int i = 0; i < dp->n_ifaces; i++) {
 		struct sl_iface *ifc = &dp->ifaces[i];
 
+		if (want && ifc->egress && !tc_attached(ifc)) {
+			pr_warn("%s: the egress program was removed (with its "
+				"clsact qdisc?): attaching it again", ifc->name);
+			ifc->egress = false;
+		}
 		if (want && !ifc->egress) {
 			e = tc_attach(dp, ifc);
 		} else if (!want && ifc->egress) {

@@ -112,8 +112,9 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 /*
  * The egress program that feeds the breakers: attached (or replaced) on
  * every interface while a rule in force has a breaker, detached when none
- * has. Like the XDP link it outlives the agent (a tc filter, handle and
- * priority SL_TC_HANDLE / SL_TC_PRIO). 0 or -errno.
+ * has, and attached again where it went missing (the agent calls this
+ * every second). Like the XDP link it outlives the agent (a tc filter,
+ * handle and priority SL_TC_HANDLE / SL_TC_PRIO). 0 or -errno.
  */
 #define SL_TC_HANDLE 0x51c
 #define SL_TC_PRIO   0x51c
