@@ -236,6 +236,13 @@ m_trans=$(sed -n 's/^sluice_breaker_transitions_total{rule="web",to="open"} //p'
 m_fail=$(sed -n 's/^sluice_breaker_probes_total{rule="web",result="failure"} //p' <<<"$scrape")
 check "$([ "$m_open" = 1 ] && [ "$m_trans" = "$(brk opened)" ] && [ "$m_fail" -ge 1 ]; echo $?)" \
 	"metrics: sluice_breaker_state open 1, transitions to open $m_trans, probe failures $m_fail"
+if command -v promtool >/dev/null; then
+	lint=$(promtool check metrics <<<"$scrape" 2>&1 | grep -i breaker)
+	check "$([ -z "$lint" ]; echo $?)" \
+		"promtool check metrics: nothing to say about the breaker families${lint:+: $lint}"
+else
+	skip "promtool check metrics" "no promtool"
+fi
 text=$(sluice_cli stats | grep '^breaker web: open')
 check "$([ -n "$text" ]; echo $?)" "sluice stats: ${text:-no breaker line}"
 text=$(sluice_cli status | grep '^breakers:')
