@@ -134,6 +134,21 @@ struct {
 	__type(value, struct sluice_src_cached);
 } src_cache SEC(".maps");
 
+/* Breakers (rules with a "breaker"): configuration, then state. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_breaker_cfg);
+} breaker_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_breaker);
+} rule_breaker SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_ST_MAX);

@@ -18,6 +18,7 @@
 #include "parse.h"
 #include "classify.h"
 #include "admit.h"
+#include "breaker.h"
 
 SEC("xdp")
 int sluice_xdp(struct xdp_md *ctx)
@@ -53,6 +54,12 @@ int sluice_xdp(struct xdp_md *ctx)
 	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot);
 	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	if (rc) {
+		/* one byte of the line judge_fast() reads anyway */
+		if (rc->has_breaker && port_key_is_syn(p.port_key)) {
+			verdict = breaker_syn(ctx, slot);
+			if (verdict >= 0)
+				return verdict;
+		}
 		verdict = judge_fast(rc, p.len);
 		if (verdict >= 0)
 			return verdict;
@@ -82,6 +89,26 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 refused:
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
+}
+
+/* The answers to the SYNs of rules with a breaker, on egress (tc);
+ * attached only while such a rule is in force. */
+SEC("tc")
+int sluice_egress(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct sluice_pkt p = {};
+	__u32 ref;
+	int kind;
+
+	kind = parse_answer(&p, data, data_end);
+	if (!kind)
+		return TC_ACT_OK;
+	ref = classify(&p);
+	if (ref != SLUICE_REF_NONE)
+		breaker_answer(ref - 1, kind == 2);
+	return TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -216,7 +216,9 @@ struct sluice_rule_cpu {
 	/* 8 bits: the fast path's verdict is then known to be >= 0 */
 	__u8 refused_verdict;	/* XDP_DROP, or XDP_PASS in shadow mode */
 	__u8 cost_is_len;	/* bps: a packet costs its length in tokens */
-	__u8 pad[6];
+	/* the rule has a breaker: its SYNs ask rule_breaker first */
+	__u8 has_breaker;
+	__u8 pad[5];
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;
@@ -260,6 +262,58 @@ struct sluice_dst_cached {
 };
 
 #define SLUICE_DST_V6 0x80000000u
+
+/* A breaker's states (Sentinel 1.8's CircuitBreaker.State). */
+enum sluice_breaker_state {
+	SLUICE_BRK_CLOSED = 0,
+	SLUICE_BRK_OPEN,
+	SLUICE_BRK_HALF_OPEN,
+	SLUICE_BRK_STATES,
+};
+
+enum sluice_breaker_strategy {
+	SLUICE_BRK_ERROR_RATIO = 0, /* threshold in parts per million */
+	SLUICE_BRK_ERROR_COUNT,
+};
+
+#define SLUICE_BRK_RATIO_ONE 1000000u
+
+/* A breaker's configuration; written only by user space. */
+struct sluice_breaker_cfg {
+	__u64 open_ns;
+	__u64 stat_ns;		/* the statistic's window */
+	__u32 strategy;
+	__u32 threshold;
+	__u32 min_requests;
+	__u32 probes;		/* SYNs let through in half-open */
+	__u32 open_drop;	/* while open: drop a SYN, not answer RST */
+	__u32 pad;
+};
+
+/*
+ * A breaker's state, shared by the CPUs (atomics only). `state` holds the
+ * state in its low 2 bits and the number of transitions above them, so a
+ * CAS on it makes exactly one CPU the author of each transition.
+ */
+struct sluice_breaker {
+	__u64 state;
+	__u64 since_ns;		/* when the state was entered */
+	__u64 win_id;		/* now / stat_ns of the counters below */
+	__u64 answers;		/* SYNs answered in window win_id */
+	__u64 errors;		/* ... by RST */
+	__s64 probes_left;	/* half-open: probe SYNs still to let pass */
+	__u64 probe_ok;		/* half-open: probes answered by SYN-ACK */
+	/* totals, for stats */
+	__u64 to_state[SLUICE_BRK_STATES]; /* transitions into each state */
+	__u64 probes_passed;
+	__u64 probe_success;
+	__u64 probe_failure;
+	__u64 failed_fast;	/* SYNs answered by RST or dropped while open */
+	__u64 answers_total;
+	__u64 errors_total;
+};
+
+#define SLUICE_BRK_STATE_MASK 3ull
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {

@@ -6,7 +6,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Data plane tests: one binary per feature (tests/bpf/test_<feature>.c)
 # over one harness, frames from the packet builder that the traffic tools
 # share (tests/lib/pkt.c).
-BPF_FEATURES := pkt parse classify admit per_source swap cpu
+BPF_FEATURES := pkt parse classify admit per_source swap cpu breaker
 BPF_TESTS  := $(if $(wildcard tests/bpf/harness.c),\
 		$(BPF_FEATURES:%=$(BUILD)/tests/bpf_%))
 BPF_OBJ_DIR := $(BUILD)/tests/bpf
@@ -69,10 +69,12 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
 # not the kernel; test_etcd_rules.sh needs no kernel feature that the
 # agent suites do not check in the guests, and its deadlines (a put in
 # force within 2 s, etcd's own election and request timeouts) mean
-# nothing at TCG speed.
+# nothing at TCG speed; test_breaker.sh times a RST against 1 ms and its
+# breaker's windows against the wall clock (bpf_breaker runs in the guests).
 HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
-		   %/test_cluster_trust.sh %/test_etcd_rules.sh
+		   %/test_cluster_trust.sh %/test_etcd_rules.sh \
+		   %/test_breaker.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)

@@ -5,8 +5,9 @@
 # count 20000):
 #   1. the previous release runs the data plane: built from PREV, the last
 #      commit whose maps lay flat in the pin directory;
-#   2. this build takes it over: its maps have the same shapes, so they
-#      are shared and re-pinned under layout-ID, the link moves to links/;
+#   2. this build takes it over: its maps have the same shapes but
+#      rule_cpu's (has_breaker, added since), so they are shared and
+#      re-pinned under layout-ID, rule_cpu carried, the link moves to links/;
 #   3. "probe", this tree with a field added at the head of the fast
 #      path's per-CPU state, the budget, a source's state, the slot
 #      metadata and the .bss: the upgrade carries those maps field by field;
@@ -118,9 +119,11 @@ sleep 2.5
 
 step 2 prev cur "previous release -> this build" || exit 1
 log=$NETNS_TMP/a2.err
+# rule_cpu gained has_breaker (breakers) since the previous release
 grep -q "upgrade: the pinned layout before layout ids became layout-" "$log" &&
-	grep -q " 0 carried" "$log"
-check $? "(2) it says it upgraded the flat layout, sharing every map (0 carried)"
+	grep -q " 1 carried" "$log" &&
+	grep -q "upgrade: carried rule_cpu (.*): new has_breaker" "$log"
+check $? "(2) it says it upgraded the flat layout, carrying rule_cpu (its new has_breaker) and sharing every other map"
 grep "upgrade:" "$log" | sed 's/^/#   /'
 st=$(SLUICE=${BIN[cur]} sluice_cli status -j)
 check $([ "$(sluice_json 'd["upgraded"] and d["adopted"]' <<<"$st")" = true ]; echo $?) \

@@ -1057,6 +1057,7 @@ static void test_shipped_examples(void **state)
 	    "rules/examples/shadow-trial.json",
 	    "rules/examples/priority-override.json",
 	    "rules/examples/cluster.json",
+	    "rules/examples/breaker.json",
 	};
 	size_t i;
 
@@ -1318,6 +1319,23 @@ static cJSON *tree_rule(const struct sl_rule *r)
 				c->fallback_fixed);
 		else
 			add_str(cl, "fallback", sl_fallback_str(c->fallback));
+	}
+	if (r->breaker.enabled) {
+		const struct sl_breaker *b = &r->breaker;
+		cJSON *br = add_obj(o, "breaker");
+
+		add_str(br, "strategy", sl_strategy_names[b->strategy]);
+		if (b->strategy == SL_BRK_ERROR_RATIO)
+			assert_non_null(cJSON_AddNumberToObject(
+			    br, "threshold",
+			    (double)b->threshold / SL_BRK_RATIO_ONE));
+		else
+			add_num(br, "threshold", b->threshold);
+		add_num(br, "open_ms", b->open_ms);
+		add_num(br, "min_request_amount", b->min_requests);
+		add_num(br, "stat_interval_ms", b->stat_interval_ms);
+		add_num(br, "probes", b->probes);
+		add_str(br, "open_action", sl_open_action_names[b->open_action]);
 	}
 	return o;
 }
@@ -1934,6 +1952,156 @@ static void test_from_cjson(void **state)
 	assert_string_equal(err, "document: missing");
 }
 
+#define BRK_OK "\"strategy\": \"error_ratio\", \"threshold\": 0.5, \"open_ms\": 2000"
+
+static void test_breaker(void **state)
+{
+	struct sl_ruleset set;
+	const struct sl_breaker *b;
+	char *s;
+
+	(void) state;
+	/* Sentinel's defaults: min_request_amount 5, stat 1 s, 1 probe */
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"breaker\": {" BRK_OK "}"),
+		  &set);
+	b = &set.rules[0].breaker;
+	assert_true(b->enabled);
+	assert_int_equal(b->strategy, SL_BRK_ERROR_RATIO);
+	assert_int_equal(b->threshold, 500000);
+	assert_int_equal(b->open_ms, 2000);
+	assert_int_equal(b->min_requests, 5);
+	assert_int_equal(b->stat_interval_ms, 1000);
+	assert_int_equal(b->probes, 1);
+	assert_int_equal(b->open_action, SL_OPEN_RST);
+	s = rule_text(&set.rules[0]);
+	assert_non_null(strstr(
+	    s, ",\"behavior\":\"reject\",\"breaker\":{\"strategy\":"
+	       "\"error_ratio\",\"threshold\":0.5,\"open_ms\":2000,"
+	       "\"min_request_amount\":5,\"stat_interval_ms\":1000,"
+	       "\"probes\":1,\"open_action\":\"rst\"}}"));
+	cJSON_free(s);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"breaker\": {\"strategy\": \"error_count\", "
+			   "\"threshold\": 10, \"open_ms\": 1, "
+			   "\"min_request_amount\": 1, \"stat_interval_ms\": "
+			   "60000, \"probes\": 1000, \"open_action\": "
+			   "\"drop\"}"),
+		  &set);
+	b = &set.rules[0].breaker;
+	assert_int_equal(b->strategy, SL_BRK_ERROR_COUNT);
+	assert_int_equal(b->threshold, 10);
+	assert_int_equal(b->probes, 1000);
+	assert_int_equal(b->open_action, SL_OPEN_DROP);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	/* ratios that print in several forms; 1 is allowed */
+	static const char *const ratios[] = {"1", "0.000001", "0.333333",
+					     "0.99"};
+	for (size_t i = 0; i < sizeof(ratios) / sizeof(ratios[0]); i++) {
+		char m[512];
+
+		snprintf(m, sizeof(m),
+			 NAME "," MATCH "," GRADE "," COUNT
+			      ", \"breaker\": {\"strategy\": \"error_ratio\", "
+			      "\"threshold\": %s, \"open_ms\": 5}",
+			 ratios[i]);
+		expect_ok(one(m), &set);
+		assert_round_trip(&set);
+		sl_ruleset_free(&set);
+	}
+
+	/* a breaker is part of the definition: a change is a new rule */
+	{
+		struct sl_ruleset a, c;
+
+		expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+				   ", \"breaker\": {" BRK_OK "}"),
+			  &a);
+		expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+				   ", \"breaker\": {" BRK_OK ", \"probes\": 2}"),
+			  &c);
+		assert_int_not_equal(sl_rule_def_hash(&a.rules[0]),
+				     sl_rule_def_hash(&c.rules[0]));
+		sl_ruleset_free(&a);
+		sl_ruleset_free(&c);
+	}
+}
+
+static void test_breaker_errors(void **state)
+{
+	static const struct {
+		const char *match;
+		const char *br;
+		const char *msg;
+	} cases[] = {
+	    {MATCH, "true", "field 'breaker': must be an object, got boolean"},
+	    {MATCH, "{\"threshold\": 1, \"open_ms\": 1}",
+	     "field 'breaker.strategy': required (error_ratio or "
+	     "error_count)"},
+	    {MATCH, "{\"strategy\": \"slow\", \"threshold\": 1, "
+	     "\"open_ms\": 1}",
+	     "field 'breaker.strategy': must be one of error_ratio, "
+	     "error_count; got 'slow'"},
+	    {MATCH, "{\"strategy\": \"error_ratio\", \"open_ms\": 1}",
+	     "field 'breaker.threshold': required"},
+	    {MATCH, "{\"strategy\": \"error_ratio\", \"threshold\": 1.5, "
+	     "\"open_ms\": 1}",
+	     "field 'breaker.threshold': an error ratio must be above 0 and "
+	     "at most 1, got 1.5"},
+	    {MATCH, "{\"strategy\": \"error_ratio\", \"threshold\": 0, "
+	     "\"open_ms\": 1}",
+	     "field 'breaker.threshold': an error ratio must be above 0"},
+	    {MATCH, "{\"strategy\": \"error_ratio\", \"threshold\": \"0.5\", "
+	     "\"open_ms\": 1}",
+	     "field 'breaker.threshold': must be a number, got string"},
+	    {MATCH, "{\"strategy\": \"error_count\", \"threshold\": 0.5, "
+	     "\"open_ms\": 1}",
+	     "field 'breaker.threshold': must be an integer, got 0.5"},
+	    {MATCH, "{\"strategy\": \"error_count\", \"threshold\": 0, "
+	     "\"open_ms\": 1}",
+	     "field 'breaker.threshold': must be between 1 and 1000000000"},
+	    {MATCH, "{\"strategy\": \"error_count\", \"threshold\": 1}",
+	     "field 'breaker.open_ms': required"},
+	    {MATCH, "{" BRK_OK ", \"open_ms\": 0}",
+	     "field 'breaker': field 'open_ms' given more than once"},
+	    {MATCH, "{\"strategy\": \"error_count\", \"threshold\": 1, "
+	     "\"open_ms\": 3600001}",
+	     "field 'breaker.open_ms': must be between 1 and 3600000"},
+	    {MATCH, "{" BRK_OK ", \"min_request_amount\": 0}",
+	     "field 'breaker.min_request_amount': must be between 1 and"},
+	    {MATCH, "{" BRK_OK ", \"stat_interval_ms\": 5}",
+	     "field 'breaker.stat_interval_ms': must be between 10 and 60000"},
+	    {MATCH, "{" BRK_OK ", \"probes\": 0}",
+	     "field 'breaker.probes': must be between 1 and 1000, got 0"},
+	    {MATCH, "{" BRK_OK ", \"open_action\": \"reset\"}",
+	     "field 'breaker.open_action': must be one of rst, drop; got "
+	     "'reset'"},
+	    {MATCH, "{" BRK_OK ", \"max_rt\": 5}",
+	     "field 'breaker': unknown field 'max_rt'"},
+	    {"\"match\": {\"proto\": \"udp\", \"dport\": 53}", "{" BRK_OK "}",
+	     "rule 'web': field 'breaker': watches the answers to TCP SYNs "
+	     "and needs match.proto \"tcp\" (proto is 'udp')"},
+	    {"\"match\": {}", "{" BRK_OK "}",
+	     "field 'breaker': watches the answers to TCP SYNs and needs "
+	     "match.proto \"tcp\" (proto is 'any')"},
+	};
+
+	(void) state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char m[1024];
+
+		snprintf(m, sizeof(m),
+			 NAME ", %s," GRADE "," COUNT ", \"breaker\": %s",
+			 cases[i].match, cases[i].br);
+		expect_err_in(one(m), cases[i].msg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1975,6 +2143,8 @@ int main(void)
 	    cmocka_unit_test(test_round_trip),
 	    cmocka_unit_test(test_def_hash),
 	    cmocka_unit_test(test_from_cjson),
+	    cmocka_unit_test(test_breaker),
+	    cmocka_unit_test(test_breaker_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

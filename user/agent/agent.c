@@ -85,6 +85,9 @@ struct agent {
 	const char *etcd_endpoints;
 	const char *etcd_key;
 	struct sl_etcd_source *etcd;
+	/* breakers' state words as last logged, by slot (log_breakers) */
+	uint64_t *breaker_seen;
+	uint64_t breaker_gen; /* dp.rules_gen they were read under */
 };
 
 static volatile sig_atomic_t stop, reload;
@@ -357,6 +360,22 @@ static void add_control_status(struct agent *a, cJSON *r)
 	cJSON_AddNumberToObject(o, "refused", st.refused);
 }
 
+/* The state of each rule's breaker: {"rule": "state", ...}. */
+static void add_breaker_status(struct agent *a, cJSON *r)
+{
+	cJSON *o = cJSON_AddObjectToObject(r, "breakers");
+	struct sl_rule_stats st;
+
+	pthread_mutex_lock(&a->dp_lock);
+	for (size_t i = 0; i < a->dp.rules.n; i++)
+		if (a->dp.rules.rules[i].breaker.enabled &&
+		    !sl_dp_rule_stats(&a->dp, i, &st))
+			cJSON_AddStringToObject(
+			    o, a->dp.rules.rules[i].name,
+			    sl_breaker_state_str(st.breaker.state));
+	pthread_mutex_unlock(&a->dp_lock);
+}
+
 static cJSON *do_status(struct agent *a)
 {
 	cJSON *r = ok_answer(), *reasons, *snap, *ifs;
@@ -375,6 +394,7 @@ static cJSON *do_status(struct agent *a)
 		cJSON_AddStringToObject(o, "mode", sl_xdp_mode_str(ifc->mode));
 		cJSON_AddBoolToObject(o, "attached", up);
 		cJSON_AddBoolToObject(o, "adopted", ifc->adopted);
+		cJSON_AddBoolToObject(o, "egress", ifc->egress);
 		cJSON_AddNumberToObject(o, "rules_in_force",
 					up ? a->dp.rules.n : 0);
 		cJSON_AddItemToArray(ifs, o);
@@ -402,6 +422,7 @@ static cJSON *do_status(struct agent *a)
 	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 	cJSON_AddNumberToObject(r, "in_force_version", a->in_force_version);
 	cJSON_AddItemToObject(r, "interfaces", ifs);
+	add_breaker_status(a, r);
 	add_control_status(a, r);
 	if (a->cluster)
 		cJSON_AddItemToObject(r, "cluster",
@@ -455,6 +476,28 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 	if (th->cluster_flow)
 		sl_text_printf(t, ",\"cluster_state\":\"%s\"",
 			       sl_lease_state_str(th->state));
+	if (st->has_breaker) {
+		const struct sl_breaker_stats *b = &st->breaker;
+
+		sl_text_printf(
+		    t,
+		    ",\"breaker\":{\"state\":\"%s\",\"since_ns\":%llu,"
+		    "\"opened\":%llu,\"half_opened\":%llu,\"closed\":%llu,"
+		    "\"probes_passed\":%llu,\"probe_success\":%llu,"
+		    "\"probe_failure\":%llu,\"failed_fast\":%llu,"
+		    "\"answers\":%llu,\"errors\":%llu}",
+		    sl_breaker_state_str(b->state),
+		    (unsigned long long)b->since_ns,
+		    (unsigned long long)b->to_state[SLUICE_BRK_OPEN],
+		    (unsigned long long)b->to_state[SLUICE_BRK_HALF_OPEN],
+		    (unsigned long long)b->to_state[SLUICE_BRK_CLOSED],
+		    (unsigned long long)b->probes_passed,
+		    (unsigned long long)b->probe_success,
+		    (unsigned long long)b->probe_failure,
+		    (unsigned long long)b->failed_fast,
+		    (unsigned long long)b->answers,
+		    (unsigned long long)b->errors);
+	}
 	sl_text_printf(t, "}");
 }
 
@@ -1203,6 +1246,53 @@ static void collect_sources(struct agent *a, struct sl_src_victims *victims)
 			strerror(-err));
 }
 
+/* A line for each breaker that changed state since the last call. */
+static void log_breakers(struct agent *a)
+{
+	struct sl_dataplane *dp = &a->dp;
+	bool fresh = a->breaker_gen != dp->rules_gen;
+
+	if (!a->breaker_seen) {
+		a->breaker_seen = calloc(SLUICE_MAX_RULE_SLOTS,
+					 sizeof(*a->breaker_seen));
+		if (!a->breaker_seen)
+			return;
+	}
+	pthread_mutex_lock(&a->dp_lock);
+	for (size_t i = 0; i < dp->rules.n; i++) {
+		const struct sl_rule *r = &dp->rules.rules[i];
+		uint64_t *seen = &a->breaker_seen[dp->slots[i]];
+		struct sl_rule_stats st;
+		uint64_t word, moves;
+
+		if (!r->breaker.enabled || sl_dp_rule_stats(dp, i, &st))
+			continue;
+		word = st.breaker.to_state[SLUICE_BRK_OPEN] +
+		       st.breaker.to_state[SLUICE_BRK_HALF_OPEN] +
+		       st.breaker.to_state[SLUICE_BRK_CLOSED];
+		moves = word - *seen;
+		/* a rule set changed: slots may have changed hands */
+		if (!fresh && moves)
+			sl_log(st.breaker.state == SLUICE_BRK_OPEN
+				       ? SL_LOG_WARN
+				       : SL_LOG_INFO,
+			    "breaker %s: %s (%llu transition%s in the last "
+			    "second; opened %llu times, probes %llu ok, %llu "
+			    "failed, %llu SYNs failed fast)",
+			    r->name, sl_breaker_state_str(st.breaker.state),
+			    (unsigned long long)moves, moves > 1 ? "s" : "",
+			    (unsigned long long)
+				    st.breaker.to_state[SLUICE_BRK_OPEN],
+			    (unsigned long long)st.breaker.probe_success,
+			    (unsigned long long)st.breaker.probe_failure,
+			    (unsigned long long)st.breaker.failed_fast);
+		*seen = word;
+	}
+	a->breaker_gen = dp->rules_gen;
+	sl_dp_sync_egress(dp);
+	pthread_mutex_unlock(&a->dp_lock);
+}
+
 static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 {
 	struct agent *a = opts;
@@ -1255,6 +1345,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		}
 		if (now - last_gc >= 1.0) {
 			collect_sources(a, &victims);
+			log_breakers(a);
 			last_gc = now;
 		}
 	}
@@ -1263,6 +1354,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 			"(`sluice down` detaches it)", (int)stop);
 	sd_notify(0, "STOPPING=1");
 	sl_src_victims_free(&victims);
+	free(a->breaker_seen);
 	/* first: they read (and the source wakes) everything below */
 	sl_http_metrics_stop(a->metrics);
 	sl_etcd_source_free(a->etcd);

@@ -169,6 +169,21 @@ static const struct sl_metric
 	overflow = { "sluice_rule_source_overflow_packets_total",
 		     "Packets of a per_source rule at max_sources, judged on "
 		     "its shared overflow budget." },
+	brk_state = { "sluice_breaker_state",
+		      "1 for the state of a rule's breaker: closed, open "
+		      "(new SYNs failed fast) or half_open (probes pass)." },
+	brk_transitions = { "sluice_breaker_transitions_total",
+			    "Transitions of a rule's breaker, by the state "
+			    "entered." },
+	brk_probes = { "sluice_breaker_probes_total",
+		       "Half-open probes of a rule's breaker answered, by "
+		       "result: success (SYN-ACK) or failure (RST)." },
+	brk_failed_fast = { "sluice_breaker_failed_fast_total",
+			    "New connections (SYNs) of a rule that its open "
+			    "breaker answered by a RST or dropped." },
+	brk_answers = { "sluice_breaker_answers_total",
+			"Answers of the service to the SYNs of a rule with "
+			"a breaker, seen on egress: syn_ack or rst." },
 	malformed = { "sluice_packets_malformed_total",
 		      "Packets with a truncated or invalid header, by the "
 		      "layer at fault (the malformed verdict: pass unless "
@@ -351,6 +366,53 @@ static void put_rules(struct sl_metrics *m, const struct scrape *s)
 				   s->st[i].source_overflow);
 }
 
+/* Each family's samples together, over the rules with a breaker. */
+static void put_breakers(struct sl_metrics *m, const struct scrape *s)
+{
+	static const unsigned int states[] = {
+		SLUICE_BRK_CLOSED, SLUICE_BRK_OPEN, SLUICE_BRK_HALF_OPEN,
+	};
+	static const char *const results[] = { "success", "failure" };
+	static const char *const answers[] = { "syn_ack", "rst" };
+	const struct sl_breaker_stats *b;
+	const char *rule;
+
+#define EACH_BREAKER                                                    \
+	for (size_t i = 0; i < s->n; i++)                               \
+		if (s->st[i].has_breaker && (b = &s->st[i].breaker) &&  \
+		    (rule = s->rules[i].name))
+	EACH_BREAKER
+	for (size_t k = 0; k < ARRAY_SIZE(states); k++)
+		sl_metrics_gauge(m, &brk_state,
+				 SL_LABELS({ "rule", rule },
+					   { "state",
+					     sl_breaker_state_str(states[k]) }),
+				 b->state == states[k]);
+	EACH_BREAKER
+	for (size_t k = 0; k < ARRAY_SIZE(states); k++)
+		sl_metrics_counter(m, &brk_transitions,
+				   SL_LABELS({ "rule", rule },
+					     { "to",
+					       sl_breaker_state_str(states[k]) }),
+				   b->to_state[states[k]]);
+	EACH_BREAKER
+	for (size_t k = 0; k < ARRAY_SIZE(results); k++)
+		sl_metrics_counter(m, &brk_probes,
+				   SL_LABELS({ "rule", rule },
+					     { "result", results[k] }),
+				   k ? b->probe_failure : b->probe_success);
+	EACH_BREAKER
+	sl_metrics_counter(m, &brk_failed_fast, SL_LABELS({ "rule", rule }),
+			   b->failed_fast);
+	EACH_BREAKER
+	for (size_t k = 0; k < ARRAY_SIZE(answers); k++)
+		sl_metrics_counter(m, &brk_answers,
+				   SL_LABELS({ "rule", rule },
+					     { "answer", answers[k] }),
+				   k ? b->errors : b->answers - b->errors);
+#undef EACH_BREAKER
+}
+
 static void put_host(struct sl_metrics *m, const struct scrape *s)
 {
 	static const char prefix[] = "malformed_";
@@ -457,6 +519,7 @@ int sl_agent_metrics(void *arg, struct sl_text *out)
 	sl_metrics_build_info(&m);
 	put_agent(&m, &s, src->dp);
 	put_rules(&m, &s);
+	put_breakers(&m, &s);
 	put_host(&m, &s);
 	if (src->cluster)
 		put_cluster(&m, &s, src->cluster);

@@ -70,6 +70,31 @@ static bool stats_row(struct table *t, const cJSON *r)
 	return shadow;
 }
 
+/* One line per rule with a breaker: its state and since when. */
+static void print_breakers(const cJSON *resp)
+{
+	double now = cli_get_num(resp, "time_ns", 0);
+	const cJSON *r, *b;
+	char n[6][32];
+
+	cJSON_ArrayForEach(r, cli_get(resp, "rules")) {
+		b = cli_get(r, "breaker");
+		if (!cJSON_IsObject(b))
+			continue;
+		printf("breaker %s: %s for %.1f s; opened %s, half-opened %s, "
+		       "closed %s; probes %s ok, %s failed; failed fast %s\n",
+		       cli_get_str(r, "name", "?"),
+		       cli_get_str(b, "state", "?"),
+		       (now - cli_get_num(b, "since_ns", now)) / 1e9,
+		       num(b, "opened", n[0], sizeof(n[0])),
+		       num(b, "half_opened", n[1], sizeof(n[1])),
+		       num(b, "closed", n[2], sizeof(n[2])),
+		       num(b, "probe_success", n[3], sizeof(n[3])),
+		       num(b, "probe_failure", n[4], sizeof(n[4])),
+		       num(b, "failed_fast", n[5], sizeof(n[5])));
+	}
+}
+
 static void print_host(const cJSON *host)
 {
 	const char *sep = "";
@@ -111,6 +136,7 @@ static void print_stats(const cJSON *resp)
 	} else {
 		printf("no rules in force\n");
 	}
+	print_breakers(resp);
 	print_host(cli_get(resp, "host"));
 	fflush(stdout);
 }

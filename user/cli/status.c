@@ -139,6 +139,15 @@ static void print_status(const cJSON *resp)
 	} else {
 		printf("interfaces: none\n");
 	}
+	if (cJSON_GetArraySize(cli_get(resp, "breakers"))) {
+		const cJSON *b;
+
+		printf("breakers: ");
+		cJSON_ArrayForEach(b, cli_get(resp, "breakers"))
+			printf("%s %s%s", b->string,
+			       cJSON_IsString(b) ? b->valuestring : "?",
+			       b->next ? ", " : "\n");
+	}
 	if (cJSON_IsObject(cli_get(resp, "cluster")))
 		print_cluster(cli_get(resp, "cluster"));
 }

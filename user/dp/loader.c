@@ -240,7 +240,7 @@ struct slot_map {
 	size_t value_size; /* as user space reads and writes it */
 };
 
-#define N_SLOT_STATE_MAPS 4
+#define N_SLOT_STATE_MAPS 5
 
 /* What packets and the source collector write for a slot, besides
  * rule_cpu (written through its mmap): zero before the slot serves a new
@@ -257,6 +257,8 @@ static void slot_state_maps(const struct sl_dataplane *dp,
 	/* user space writes it, but a new rule must not inherit a lease */
 	out[3] = (struct slot_map){ s->maps.rule_lease,
 				    sizeof(struct sluice_lease) };
+	out[4] = (struct slot_map){ s->maps.rule_breaker,
+				    sizeof(struct sluice_breaker) };
 }
 
 static bool map_pinned(const struct bpf_map *map)
@@ -666,13 +668,15 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	struct sluice_rule_meta *meta = calloc(rs->n ? rs->n : 1,
 					       sizeof(*meta));
 	struct sluice_rule_cfg *cfg = calloc(rs->n ? rs->n : 1, sizeof(*cfg));
+	struct sluice_breaker_cfg *bcfg = calloc(rs->n ? rs->n : 1,
+						 sizeof(*bcfg));
 	uint64_t *limit = calloc(rs->n ? rs->n : 1, sizeof(*limit));
 	uint8_t *drop = calloc(SLUICE_MAX_RULE_SLOTS, 1);
 	bool per_source = false;
 	size_t n = 0, n_dirty = 0;
 	int err;
 
-	if (!keys || !dirty || !meta || !cfg || !limit || !drop) {
+	if (!keys || !dirty || !meta || !cfg || !bcfg || !limit || !drop) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -684,6 +688,7 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		keys[n] = slots[i];
 		fill_meta(&meta[n], r->name, hashes[i], 1u << set);
 		sl_rule_cfg(r, &cfg[n]);
+		sl_breaker_cfg(&r->breaker, &bcfg[n]);
 		/* a cluster rule's total ramps on the token server; a local
 		 * ramp on top would starve a node joining a warm cluster */
 		if (r->cluster.enabled)
@@ -711,6 +716,13 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	}
 	if (!err)
 		err = clear_slots(dp, dirty, n_dirty);
+	if (!err)
+		err = write_batch(bpf_map__fd(s->maps.breaker_cfg), keys, bcfg,
+				  sizeof(*bcfg), n);
+	/* a byte no program writes: SYNs of the slot ask the breaker */
+	for (size_t i = 0; !err && i < n; i++)
+		for (int c = 0; bcfg[i].open_ns && c < dp->n_cpus; c++)
+			sl_dp_rule_cpu(dp, c, keys[i])->has_breaker = 1;
 	/* configuration last: it is what makes a slot live */
 	if (!err)
 		err = write_batch(bpf_map__fd(s->maps.rule_cfg), keys, cfg,
@@ -720,6 +732,7 @@ out:
 	free(dirty);
 	free(meta);
 	free(cfg);
+	free(bcfg);
 	free(limit);
 	free(drop);
 	return err;
@@ -953,6 +966,9 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	dp->slots = slots;
 	__atomic_add_fetch(&dp->rules_gen, 1, __ATOMIC_RELEASE);
 	slots = NULL;
+	if (sl_dp_sync_egress(dp))
+		pr_warn("breakers: the egress program could not be attached "
+			"on every interface: their SYN answers go uncounted");
 out:
 	sl_compiled_free(&comp);
 	if (ret)
@@ -1003,6 +1019,83 @@ const char *const sl_xdp_mode_names[] = {
 const char *sl_xdp_mode_str(enum sl_xdp_mode mode)
 {
 	return mode <= SL_XDP_GENERIC ? sl_xdp_mode_names[mode] : "auto";
+}
+
+static bool any_breaker(const struct sl_ruleset *rs)
+{
+	for (size_t i = 0; i < rs->n; i++)
+		if (rs->rules[i].breaker.enabled)
+			return true;
+	return false;
+}
+
+int sl_tc_detach(int ifindex)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
+		    .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
+		    .priority = SL_TC_PRIO);
+
+	return bpf_tc_detach(&hook, &o);
+}
+
+/* Our filter on ifc's clsact egress, replacing an earlier agent's. */
+static int tc_attach(struct sl_dataplane *dp, struct sl_iface *ifc)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifc->ifindex,
+		    .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
+		    .priority = SL_TC_PRIO, .flags = BPF_TC_F_REPLACE,
+		    .prog_fd = bpf_program__fd(dp->skel->progs.sluice_egress));
+	int err = bpf_tc_hook_create(&hook);
+
+	if (err && err != -EEXIST)
+		return err;
+	err = bpf_tc_attach(&hook, &o);
+	if (!err)
+		ifc->egress = true;
+	return err;
+}
+
+/* Still there? Deleting a clsact qdisc (another tool's) takes it along. */
+static bool tc_attached(const struct sl_iface *ifc)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifc->ifindex,
+		    .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
+		    .priority = SL_TC_PRIO);
+
+	return !bpf_tc_query(&hook, &o);
+}
+
+int sl_dp_sync_egress(struct sl_dataplane *dp)
+{
+	bool want = any_breaker(&dp->rules);
+	int err = 0, e;
+
+	for (int i = 0; i < dp->n_ifaces; i++) {
+		struct sl_iface *ifc = &dp->ifaces[i];
+
+		if (want && ifc->egress && !tc_attached(ifc)) {
+			pr_warn("%s: the egress program was removed (with its "
+				"clsact qdisc?): attaching it again", ifc->name);
+			ifc->egress = false;
+		}
+		if (want && !ifc->egress) {
+			e = tc_attach(dp, ifc);
+		} else if (!want && ifc->egress) {
+			e = sl_tc_detach(ifc->ifindex);
+			ifc->egress = false;
+		} else {
+			continue;
+		}
+		if (e) {
+			pr_warn("%s: egress program: %s", ifc->name,
+				strerror(-e));
+			err = err ? err : e;
+		}
+	}
+	return err;
 }
 
 static int link_xdp(struct sl_dataplane *dp, int ifindex, __u32 flags)
@@ -1085,6 +1178,13 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 					ifname, sl_xdp_mode_str(ifc->mode),
 					sl_xdp_mode_str(mode));
 			dp->n_ifaces++;
+			/* an earlier agent's filter runs its program:
+			 * ours replaces it */
+			if (!any_breaker(&dp->rules))
+				sl_tc_detach(ifindex);
+			else if ((fd = tc_attach(dp, ifc)))
+				pr_warn("%s: egress program: %s", ifname,
+					strerror(-fd));
 			return 0;
 		}
 		if (fd != -ENOENT)
@@ -1116,6 +1216,8 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 	}
 	ifc->link_fd = fd;
 	dp->n_ifaces++;
+	/* without it the breakers see no answers; limits still hold */
+	sl_dp_sync_egress(dp);
 	return 0;
 }
 
@@ -1238,8 +1340,12 @@ void sl_dp_destroy(struct sl_dataplane *dp)
 {
 	if (dp->skel)
 		sl_dp_retire(dp);
-	for (int i = 0; i < dp->n_ifaces; i++)
+	for (int i = 0; i < dp->n_ifaces; i++) {
+		/* a tc filter outlives the process: unpinned, it goes */
+		if (!dp->pin_dir[0] && dp->ifaces[i].egress)
+			sl_tc_detach(dp->ifaces[i].ifindex);
 		close(dp->ifaces[i].link_fd);
+	}
 	unmap_rule_cpu(dp);
 	if (dp->skel)
 		sluice_bpf__destroy(dp->skel);
@@ -1308,6 +1414,8 @@ int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed)
 		return err;
 	}
 	/* detach even if some other process still holds the link */
+	if (if_nametoindex(ifname))
+		sl_tc_detach(if_nametoindex(ifname));
 	if (bpf_link_detach(fd))
 		err = -errno;
 	close(fd);
@@ -1327,6 +1435,8 @@ void sl_dp_abandon(struct sl_dataplane *dp)
 	for (int i = 0; i < dp->n_ifaces; i++) {
 		if (dp->ifaces[i].adopted)
 			continue;
+		if (dp->ifaces[i].egress)
+			sl_tc_detach(dp->ifaces[i].ifindex);
 		bpf_link_detach(dp->ifaces[i].link_fd);
 		sl_pins_link_path(dp->pin_dir, dp->ifaces[i].name, path,
 				  sizeof(path));

@@ -37,6 +37,7 @@ struct sl_iface {
 	int link_fd;
 	enum sl_xdp_mode mode; /* native or generic, as attached */
 	bool adopted;	       /* the link was already there */
+	bool egress;	       /* sluice_egress attached (tc clsact egress) */
 };
 
 /* A rule slot in force, as the maps know it. */
@@ -107,6 +108,19 @@ void sl_dp_retire(struct sl_dataplane *dp);
 
 int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 		 enum sl_xdp_mode mode);
+
+/*
+ * The egress program that feeds the breakers: attached (or replaced) on
+ * every interface while a rule in force has a breaker, detached when none
+ * has, and attached again where it went missing (the agent calls this
+ * every second). Like the XDP link it outlives the agent (a tc filter,
+ * handle and priority SL_TC_HANDLE / SL_TC_PRIO). 0 or -errno.
+ */
+#define SL_TC_HANDLE 0x51c
+#define SL_TC_PRIO   0x51c
+int sl_dp_sync_egress(struct sl_dataplane *dp);
+/* Detach ifindex's sluice_egress filter; -ENOENT when there is none. */
+int sl_tc_detach(int ifindex);
 
 /* The interface's link still points at it (0 once it went away). */
 bool sl_dp_iface_attached(const struct sl_iface *ifc);

@@ -9,6 +9,43 @@
 #include "sluice.skel.h"
 #include "stats.h"
 
+const char *sl_breaker_state_str(unsigned int state)
+{
+	/* in enum order (not designated: test_runbook.sh reads those of
+	 * this file as the host counters' names) */
+	static const char *const names[SLUICE_BRK_STATES] = {
+		"closed", "open", "half_open",
+	};
+
+	_Static_assert(SLUICE_BRK_CLOSED == 0 && SLUICE_BRK_OPEN == 1 &&
+			       SLUICE_BRK_HALF_OPEN == 2,
+		       "names in enum order");
+
+	return state < SLUICE_BRK_STATES ? names[state] : "?";
+}
+
+/* One map read, for the rules that have a breaker. */
+static void read_breaker(const struct sl_dataplane *dp, uint32_t slot,
+			 struct sl_rule_stats *st)
+{
+	struct sl_breaker_stats *b = &st->breaker;
+	struct sluice_breaker v;
+
+	st->has_breaker = true;
+	if (bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_breaker),
+				&slot, &v))
+		return;
+	b->state = v.state & SLUICE_BRK_STATE_MASK;
+	b->since_ns = v.since_ns;
+	memcpy(b->to_state, v.to_state, sizeof(b->to_state));
+	b->probes_passed = v.probes_passed;
+	b->probe_success = v.probe_success;
+	b->probe_failure = v.probe_failure;
+	b->failed_fast = v.failed_fast;
+	b->answers = v.answers_total;
+	b->errors = v.errors_total;
+}
+
 /* Sum the CPUs' state of rule into st, rates over its window. */
 static void sum_rule(const struct sl_dataplane *dp, size_t rule, uint64_t now,
 		     struct sl_rule_stats *st)
@@ -54,6 +91,8 @@ static void sum_rule(const struct sl_dataplane *dp, size_t rule, uint64_t now,
 		st->passed_Bps /= span_s;
 		st->blocked_Bps /= span_s;
 	}
+	if (r->breaker.enabled)
+		read_breaker(dp, slot, st);
 	if (r->per_source &&
 	    !bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_src_added),
 				 &slot, &added) &&

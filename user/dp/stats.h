@@ -21,7 +21,20 @@ struct sl_rule_stats {
 	double passed_Bps;
 	double blocked_Bps;
 	uint64_t sources;	/* live per_source entries */
+	/* a rule with a breaker: its state word and counters (rule_breaker) */
+	bool has_breaker;
+	struct sl_breaker_stats {
+		unsigned int state; /* enum sluice_breaker_state */
+		uint64_t since_ns;
+		uint64_t to_state[SLUICE_BRK_STATES]; /* transitions into */
+		uint64_t probes_passed, probe_success, probe_failure;
+		uint64_t failed_fast; /* SYNs answered by RST or dropped */
+		uint64_t answers, errors; /* SYN answers seen, RSTs of them */
+	} breaker;
 };
+
+/* The names of enum sluice_breaker_state ("closed", "open", "half_open"). */
+const char *sl_breaker_state_str(unsigned int state);
 
 int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 		     struct sl_rule_stats *st);

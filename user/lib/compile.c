@@ -502,3 +502,19 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 		cfg->sketch_seed = sl_rule_def_hash(r);
 	}
 }
+
+void sl_breaker_cfg(const struct sl_breaker *b, struct sluice_breaker_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	if (!b->enabled)
+		return;
+	cfg->open_ns = (uint64_t)b->open_ms * 1000000ULL;
+	cfg->stat_ns = (uint64_t)b->stat_interval_ms * 1000000ULL;
+	cfg->strategy = b->strategy == SL_BRK_ERROR_COUNT
+				? SLUICE_BRK_ERROR_COUNT
+				: SLUICE_BRK_ERROR_RATIO;
+	cfg->threshold = b->threshold;
+	cfg->min_requests = b->min_requests;
+	cfg->probes = b->probes;
+	cfg->open_drop = b->open_action == SL_OPEN_DROP;
+}

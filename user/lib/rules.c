@@ -34,6 +34,15 @@ const char *const sl_fallback_names[SL_FALLBACK_COUNT] = {
 	[SL_FB_PASS] = "pass",	 [SL_FB_FIXED] = "fixed",
 };
 
+const char *const sl_strategy_names[SL_STRATEGY_COUNT] = {
+	[SL_BRK_ERROR_RATIO] = "error_ratio",
+	[SL_BRK_ERROR_COUNT] = "error_count",
+};
+const char *const sl_open_action_names[SL_OPEN_ACTION_COUNT] = {
+	[SL_OPEN_RST] = "rst",
+	[SL_OPEN_DROP] = "drop",
+};
+
 uint64_t sl_cluster_quota(const struct sl_cluster *cl, const char *node)
 {
 	uint32_t lo = 0, hi = cl->n_quotas;

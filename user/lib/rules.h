@@ -23,6 +23,15 @@
 #define SL_DEF_COLD_FACTOR   3 /* Sentinel's coldFactor default */
 #define SL_NODE_MAX	     63 /* node ids in cluster.quotas */
 #define SL_MAX_QUOTAS	     32 /* nodes in one manual cluster flow */
+#define SL_BRK_RATIO_ONE     1000000 /* an error_ratio threshold of 1.0 */
+#define SL_BRK_MAX_COUNT     1000000000
+#define SL_BRK_MAX_OPEN_MS   3600000
+#define SL_BRK_MIN_STAT_MS   10
+#define SL_BRK_MAX_STAT_MS   SL_MAX_INTERVAL_MS
+#define SL_BRK_MAX_PROBES    1000
+#define SL_BRK_DEF_MIN_REQ   5	  /* Sentinel's minRequestAmount default */
+#define SL_BRK_DEF_STAT_MS   1000 /* Sentinel's statIntervalMs default */
+#define SL_BRK_DEF_PROBES    1
 
 enum sl_proto {
 	SL_PROTO_ANY = 0,
@@ -41,6 +50,30 @@ enum sl_grade {
 enum sl_mode {
 	SL_MODE_ENFORCE = 0,
 	SL_MODE_SHADOW,
+};
+
+/* breaker.strategy: what threshold is compared with. */
+enum sl_breaker_strategy {
+	SL_BRK_ERROR_RATIO = 0, /* errors / answers, threshold in ppm */
+	SL_BRK_ERROR_COUNT,	/* errors */
+};
+
+/* breaker.open_action: how a SYN is failed while the breaker is open. */
+enum sl_open_action {
+	SL_OPEN_RST = 0,
+	SL_OPEN_DROP,
+};
+
+/* A rule's "breaker" (tcp rules only); enabled is false when it has none. */
+struct sl_breaker {
+	bool enabled;
+	enum sl_breaker_strategy strategy;
+	uint32_t threshold; /* ratio: parts per million; count: errors */
+	uint32_t open_ms;
+	uint32_t min_requests;
+	uint32_t stat_interval_ms;
+	uint32_t probes;
+	enum sl_open_action open_action;
 };
 
 /* cluster.threshold_type: what count means for a cluster flow. */
@@ -110,6 +143,7 @@ struct sl_rule {
 	uint32_t warm_period_s;
 	uint32_t cold_factor;
 	struct sl_cluster cluster;
+	struct sl_breaker breaker;
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 
@@ -137,11 +171,15 @@ void sl_ruleset_free(struct sl_ruleset *set);
 #define SL_MODE_COUNT	   (SL_MODE_SHADOW + 1)
 #define SL_THRESHOLD_COUNT (SL_THRESH_MANUAL + 1)
 #define SL_FALLBACK_COUNT  (SL_FB_FIXED + 1)
+#define SL_STRATEGY_COUNT  (SL_BRK_ERROR_COUNT + 1)
+#define SL_OPEN_ACTION_COUNT (SL_OPEN_DROP + 1)
 extern const char *const sl_proto_names[SL_PROTO_COUNT];
 extern const char *const sl_grade_names[SL_GRADE_COUNT];
 extern const char *const sl_mode_names[SL_MODE_COUNT];
 extern const char *const sl_threshold_names[SL_THRESHOLD_COUNT];
 extern const char *const sl_fallback_names[SL_FALLBACK_COUNT];
+extern const char *const sl_strategy_names[SL_STRATEGY_COUNT];
+extern const char *const sl_open_action_names[SL_OPEN_ACTION_COUNT];
 
 /* The same, "?" for a value out of range. */
 const char *sl_proto_str(enum sl_proto p);

@@ -87,6 +87,31 @@ static void cluster_text(struct sl_text *t, const struct sl_cluster *c)
 
 /* The canonical text of r (rules_json.h), with or without its priority;
  * test_rules checks it against a cJSON tree printed by cJSON. */
+static void breaker_text(struct sl_text *t, const struct sl_breaker *b)
+{
+	char num[32];
+	int n;
+
+	if (!b->enabled)
+		return;
+	text_key_str(t, ",\"breaker\":{\"strategy\":",
+		     sl_strategy_names[b->strategy]);
+	if (b->strategy == SL_BRK_ERROR_RATIO) {
+		n = snprintf(num, sizeof(num), ",\"threshold\":%.6g",
+			     (double) b->threshold / SL_BRK_RATIO_ONE);
+		sl_text_put(t, num, n);
+	} else {
+		sl_text_u64(t, ",\"threshold\":", b->threshold);
+	}
+	sl_text_u64(t, ",\"open_ms\":", b->open_ms);
+	sl_text_u64(t, ",\"min_request_amount\":", b->min_requests);
+	sl_text_u64(t, ",\"stat_interval_ms\":", b->stat_interval_ms);
+	sl_text_u64(t, ",\"probes\":", b->probes);
+	text_key_str(t, ",\"open_action\":",
+		     sl_open_action_names[b->open_action]);
+	sl_text_put(t, "}", 1);
+}
+
 static void rule_text(struct sl_text *t, const struct sl_rule *r,
 		      bool with_priority)
 {
@@ -133,6 +158,7 @@ static void rule_text(struct sl_text *t, const struct sl_rule *r,
 		text_key_str(t, ",\"behavior\":", "reject");
 	}
 	cluster_text(t, &r->cluster);
+	breaker_text(t, &r->breaker);
 	sl_text_put(t, "}", 1);
 }
 

@@ -818,6 +818,110 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 
 
 
+/* threshold of an error_ratio breaker: a number in (0, 1], in ppm. */
+static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
+		     uint32_t *out)
+{
+	double d;
+
+	if (!cJSON_IsNumber(it)) {
+		rule_err(rc, field, "must be a number, got %s", json_type(it));
+		return -EINVAL;
+	}
+	d = it->valuedouble;
+	if (!(d > 0 && d <= 1)) {
+		rule_err(rc, field,
+			 "an error ratio must be above 0 and at most 1, "
+			 "got %.15g", d);
+		return -EINVAL;
+	}
+	*out = (uint32_t) (d * SL_BRK_RATIO_ONE + 0.5);
+	if (!*out)
+		*out = 1;
+	return 0;
+}
+
+/*
+ * {"strategy", "threshold", "open_ms", "min_request_amount",
+ * "stat_interval_ms", "probes", "open_action"}: Sentinel's DegradeRule
+ * over the answers to a tcp rule's SYNs (docs/rules.md).
+ */
+static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
+			  struct sl_rule *r)
+{
+	enum { B_STRAT, B_THRESH, B_OPEN, B_MINREQ, B_STAT, B_PROBES,
+	       B_ACTION, B_N };
+	static const char *const known[] = {
+	    [B_STRAT] = "strategy",	       [B_THRESH] = "threshold",
+	    [B_OPEN] = "open_ms",	       [B_MINREQ] = "min_request_amount",
+	    [B_STAT] = "stat_interval_ms", [B_PROBES] = "probes",
+	    [B_ACTION] = "open_action",    [B_N] = NULL};
+	struct sl_breaker *b = &r->breaker;
+	const cJSON *f[B_N], *it;
+	uint64_t v;
+	int e = -1;
+
+	memset(b, 0, sizeof(*b));
+	if (!br || !get_object(rc, br, "breaker"))
+		return;
+	b->enabled = true;
+	b->min_requests = SL_BRK_DEF_MIN_REQ;
+	b->stat_interval_ms = SL_BRK_DEF_STAT_MS;
+	b->probes = SL_BRK_DEF_PROBES;
+	get_fields(rc, br, "breaker", known, f);
+
+	it = f[B_STRAT];
+	if (!it)
+		rule_err(rc, "breaker.strategy",
+			 "required (error_ratio or error_count)");
+	else
+		e = get_enum(rc, it, "breaker.strategy", sl_strategy_names,
+			     ARRAY_SIZE(sl_strategy_names));
+	if (e >= 0)
+		b->strategy = e;
+
+	it = f[B_THRESH];
+	if (!it)
+		rule_err(rc, "breaker.threshold",
+			 "required (a ratio in (0, 1] for error_ratio, a "
+			 "number of errors for error_count)");
+	else if (e == SL_BRK_ERROR_RATIO)
+		get_ratio(rc, it, "breaker.threshold", &b->threshold);
+	else if (e == SL_BRK_ERROR_COUNT &&
+		 get_uint(rc, it, "breaker.threshold", 1, SL_BRK_MAX_COUNT,
+			  &v) == 0)
+		b->threshold = v;
+
+	it = f[B_OPEN];
+	if (!it)
+		rule_err(rc, "breaker.open_ms",
+			 "required (how long the breaker stays open)");
+	else if (get_uint(rc, it, "breaker.open_ms", 1, SL_BRK_MAX_OPEN_MS,
+			  &v) == 0)
+		b->open_ms = v;
+
+	it = f[B_MINREQ];
+	if (it && get_uint(rc, it, "breaker.min_request_amount", 1,
+			   SL_BRK_MAX_COUNT, &v) == 0)
+		b->min_requests = v;
+	it = f[B_STAT];
+	if (it && get_uint(rc, it, "breaker.stat_interval_ms",
+			   SL_BRK_MIN_STAT_MS, SL_BRK_MAX_STAT_MS, &v) == 0)
+		b->stat_interval_ms = v;
+	it = f[B_PROBES];
+	if (it && get_uint(rc, it, "breaker.probes", 1, SL_BRK_MAX_PROBES,
+			   &v) == 0)
+		b->probes = v;
+	it = f[B_ACTION];
+	if (it) {
+		e = get_enum(rc, it, "breaker.open_action",
+			     sl_open_action_names,
+			     ARRAY_SIZE(sl_open_action_names));
+		if (e >= 0)
+			b->open_action = e;
+	}
+}
+
 /* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
 static bool node_valid(const char *s)
 {
@@ -990,14 +1094,14 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 {
 	enum { R_NAME, R_MATCH, R_GRADE, R_COUNT, R_WINDOW, R_PER_SOURCE,
-	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_N };
+	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_BREAKER, R_N };
 	static const char *const known[] = {
 	    [R_NAME] = "name",		   [R_MATCH] = "match",
 	    [R_GRADE] = "grade",	   [R_COUNT] = "count",
 	    [R_WINDOW] = "window",	   [R_PER_SOURCE] = "per_source",
 	    [R_MODE] = "mode",		   [R_PRIORITY] = "priority",
 	    [R_BEHAVIOR] = "behavior",	   [R_CLUSTER] = "cluster",
-	    [R_N] = NULL};
+	    [R_BREAKER] = "breaker",	   [R_N] = NULL};
 	const cJSON *f[R_N], *name, *match, *grade, *count, *mode, *prio;
 	bool proto_known;
 	uint64_t v;
@@ -1077,6 +1181,13 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 			 r->cold_factor, (unsigned long long) r->count);
 
 	parse_cluster(rc, f[R_CLUSTER], r);
+	parse_breaker(rc, f[R_BREAKER], r);
+	/* its signals are the answers to SYNs */
+	if (r->breaker.enabled && proto_known && r->proto != SL_PROTO_TCP)
+		rule_err(rc, "breaker",
+			 "watches the answers to TCP SYNs and needs "
+			 "match.proto \"tcp\" (proto is '%s')",
+			 sl_proto_str(r->proto));
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
 			 "cannot be combined with per_source (a cluster "

@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Circuit breaking (Sentinel 1.8's DegradeRule) over the answers to a tcp
+ * rule's SYNs: a SYN-ACK is a success, a RST with seq 0 (the kernel's
+ * answer to a SYN that finds no listener) an error. The answers are seen
+ * on egress (sluice_egress), the SYNs at XDP (breaker_syn()).
+ *
+ *  closed:    SYNs pass to admission; the answers of each stat_interval
+ *             are counted, and with at least min_requests of them, errors
+ *             over the threshold open the breaker;
+ *  open:      every new SYN is answered by a RST from XDP (or dropped)
+ *             for open_ms, then the next SYN makes it half-open;
+ *  half-open: `probes` SYNs pass, the rest fail fast; one probe answered
+ *             by RST opens it again, all answered by SYN-ACK close it; no
+ *             verdict within open_ms opens it again.
+ * Counting races between CPUs (a window that rolls while another CPU
+ * counts) may lose an answer or two of a window: the ratio is a hint at
+ * that precision, and every transition is made by one CAS.
+ */
+#ifndef SLUICE_BREAKER_H
+#define SLUICE_BREAKER_H
+
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_endian.h>
+#include "maps.h"
+#include "parse.h"
+#include "admit.h"
+
+_Static_assert(sizeof(struct sluice_breaker_cfg) == 40, "breaker_cfg layout");
+_Static_assert(SLUICE_BRK_STATES <= SLUICE_BRK_STATE_MASK + 1,
+	       "a state fits the state word's low bits");
+
+/* The TTL (hop limit) of the RSTs sent from XDP, as Linux's default. */
+#ifndef SLUICE_RST_TTL
+#define SLUICE_RST_TTL 64
+#endif
+
+/* TCP flags in the header's 14th byte, and IPv4's don't-fragment bit */
+#define TCPF_FIN 0x01
+#define TCPF_SYN 0x02
+#define TCPF_RST 0x04
+#define TCPF_ACK 0x10
+#define IP_DF	 0x4000
+
+/* A SYN without ACK, from its port-table key (sluice_port_key()). */
+static __always_inline bool port_key_is_syn(__u32 key)
+{
+	if (key >= SLUICE_FAM_SPACE)
+		key -= SLUICE_FAM_SPACE;
+	return key >> 16 == SLUICE_SLOT_TCP_SYN;
+}
+
+/* Move from state word s to state to; only the CPU whose CAS wins. */
+static __always_inline bool brk_move(struct sluice_breaker *st, __u64 s,
+				     __u32 to, __u64 now)
+{
+	__u64 next = ((s & ~SLUICE_BRK_STATE_MASK) +
+		      (SLUICE_BRK_STATE_MASK + 1)) | to;
+
+	if (__sync_val_compare_and_swap(&st->state, s, next) != s)
+		return false;
+	WRITE_ONCE(st->since_ns, now);
+	__sync_fetch_and_add(&st->to_state[to], 1);
+	return true;
+}
+
+/* Open -> half-open: the probes are set before the CAS publishes them
+ * (nobody reads them while open). */
+static __always_inline void brk_half_open(struct sluice_breaker *st, __u64 s,
+					  const struct sluice_breaker_cfg *cfg,
+					  __u64 now)
+{
+	WRITE_ONCE(st->probes_left, (__s64)cfg->probes);
+	WRITE_ONCE(st->probe_ok, 0);
+	brk_move(st, s, SLUICE_BRK_HALF_OPEN, now);
+}
+
+/* Half-open -> closed, with a fresh statistic. */
+static __always_inline void brk_close(struct sluice_breaker *st, __u64 s,
+				      const struct sluice_breaker_cfg *cfg,
+				      __u64 now)
+{
+	WRITE_ONCE(st->win_id, now / cfg->stat_ns);
+	WRITE_ONCE(st->answers, 0);
+	WRITE_ONCE(st->errors, 0);
+	brk_move(st, s, SLUICE_BRK_CLOSED, now);
+}
+
+/* ---- the RST sent while open ------------------------------------------ */
+
+static __always_inline __u16 csum_fold(__u64 sum)
+{
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+/* Sum of n 16-bit words (n constant: unrolled). */
+static __always_inline __u64 csum_words(const void *p, int n)
+{
+	const __u16 *w = p;
+	__u64 sum = 0;
+
+#pragma unroll
+	for (int i = 0; i < n; i++)
+		sum += w[i];
+	return sum;
+}
+
+static __always_inline void swap_macs(struct ethhdr *eth)
+{
+	__u8 tmp[ETH_ALEN];
+
+	__builtin_memcpy(tmp, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, tmp, ETH_ALEN);
+}
+
+/* The RST|ACK that Linux sends for a SYN without a listener (seq 0, ack
+ * the SYN's seq + its length); the frame is cut to its headers. */
+static __always_inline void rst_tcp(struct tcphdr *out, const struct tcphdr *in,
+				    __u32 seg_len)
+{
+	__builtin_memset(out, 0, sizeof(*out));
+	out->source = in->dest;
+	out->dest = in->source;
+	out->ack_seq = bpf_htonl(bpf_ntohl(in->seq) + seg_len);
+	out->doff = 5;
+	out->rst = 1;
+	out->ack = 1;
+}
+
+/* The frame cut to len bytes; data, data_end reloaded by the caller. */
+static __always_inline int cut_to(struct xdp_md *ctx, __u32 len)
+{
+	__s32 extra = (__s32)(ctx->data_end - ctx->data) - (__s32)len;
+
+	if (extra > 0 && bpf_xdp_adjust_tail(ctx, -extra))
+		return -1;
+	return 0;
+}
+
+static __always_inline int rst_v4(struct xdp_md *ctx, __u32 l3)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *iph = data + l3, ip;
+	struct tcphdr *th = data + l3 + sizeof(ip), tcp, in;
+	__u32 seg, addr;
+	__u64 sum;
+
+	if ((void *)(th + 1) > data_end)
+		return XDP_DROP;
+	/* options would be reflected: such a SYN is dropped, not answered */
+	if (iph->ihl != 5 || iph->protocol != IPPROTO_TCP)
+		return XDP_DROP;
+	__builtin_memcpy(&ip, iph, sizeof(ip));
+	__builtin_memcpy(&in, th, sizeof(in));
+	seg = bpf_ntohs(ip.tot_len) - sizeof(ip) - in.doff * 4 + 1 + in.fin;
+	if (cut_to(ctx, l3 + sizeof(ip) + sizeof(tcp)))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + l3 + sizeof(ip) + sizeof(tcp) > data_end)
+		return XDP_DROP;
+
+	addr = ip.saddr;
+	ip.saddr = ip.daddr;
+	ip.daddr = addr;
+	ip.tos = 0;
+	ip.tot_len = bpf_htons(sizeof(ip) + sizeof(tcp));
+	ip.id = 0;
+	ip.frag_off = bpf_htons(IP_DF);
+	ip.ttl = SLUICE_RST_TTL;
+	ip.check = 0;
+	ip.check = csum_fold(csum_words(&ip, sizeof(ip) / 2));
+
+	rst_tcp(&tcp, &in, seg);
+	sum = csum_words(&ip.saddr, 4) + bpf_htons(IPPROTO_TCP) +
+	      bpf_htons(sizeof(tcp)) + csum_words(&tcp, sizeof(tcp) / 2);
+	tcp.check = csum_fold(sum);
+
+	swap_macs(data);
+	__builtin_memcpy(data + l3, &ip, sizeof(ip));
+	__builtin_memcpy(data + l3 + sizeof(ip), &tcp, sizeof(tcp));
+	return XDP_TX;
+}
+
+static __always_inline int rst_v6(struct xdp_md *ctx, __u32 l3)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6h = data + l3, ip6;
+	struct tcphdr *th = data + l3 + sizeof(ip6), tcp, in;
+	struct in6_addr addr;
+	__u32 seg;
+	__u64 sum;
+
+	if ((void *)(th + 1) > data_end)
+		return XDP_DROP;
+	/* extension headers are not walked for a reply: dropped */
+	if (ip6h->nexthdr != IPPROTO_TCP)
+		return XDP_DROP;
+	__builtin_memcpy(&ip6, ip6h, sizeof(ip6));
+	__builtin_memcpy(&in, th, sizeof(in));
+	seg = bpf_ntohs(ip6.payload_len) - in.doff * 4 + 1 + in.fin;
+	if (cut_to(ctx, l3 + sizeof(ip6) + sizeof(tcp)))
+		return XDP_DROP;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (data + l3 + sizeof(ip6) + sizeof(tcp) > data_end)
+		return XDP_DROP;
+
+	addr = ip6.saddr;
+	ip6.saddr = ip6.daddr;
+	ip6.daddr = addr;
+	/* version 6, traffic class and flow label 0 */
+	*(__be32 *)&ip6 = bpf_htonl(0x60000000);
+	ip6.payload_len = bpf_htons(sizeof(tcp));
+	ip6.hop_limit = SLUICE_RST_TTL;
+
+	rst_tcp(&tcp, &in, seg);
+	sum = csum_words(&ip6.saddr, 16) + bpf_htons(sizeof(tcp)) +
+	      bpf_htons(IPPROTO_TCP) + csum_words(&tcp, sizeof(tcp) / 2);
+	tcp.check = csum_fold(sum);
+
+	swap_macs(data);
+	__builtin_memcpy(data + l3, &ip6, sizeof(ip6));
+	__builtin_memcpy(data + l3 + sizeof(ip6), &tcp, sizeof(tcp));
+	return XDP_TX;
+}
+
+/* Answer the SYN in ctx by a RST (VLAN tags kept). */
+static __always_inline int breaker_rst(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 l3 = sizeof(*eth);
+	__be16 proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	proto = eth->h_proto;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		struct vlan_tag *tag = data + l3;
+
+		if (proto != bpf_htons(ETH_P_8021Q) &&
+		    proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if ((void *)(tag + 1) > data_end)
+			return XDP_DROP;
+		proto = tag->proto;
+		l3 += sizeof(*tag);
+	}
+	if (proto == bpf_htons(ETH_P_IP))
+		return rst_v4(ctx, l3);
+	if (proto == bpf_htons(ETH_P_IPV6))
+		return rst_v6(ctx, l3);
+	return XDP_DROP;
+}
+
+/* ---- XDP: a SYN of a rule with a breaker -------------------------------- */
+
+/*
+ * The verdict for a SYN that the breaker fails fast, or -1 when it goes
+ * on to admission (closed, or a half-open probe).
+ */
+static __always_inline int breaker_syn(struct xdp_md *ctx, __u32 slot)
+{
+	const struct sluice_breaker_cfg *cfg;
+	const struct sluice_rule_cfg *rule;
+	struct sluice_breaker *st;
+	__u64 s, now;
+
+	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
+	st = bpf_map_lookup_elem(&rule_breaker, &slot);
+	if (!cfg || !st || !cfg->open_ns)
+		return -1;
+	s = READ_ONCE(st->state);
+	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED)
+		return -1;
+	now = sluice_now();
+	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_OPEN) {
+		if (now - READ_ONCE(st->since_ns) < cfg->open_ns)
+			goto fail;
+		brk_half_open(st, s, cfg, now);
+	} else if (now - READ_ONCE(st->since_ns) >= cfg->open_ns) {
+		/* half-open with no verdict for open_ms: open again */
+		brk_move(st, s, SLUICE_BRK_OPEN, now);
+		goto fail;
+	}
+	if ((s = READ_ONCE(st->state) & SLUICE_BRK_STATE_MASK) ==
+		    SLUICE_BRK_HALF_OPEN &&
+	    __sync_fetch_and_add(&st->probes_left, -1) > 0) {
+		__sync_fetch_and_add(&st->probes_passed, 1);
+		return -1;
+	}
+	if (s == SLUICE_BRK_CLOSED)
+		return -1;
+fail:
+	__sync_fetch_and_add(&st->failed_fast, 1);
+	/* a shadow rule's breaker only counts what it would fail */
+	rule = bpf_map_lookup_elem(&rule_cfg, &slot);
+	if (!rule || rule->flags & SLUICE_RULE_SHADOW)
+		return -1;
+	if (cfg->open_drop)
+		return XDP_DROP;
+	return breaker_rst(ctx);
+}
+
+/* ---- egress: the answers ---------------------------------------------- */
+
+/* An answer to a SYN in an egress frame: p as the SYN it answers would
+ * have been classified (addresses swapped, the source port as dport).
+ * 1: a SYN-ACK, 2: a RST|ACK with seq 0, 0: neither. */
+static __always_inline int parse_answer(struct sluice_pkt *p, void *data,
+					void *data_end)
+{
+	struct ethhdr *eth = data;
+	struct tcphdr *th;
+	__u8 flags;
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = (void *)(eth + 1);
+
+		if ((void *)(iph + 1) > data_end ||
+		    iph->protocol != IPPROTO_TCP ||
+		    iph->frag_off & bpf_htons(IP_OFFSET))
+			return 0;
+		th = (void *)iph + iph->ihl * 4;
+		p->family = 4;
+		p->saddr = (const __u8 *)&iph->daddr;
+		p->daddr = (const __u8 *)&iph->saddr;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = (void *)(eth + 1);
+
+		if ((void *)(ip6h + 1) > data_end ||
+		    ip6h->nexthdr != IPPROTO_TCP)
+			return 0;
+		th = (void *)(ip6h + 1);
+		p->family = 6;
+		p->saddr = ip6h->daddr.in6_u.u6_addr8;
+		p->daddr = ip6h->saddr.in6_u.u6_addr8;
+	} else {
+		return 0;
+	}
+	if ((void *)(th + 1) > data_end)
+		return 0;
+	flags = ((const __u8 *)th)[13];
+	p->port_key = sluice_port_key(p->family, SLUICE_SLOT_TCP_SYN,
+				      bpf_ntohs(th->source));
+	flags &= TCPF_SYN | TCPF_ACK | TCPF_RST;
+	if (flags == (TCPF_SYN | TCPF_ACK))
+		return 1;
+	if (flags == (TCPF_RST | TCPF_ACK) && !th->seq)
+		return 2;
+	return 0;
+}
+
+/* Errors over the threshold, with enough answers (Sentinel: more than
+ * the threshold; a ratio of 1 opens when every answer is an error). */
+static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
+				     __u64 answers, __u64 errors)
+{
+	if (answers < cfg->min_requests)
+		return false;
+	if (cfg->strategy == SLUICE_BRK_ERROR_COUNT)
+		return errors > cfg->threshold;
+	if (cfg->threshold >= SLUICE_BRK_RATIO_ONE)
+		return errors >= answers;
+	return errors * SLUICE_BRK_RATIO_ONE > cfg->threshold * answers;
+}
+
+static __always_inline void breaker_answer(__u32 slot, bool error)
+{
+	const struct sluice_breaker_cfg *cfg;
+	struct sluice_breaker *st;
+	__u64 s, now, win, old, answers, errors;
+
+	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
+	st = bpf_map_lookup_elem(&rule_breaker, &slot);
+	if (!cfg || !st || !cfg->open_ns || !cfg->stat_ns)
+		return;
+	now = sluice_now();
+	__sync_fetch_and_add(&st->answers_total, 1);
+	if (error)
+		__sync_fetch_and_add(&st->errors_total, 1);
+	s = READ_ONCE(st->state);
+	switch (s & SLUICE_BRK_STATE_MASK) {
+	case SLUICE_BRK_CLOSED:
+		win = now / cfg->stat_ns;
+		old = READ_ONCE(st->win_id);
+		if (old != win &&
+		    __sync_val_compare_and_swap(&st->win_id, old, win) == old) {
+			WRITE_ONCE(st->answers, 0);
+			WRITE_ONCE(st->errors, 0);
+		}
+		answers = __sync_fetch_and_add(&st->answers, 1) + 1;
+		if (!error)
+			return;
+		errors = __sync_fetch_and_add(&st->errors, 1) + 1;
+		if (brk_over(cfg, answers, errors))
+			brk_move(st, s, SLUICE_BRK_OPEN, now);
+		return;
+	case SLUICE_BRK_HALF_OPEN:
+		if (error) {
+			__sync_fetch_and_add(&st->probe_failure, 1);
+			brk_move(st, s, SLUICE_BRK_OPEN, now);
+			return;
+		}
+		__sync_fetch_and_add(&st->probe_success, 1);
+		if (__sync_fetch_and_add(&st->probe_ok, 1) + 1 >= cfg->probes)
+			brk_close(st, s, cfg, now);
+		return;
+	default:
+		/* answers to SYNs admitted before it opened */
+		return;
+	}
+}
+
+#endif

@@ -1,0 +1,432 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Breakers on the test clock: SYNs through sluice_xdp, their answers
+ * (SYN-ACK, RST) through sluice_egress. Every transition (closed -> open
+ * by ratio and by count, open -> half-open after open_ms, half-open ->
+ * closed when every probe succeeds, -> open on a failed probe or no
+ * verdict), exactly `probes` SYNs passing in half-open, the RST frame's
+ * bytes and checksums (IPv4, IPv6, VLAN), open_action drop, non-SYNs
+ * untouched, and rules without a breaker left alone.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/pkt_cls.h>
+
+#include "harness.h"
+#include "sluice.skel.h"
+
+#define PORT 8080
+#define MS   1000000ULL
+#define SYN_SEQ 0x11223344u
+
+/* A breaker rule on tcp PORT that never limits by count. */
+#define BRK(name, breaker)                                                  \
+	"{\"name\":\"" name "\",\"match\":{\"proto\":\"tcp\",\"dport\":"    \
+	"8080},\"grade\":\"cps\",\"count\":100000000000,\"breaker\":"        \
+	breaker "}"
+#define RATIO                                                               \
+	"{\"strategy\":\"error_ratio\",\"threshold\":0.5,\"open_ms\":100,"  \
+	"\"min_request_amount\":5,\"stat_interval_ms\":1000,\"probes\":2}"
+
+static void set_seq(struct pkt *p)
+{
+	uint32_t seq = htonl(SYN_SEQ);
+
+	memcpy(p->buf + p->l4_off + 4, &seq, 4);
+}
+
+static void zero_seq(struct pkt *p)
+{
+	memset(p->buf + p->l4_off + 4, 0, 4);
+}
+
+static struct pkt syn_v(int family, uint8_t tags)
+{
+	struct pspec s = { .family = family, .proto = TCP_, .dport = PORT,
+			   .flags = PKT_SYN, .tags = tags, .mangle = set_seq };
+	struct pkt p;
+
+	build(&s, &p);
+	return p;
+}
+
+/* The service's answer to syn_v(family): SYN-ACK, or RST|ACK seq 0. */
+static struct pkt answer_v(int family, bool rst)
+{
+	struct pspec s = { .family = family, .proto = TCP_, .sport = PORT,
+			   .dport = 40000,
+			   .src = family == 6 ? DST6 : DST4,
+			   .dst = family == 6 ? SRC6 : SRC4,
+			   .flags = rst ? PKT_RST | PKT_ACK : PKT_SYN | PKT_ACK,
+			   .mangle = rst ? zero_seq : NULL };
+	struct pkt p;
+
+	build(&s, &p);
+	return p;
+}
+
+static int egress(struct sl_dataplane *d, const struct pkt *p)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p->buf,
+		    .data_size_in = p->len, .repeat = 1);
+	int fd = bpf_program__fd(d->skel->progs.sluice_egress);
+
+	if (bpf_prog_test_run_opts(fd, &o))
+		return -errno;
+	return o.retval;
+}
+
+/* n answers; false when one was not TC_ACT_OK */
+static bool answers(struct sl_dataplane *d, int family, bool rst, int n)
+{
+	struct pkt p = answer_v(family, rst);
+
+	for (int i = 0; i < n; i++)
+		if (egress(d, &p) != TC_ACT_OK)
+			return false;
+	return true;
+}
+
+static struct sluice_breaker brk_state(struct sl_dataplane *d,
+				       const char *name)
+{
+	struct sluice_breaker st = { 0 };
+	uint32_t slot = slot_of(d, name);
+
+	if (bpf_map_lookup_elem(bpf_map__fd(d->skel->maps.rule_breaker), &slot,
+				&st))
+		diag("no breaker state for %s", name);
+	return st;
+}
+
+static unsigned int state_of(struct sl_dataplane *d, const char *name)
+{
+	return brk_state(d, name).state & SLUICE_BRK_STATE_MASK;
+}
+
+static const char *const state_names[] = { "closed", "open", "half-open" };
+
+static bool is_state(struct sl_dataplane *d, const char *name,
+		     unsigned int want, const char *what)
+{
+	unsigned int s = state_of(d, name);
+
+	return tap(s == want, "%s: %s (state %s)", what, state_names[want],
+		   s < 3 ? state_names[s] : "?");
+}
+
+/* ---- transitions ------------------------------------------------------- */
+
+static void test_ratio(struct sl_dataplane *dp)
+{
+	struct pkt syn = syn_v(4, 0);
+	struct sluice_breaker st;
+	uint64_t t0;
+	long n;
+
+	next_scenario();
+	t0 = test_time();
+	if (!tap(apply(dp, RULES(BRK("web", RATIO))) == 0,
+		 "ratio: rule with a breaker applies"))
+		return;
+	tap(run(dp, &syn) == XDP_PASS, "ratio: closed, a SYN passes");
+	/* 4 errors: below min_request_amount 5 */
+	answers(dp, 4, true, 4);
+	is_state(dp, "web", SLUICE_BRK_CLOSED,
+		 "ratio: 4 RSTs, fewer than min_request_amount 5");
+	answers(dp, 4, true, 1);
+	st = brk_state(dp, "web");
+	is_state(dp, "web", SLUICE_BRK_OPEN, "ratio: the 5th RST opens it");
+	tap(st.to_state[SLUICE_BRK_OPEN] == 1 && st.errors_total == 5 &&
+		    st.answers_total == 5,
+	    "ratio: one transition to open, 5 answers, 5 errors (%llu, %llu, "
+	    "%llu)",
+	    (unsigned long long)st.to_state[SLUICE_BRK_OPEN],
+	    (unsigned long long)st.answers_total,
+	    (unsigned long long)st.errors_total);
+
+	n = 0;
+	for (int i = 0; i < 10; i++)
+		n += run(dp, &syn) == XDP_TX;
+	tap(n == 10, "ratio: open, 10 SYNs answered by XDP_TX (%ld)", n);
+	{
+		struct pspec s = { .proto = TCP_, .dport = PORT,
+				   .flags = PKT_ACK };
+		struct pkt ack;
+
+		build(&s, &ack);
+		tap(run(dp, &ack) == XDP_PASS,
+		    "ratio: open, a non-SYN (ACK) of a connection passes");
+	}
+	tap(brk_state(dp, "web").failed_fast == 10,
+	    "ratio: failed_fast counts the 10");
+
+	/* 99 ms after opening: still open */
+	set_time(t0 + 99 * MS);
+	tap(run(dp, &syn) == XDP_TX, "ratio: 99 ms of open_ms 100: RST");
+	set_time(t0 + 100 * MS);
+	tap(run(dp, &syn) == XDP_PASS,
+	    "ratio: after open_ms the next SYN is probe 1 and passes");
+	is_state(dp, "web", SLUICE_BRK_HALF_OPEN, "ratio: then");
+	tap(run(dp, &syn) == XDP_PASS, "ratio: probe 2 passes");
+	n = 0;
+	for (int i = 0; i < 5; i++)
+		n += run(dp, &syn) == XDP_TX;
+	tap(n == 5, "ratio: half-open with 2 probes out, 5 more SYNs get "
+		    "RSTs (%ld)", n);
+	tap(brk_state(dp, "web").probes_passed == 2,
+	    "ratio: exactly 2 probes passed");
+	answers(dp, 4, false, 1);
+	is_state(dp, "web", SLUICE_BRK_HALF_OPEN,
+		 "ratio: one probe's SYN-ACK of 2");
+	answers(dp, 4, false, 1);
+	st = brk_state(dp, "web");
+	is_state(dp, "web", SLUICE_BRK_CLOSED, "ratio: both probes succeed");
+	tap(st.probe_success == 2 && st.probe_failure == 0 &&
+		    st.to_state[SLUICE_BRK_HALF_OPEN] == 1 &&
+		    st.to_state[SLUICE_BRK_CLOSED] == 1,
+	    "ratio: 2 probe successes, one each of half-open and closed");
+	tap(run(dp, &syn) == XDP_PASS, "ratio: closed again, a SYN passes");
+
+	/* below the ratio: 3 errors of 6 is 0.5, not over it */
+	set_time(t0 + 2000 * MS);
+	answers(dp, 4, false, 3);
+	answers(dp, 4, true, 3);
+	is_state(dp, "web", SLUICE_BRK_CLOSED,
+		 "ratio: 3 errors of 6 answers is not over 0.5");
+	answers(dp, 4, true, 1);
+	is_state(dp, "web", SLUICE_BRK_OPEN, "ratio: 4 of 7 is");
+
+	/* a failed probe opens it again */
+	set_time(t0 + 2100 * MS);
+	tap(run(dp, &syn) == XDP_PASS, "ratio: reopen: probe 1 passes");
+	answers(dp, 4, true, 1);
+	st = brk_state(dp, "web");
+	is_state(dp, "web", SLUICE_BRK_OPEN,
+		 "ratio: a probe answered by RST opens it again");
+	tap(st.probe_failure == 1 && st.to_state[SLUICE_BRK_OPEN] == 3,
+	    "ratio: 1 probe failure, 3 openings (%llu)",
+	    (unsigned long long)st.to_state[SLUICE_BRK_OPEN]);
+	tap(run(dp, &syn) == XDP_TX, "ratio: and the next SYN gets a RST");
+
+	/* probes never answered: open again after open_ms */
+	set_time(t0 + 2200 * MS);
+	tap(run(dp, &syn) == XDP_PASS, "timeout: probe 1 passes");
+	set_time(t0 + 2300 * MS);
+	tap(run(dp, &syn) == XDP_TX,
+	    "timeout: no verdict within open_ms: open again, RST");
+	is_state(dp, "web", SLUICE_BRK_OPEN, "timeout: then");
+}
+
+static void test_count_window(struct sl_dataplane *dp)
+{
+	uint64_t t0;
+
+	next_scenario();
+	t0 = test_time();
+	if (!tap(apply(dp, RULES(BRK("cnt",
+				     "{\"strategy\":\"error_count\","
+				     "\"threshold\":3,\"open_ms\":50,"
+				     "\"min_request_amount\":1,"
+				     "\"stat_interval_ms\":100}"))) == 0,
+		 "count: rule applies"))
+		return;
+	answers(dp, 6, true, 3);
+	is_state(dp, "cnt", SLUICE_BRK_CLOSED,
+		 "count: 3 errors, threshold 3 (more than 3 opens)");
+	/* the window rolls: the next error starts at 1 */
+	set_time(t0 + 150 * MS);
+	answers(dp, 6, true, 3);
+	is_state(dp, "cnt", SLUICE_BRK_CLOSED,
+		 "count: next stat_interval, 3 errors again");
+	answers(dp, 6, true, 1);
+	is_state(dp, "cnt", SLUICE_BRK_OPEN, "count: the 4th opens it");
+	/* the default probes is 1 */
+	set_time(t0 + 200 * MS);
+	{
+		struct pkt syn = syn_v(6, 0);
+
+		tap(run(dp, &syn) == XDP_PASS, "count: IPv6 probe passes");
+		tap(run(dp, &syn) == XDP_TX,
+		    "count: 1 probe (default): the next gets a RST");
+	}
+	answers(dp, 6, false, 1);
+	is_state(dp, "cnt", SLUICE_BRK_CLOSED,
+		 "count: the probe's SYN-ACK closes it");
+}
+
+static void test_drop_and_others(struct sl_dataplane *dp)
+{
+	struct pkt syn = syn_v(4, 0);
+	struct pspec ps = { .proto = TCP_, .sport = PORT, .dport = 40000,
+			    .src = DST4, .dst = SRC4,
+			    .flags = PKT_RST | PKT_ACK };
+	struct pkt rst_est;
+
+	next_scenario();
+	if (!tap(apply(dp, RULES(BRK("drp",
+				     "{\"strategy\":\"error_count\","
+				     "\"threshold\":1,\"open_ms\":50,"
+				     "\"min_request_amount\":1,"
+				     "\"open_action\":\"drop\"}"))) == 0,
+		 "drop: rule applies"))
+		return;
+	/* a connection's RST has a sequence number: not a SYN's answer */
+	build(&ps, &rst_est);
+	egress(dp, &rst_est);
+	egress(dp, &rst_est);
+	tap(brk_state(dp, "drp").answers_total == 0,
+	    "drop: RSTs with seq != 0 (connections) are not counted");
+	answers(dp, 4, true, 2);
+	is_state(dp, "drp", SLUICE_BRK_OPEN, "drop: 2 errors open it");
+	tap(run(dp, &syn) == XDP_DROP,
+	    "drop: open_action drop: an open breaker drops the SYN");
+
+	next_scenario();
+	if (!tap(apply(dp, RULES("{\"name\":\"shadow\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
+				 "\"count\":100000000000,\"mode\":\"shadow\","
+				 "\"breaker\":{\"strategy\":\"error_count\","
+				 "\"threshold\":1,\"open_ms\":50,"
+				 "\"min_request_amount\":1}}")) == 0,
+		 "shadow: rule applies"))
+		return;
+	answers(dp, 4, true, 2);
+	is_state(dp, "shadow", SLUICE_BRK_OPEN, "shadow: 2 errors open it");
+	tap(run(dp, &syn) == XDP_PASS &&
+		    brk_state(dp, "shadow").failed_fast == 1,
+	    "shadow: an open breaker of a shadow rule passes the SYN and "
+	    "counts it in failed_fast");
+
+	next_scenario();
+	if (!tap(apply(dp, RULES("{\"name\":\"plain\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
+				 "\"count\":100000000000}")) == 0,
+		 "plain: the same rule without a breaker applies"))
+		return;
+	answers(dp, 4, true, 20);
+	{
+		struct sluice_breaker st = brk_state(dp, "plain");
+
+		tap(st.answers_total == 0 && st.state == 0,
+		    "plain: answers to its SYNs leave no breaker state");
+	}
+	tap(run(dp, &syn) == XDP_PASS, "plain: its SYNs pass");
+	tap(dp->rule_cpu[slot_of(dp, "plain")].has_breaker == 0,
+	    "plain: has_breaker is 0 (the fast path is unchanged)");
+}
+
+/* ---- the RST frame ----------------------------------------------------- */
+
+static uint16_t csum16(const uint8_t *p, size_t n)
+{
+	uint32_t sum = 0;
+
+	for (size_t i = 0; i + 1 < n; i += 2)
+		sum += p[i] << 8 | p[i + 1];
+	if (n & 1)
+		sum += p[n - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+static int run_out(struct sl_dataplane *d, const struct pkt *in,
+		   struct pkt *out)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in->buf,
+		    .data_size_in = in->len, .data_out = out->buf,
+		    .data_size_out = sizeof(out->buf), .repeat = 1);
+	int fd = bpf_program__fd(d->skel->progs.sluice_xdp);
+
+	*out = *in;
+	if (bpf_prog_test_run_opts(fd, &o))
+		return -errno;
+	out->len = o.data_size_out;
+	return o.retval;
+}
+
+static void check_rst(struct sl_dataplane *dp, int family, uint8_t tags)
+{
+	struct pkt in = syn_v(family, tags), out;
+	const uint8_t *i = in.buf, *o;
+	int l3 = in.l3_off, l4 = l3 + (family == 4 ? 20 : 40);
+	int alen = family == 4 ? 4 : 16, sa = family == 4 ? 12 : 8;
+	uint32_t ack, seq;
+	char what[32];
+	bool ok;
+
+	snprintf(what, sizeof(what), "rst IPv%d%s", family,
+		 tags ? " VLAN" : "");
+	if (!tap(run_out(dp, &in, &out) == XDP_TX, "%s: XDP_TX", what))
+		return;
+	o = out.buf;
+	tap(out.len == (size_t)l4 + 20, "%s: cut to its headers (%zu bytes)",
+	    what, out.len);
+	tap(!memcmp(o, i + 6, 6) && !memcmp(o + 6, i, 6) &&
+		    !memcmp(o + 12, i + 12, l3 - 12),
+	    "%s: MACs swapped, VLAN tags and ethertype kept", what);
+	tap(!memcmp(o + l3 + sa, i + l3 + sa + alen, alen) &&
+		    !memcmp(o + l3 + sa + alen, i + l3 + sa, alen),
+	    "%s: addresses swapped", what);
+	tap(!memcmp(o + l4, i + l4 + 2, 2) && !memcmp(o + l4 + 2, i + l4, 2),
+	    "%s: ports swapped", what);
+	memcpy(&seq, o + l4 + 4, 4);
+	memcpy(&ack, o + l4 + 8, 4);
+	tap(seq == 0 && ntohl(ack) == SYN_SEQ + 1,
+	    "%s: seq 0, ack the SYN's seq + 1 (%#x)", what, ntohl(ack));
+	tap(o[l4 + 12] == 0x50 && o[l4 + 13] == (PKT_RST | PKT_ACK) &&
+		    !o[l4 + 14] && !o[l4 + 15],
+	    "%s: 20-byte header, RST|ACK, window 0", what);
+	if (family == 4) {
+		ok = o[l3] == 0x45 && (o[l3 + 2] << 8 | o[l3 + 3]) == 40 &&
+		     o[l3 + 8] == 64 && o[l3 + 9] == IPPROTO_TCP &&
+		     csum16(o + l3, 20) == 0;
+		tap(ok, "%s: IPv4 length 40, TTL 64, header checksum valid",
+		    what);
+	} else {
+		ok = o[l3] == 0x60 && (o[l3 + 4] << 8 | o[l3 + 5]) == 20 &&
+		     o[l3 + 6] == IPPROTO_TCP && o[l3 + 7] == 64;
+		tap(ok, "%s: IPv6 payload 20, hop limit 64", what);
+	}
+	out.l4_off = l4;
+	out.l4_proto = IPPROTO_TCP;
+	tap(pkt_verify_l4(&out) == 0, "%s: TCP checksum valid", what);
+}
+
+static void test_rst_frames(struct sl_dataplane *dp)
+{
+	next_scenario();
+	if (!tap(apply(dp, RULES(BRK("fr",
+				     "{\"strategy\":\"error_count\","
+				     "\"threshold\":1,\"open_ms\":100000,"
+				     "\"min_request_amount\":1}"))) == 0,
+		 "rst: rule applies"))
+		return;
+	answers(dp, 4, true, 2);
+	if (!is_state(dp, "fr", SLUICE_BRK_OPEN, "rst: open"))
+		return;
+	check_rst(dp, 4, 0);
+	check_rst(dp, 6, 0);
+	check_rst(dp, 4, 1);
+	check_rst(dp, 6, 2);
+}
+
+int main(void)
+{
+	struct sl_dataplane dp;
+
+	if (!h_begin(&dp)) {
+		test_ratio(&dp);
+		test_count_window(&dp);
+		test_drop_and_others(&dp);
+		test_rst_frames(&dp);
+		h_unload(&dp);
+	}
+	return h_end();
+}
