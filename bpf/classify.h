@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Classification: at most three lookups whatever the number of rules.
+ * Classification: at most four lookups whatever the number of rules.
  * 1. port_table[set][family][slot][dport] names the rule, or no rule, or a
- *    class for the destination trie (one load);
+ *    class for the VLAN stage or the destination trie (one load);
+ * 1a. only where some rule matches a VLAN: lpm_v4 on (class, VID) names
+ *    the rule or a class for the destination;
  * 2. lpm_v4/v6 on (class, daddr) names the rule or a class for the source;
  *    a per-CPU cache of recent answers sits in front of it, since the
  *    destinations of a host's traffic are its own few addresses;
@@ -90,6 +92,22 @@ static __always_inline __u32 dst_lookup(const struct sluice_pkt *p, __u32 gen,
 	return ref;
 }
 
+/* Stage 1a: the VID as a 16-bit prefix; /0 holds the rules of any VLAN. */
+static __always_inline __u32 vlan_lookup(const struct sluice_pkt *p,
+					 __u32 class_id)
+{
+	struct sluice_lpm4_key k4 = {
+		.prefixlen = 32 + 32,
+		.class_id = class_id,
+	};
+	__u32 *ref;
+
+	k4.addr[0] = p->vlan >> 8;
+	k4.addr[1] = p->vlan & 0xff;
+	ref = bpf_map_lookup_elem(&lpm_v4, &k4);
+	return ref ? *ref : SLUICE_REF_NONE;
+}
+
 /* Returns the rule slot + 1 that judges p, or 0 for none. */
 static __always_inline __u32 classify(const struct sluice_pkt *p)
 {
@@ -106,6 +124,11 @@ static __always_inline __u32 classify(const struct sluice_pkt *p)
 	ref = port_table[idx];
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
+	if (ref & SLUICE_REF_VLAN) {
+		ref = vlan_lookup(p, ref & ~(SLUICE_REF_LPM | SLUICE_REF_VLAN));
+		if (!(ref & SLUICE_REF_LPM))
+			return ref;
+	}
 	ref = dst_lookup(p, gen, ref & ~SLUICE_REF_LPM);
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;

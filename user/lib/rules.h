@@ -23,6 +23,7 @@
 #define SL_DEF_COLD_FACTOR   3 /* Sentinel's coldFactor default */
 #define SL_NODE_MAX	     63 /* node ids in cluster.quotas */
 #define SL_MAX_QUOTAS	     32 /* nodes in one manual cluster flow */
+#define SL_MAX_VLAN	     4094 /* 802.1Q VIDs 1..4094; 0 and 4095 are reserved */
 
 enum sl_proto {
 	SL_PROTO_ANY = 0,
@@ -93,6 +94,10 @@ struct sl_rule {
 	uint16_t dport_hi;
 	struct sl_prefix dst;
 	struct sl_prefix src;
+	/* match.vlan: has_vlan false = any; vlan 0 = "untagged" (or a
+	 * priority tag), else the innermost 802.1Q VID */
+	bool has_vlan;
+	uint16_t vlan;
 	enum sl_grade grade;
 	uint64_t count; /* per second */
 	uint32_t interval_ms;
