@@ -262,6 +262,8 @@ struct sluice_dst_cached {
 };
 
 #define SLUICE_DST_V6 0x80000000u
+/* a VLAN-stage answer (class ids stay below SLUICE_REF_VLAN, the same bit) */
+#define SLUICE_DST_VLAN SLUICE_REF_VLAN
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {
