@@ -66,11 +66,13 @@ P("")
 P(f"### Accuracy: admitted / threshold at 2x offered{tag}\n")
 lims = configs("accuracy", "1000") or ["sluice"]
 thrs = sorted({int(k) for s, _, k in vals if s == "accuracy"})
-P("| threshold pps | " + " | ".join(lims) + " |")
-P("|---|" + "---|" * len(lims))
+P("| threshold pps | offered / threshold | " + " | ".join(lims) + " |")
+P("|---|---|" + "---|" * len(lims))
 for t in thrs:
-    P(f"| {t} | " + " | ".join(fmt(vals[("accuracy", l, str(t))], "{:.3f}")
-                              for l in lims) + " |")
+    off = [v for l in lims for v in vals[("offered", l, str(t))]]
+    P(f"| {t} | {fmt(off, '{:.2f}')} | " +
+      " | ".join(fmt(vals[("accuracy", l, str(t))], "{:.3f}")
+                 for l in lims) + " |")
 P("")
 
 # ---- fairness
@@ -101,6 +103,12 @@ P("|---|---|")
 for c in ("agent-1-rule", "agent-4096-rules"):
     P(f"| {c} | {fmt(vals[('memory', c, 'rss_kb')])} |")
 P("")
+rule_bytes = sum(b for name, _, b in maps if name.startswith("rule_"))
+P(f"Kernel memory per rule slot (the rule_* maps, preallocated for "
+  f"8192 slots): {rule_bytes / 8192:.0f} bytes; per tracked source "
+  f"(src_table's usage before and after 1000 new sources): "
+  f"{fmt(vals[('memory', 'per-source', 'bytes')])} bytes; all maps: "
+  f"{sum(b for n, _, b in maps if n == 'total') / 2**20:.1f} MiB.\n")
 if maps:
     P("| map | max_entries | bytes (memlock) | bytes per entry |")
     P("|---|---|---|---|")
