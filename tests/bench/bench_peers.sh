@@ -330,7 +330,7 @@ t0 = (ta + tb) / 2
 if lim == "sluice":
     # rxcount's samples: ms since its start (just before "ready"),
     # cumulative packets
-    rows = [tuple(map(int, l.split(",")[:2]))
+    rows = [tuple(int(float(x)) for x in l.split(",")[:2])
             for l in list(open(sys.argv[9]))[1:]]
     at = lambda t: min(rows, key=lambda r: abs(r[0] - (t - trx) * 1000))[1]
     a0, a1 = at(t0), rows[-1][1]
