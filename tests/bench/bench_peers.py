@@ -127,12 +127,14 @@ print("\n".join(out))
 if not plots:
     sys.exit(0)
 os.makedirs(plots, exist_ok=True)
-dat = os.path.join(plots, "bench-peers-drop.dat")
+# the data files stay beside the results, the PNGs go to plots
+work = os.path.dirname(os.path.abspath(res))
+dat = os.path.join(work, "bench-peers-drop.dat")
 with open(dat, "w") as f:
     for i, (c, r, s) in enumerate(drop_rows):
         f.write(f'{i} "{c}" {r[0]:.4f} {r[1]:.4f} {r[2]:.4f} '
                 f'{s[0]:.2f} {s[1]:.2f} {s[2]:.2f}\n')
-acc = os.path.join(plots, "bench-peers-accuracy.dat")
+acc = os.path.join(work, "bench-peers-accuracy.dat")
 with open(acc, "w") as f:
     for li, l in enumerate(lims):
         for t in thrs:
