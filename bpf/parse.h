@@ -53,7 +53,7 @@ struct sluice_pkt {
 	 * there is no L4 header) in one word, computed where the parse
 	 * knows them as constants */
 	__u32 port_key;
-	__u32 vlan;		/* innermost VID; 0 untagged or priority tag */
+	__u32 vlan;		/* innermost VID; 0: untagged, priority tag */
 	const __u8 *saddr;	/* into the packet, bounds already checked */
 	const __u8 *daddr;
 };

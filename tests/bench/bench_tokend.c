@@ -232,7 +232,8 @@ static void lua_load(struct agent *a)
 		got += r;
 	}
 	p = memchr(a->in, '\n', got);
-	if (a->in[0] != '$' || !p || (size_t)(p + 1 - (char *)a->in) + 40 > got) {
+	if (a->in[0] != '$' || !p ||
+	    (size_t)(p + 1 - (char *)a->in) + 40 > got) {
 		errno = EPROTO;
 		die("SCRIPT LOAD reply");
 	}
@@ -334,8 +335,8 @@ int main(int argc, char **argv)
 	} else {
 		fprintf(stderr, "usage: bench_tokend tokend PORT NS SECRET "
 				"AGENTS FLOWS PERIOD_MS SECONDS\n"
-				"       bench_tokend redis|redis-lua PORT AGENTS "
-				"FLOWS PERIOD_MS SECONDS\n");
+				"       bench_tokend redis|redis-lua PORT "
+				"AGENTS FLOWS PERIOD_MS SECONDS\n");
 		return 2;
 	}
 	port = atoi(argv[2]);
@@ -366,7 +367,7 @@ int main(int argc, char **argv)
 		if (!redis)
 			handshake(a, ns, secret, i);
 		else if (lua && !i)
-			lua_load(a); /* scripts are the server's, not a connection's */
+			lua_load(a); /* scripts are the server's */
 		ev.events = EPOLLIN;
 		ev.data.ptr = a;
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, a->fd, &ev))
