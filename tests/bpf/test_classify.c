@@ -428,6 +428,53 @@ static void test_dst_cache(struct sl_dataplane *dp)
 	}
 }
 
+/* VLAN-stage answers share the per-CPU cache: after a swap, a VID's
+ * cached answer of the old set must not judge a packet, and VLAN and
+ * destination entries of one set must not answer for each other. */
+static void test_vlan_cache(struct sl_dataplane *dp)
+{
+#define VL(name, vlan) OPEN(name, "{\"proto\":\"udp\",\"dport\":7400," \
+				   "\"vlan\":" vlan "}")
+	static const struct {
+		const char *rules, *judge100, *judge_bare;
+	} sets[] = {
+		{ RULES(VL("v100-a", "100") "," VL("bare-a", "\"untagged\"")),
+		  "v100-a", "bare-a" },
+		{ RULES(VL("v100-b", "100") "," VL("bare-b", "\"untagged\"")),
+		  "v100-b", "bare-b" },
+		{ RULES(VL("bare-c", "\"untagged\"") ","
+			OPEN("dst-c", "{\"proto\":\"udp\",\"dport\":7400,"
+				      "\"dst\":\"198.51.100.0/24\"}")),
+		  "dst-c", "bare-c" },
+	};
+	struct pspec sv = { .tags = 1, .dport = 7400 };
+	struct pspec sb = { .dport = 7400 };
+	struct pkt pv, pb;
+
+	build(&sv, &pv);
+	build(&sb, &pb);
+	next_scenario();
+	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
+		long av, ab;
+		uint64_t nv, nb;
+
+		if (!tap(apply(dp, sets[i].rules) == 0,
+			 "vlan cache: set %zu applies", i + 1))
+			return;
+		/* twice each: the second is answered from the cache */
+		av = burst(dp, &pv, 2);
+		ab = burst(dp, &pb, 2);
+		nv = rule_stats(dp, sets[i].judge100).passed_pkts;
+		nb = rule_stats(dp, sets[i].judge_bare).passed_pkts;
+		tap(av == 2 && ab == 2 && nv == 2 && nb == 2,
+		    "vlan cache: set %zu judges VLAN 100 by %s and untagged "
+		    "by %s (%llu, %llu of 2)",
+		    i + 1, sets[i].judge100, sets[i].judge_bare,
+		    (unsigned long long)nv, (unsigned long long)nb);
+	}
+#undef VL
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -437,6 +484,7 @@ int main(void)
 	test_precedence(&dp);
 	test_big_ruleset(&dp);
 	test_dst_cache(&dp);
+	test_vlan_cache(&dp);
 	h_unload(&dp);
 	return h_end();
 }
