@@ -53,6 +53,7 @@ struct sluice_pkt {
 	 * there is no L4 header) in one word, computed where the parse
 	 * knows them as constants */
 	__u32 port_key;
+	__u32 vlan;		/* innermost VID; 0: untagged, priority tag */
 	const __u8 *saddr;	/* into the packet, bounds already checked */
 	const __u8 *daddr;
 };
@@ -218,6 +219,7 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	/* set on every path, so that no reader sees them uninitialized */
 	p->family = 0;
 	p->port_key = 0;
+	p->vlan = 0;
 	if (pos > data_end)
 		return SLUICE_ST_MALFORMED_ETH;
 	/* one 16-bit load: struct ethhdr is packed, so its field is read
@@ -233,6 +235,8 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 			break;
 		if ((void *)(tag + 1) > data_end)
 			return SLUICE_ST_MALFORMED_VLAN;
+		/* the inner tag overwrites the outer: it names the VLAN */
+		p->vlan = bpf_ntohs(tag->tci) & 0x0fff;
 		proto = tag->proto;
 		pos = tag + 1;
 	}

@@ -56,6 +56,10 @@ sluice_cpu_slot(__u32 cpu, __u32 slot)
  */
 #define SLUICE_REF_NONE 0u
 #define SLUICE_REF_LPM	0x80000000u
+/* Only in the port table, with SLUICE_REF_LPM: the class is a VLAN stage,
+ * looked up in lpm_v4 with the packet's VID (0 untagged) in the first two
+ * bytes of the address. A set's class ids stay below this bit. */
+#define SLUICE_REF_VLAN 0x20000000u
 
 /* prefixlen counts the 32 bits of class_id plus the address bits. */
 struct sluice_lpm4_key {
@@ -262,6 +266,8 @@ struct sluice_dst_cached {
 };
 
 #define SLUICE_DST_V6 0x80000000u
+/* a VLAN-stage answer (class ids stay below SLUICE_REF_VLAN, the same bit) */
+#define SLUICE_DST_VLAN SLUICE_REF_VLAN
 
 /* A breaker's states (Sentinel 1.8's CircuitBreaker.State). */
 enum sluice_breaker_state {

@@ -4,6 +4,7 @@
 #   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
 #   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh
+#   QUICK=1, PLOTS=DIR  `make bench-peers`: fewer, shorter runs; gnuplot PNGs
 
 BENCH_DIR   := $(BUILD)/bench
 BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
@@ -14,7 +15,7 @@ BENCH_VETH  := $(BUILD)/bench_veth
 ADMIT_SHAPE := $(BUILD)/admit_shape
 BENCH_GC    := $(BUILD)/bench_gc
 
-.PHONY: bench bench-bins bench-tokend
+.PHONY: bench bench-bins bench-tokend bench-peers
 bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE) \
 	    $(BENCH_GC)
 
@@ -26,6 +27,10 @@ bench: all gen bench-bins
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 	BUILD=$(BUILD) tests/bench/bench_etcd.sh
+
+# sluice beside nftables, iptables and Redis (tests/bench/bench_peers.sh)
+bench-peers: all gen bench-bins
+	QUICK=$(QUICK) PLOTS=$(PLOTS) BUILD=$(BUILD) tests/bench/bench_peers.sh
 
 bench-tokend: all $(BENCH_TOKEND)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh

@@ -3,11 +3,15 @@
  * Load generator for the token server (docs/benchmarks.md): AGENTS
  * connections, each syncing FLOWS flows every PERIOD ms, staggered evenly;
  * or the same load as a Redis counter per flow (INCRBY + EXPIRE,
- * pipelined per sync). Prints achieved flow updates/s and the latency of
- * each sync (request written to last answer byte read).
+ * pipelined per sync), or as the usual Redis limiter, a Lua sliding
+ * window (two fixed windows, the previous one weighted by how much of it
+ * the sliding window still covers), one EVALSHA per flow, pipelined.
+ * Prints achieved flow updates/s and the latency of each sync (request
+ * written to last answer byte read).
  *
- *   bench_tokend tokend PORT NS SECRET AGENTS FLOWS PERIOD_MS SECONDS
- *   bench_tokend redis  PORT AGENTS FLOWS PERIOD_MS SECONDS
+ *   bench_tokend tokend    PORT NS SECRET AGENTS FLOWS PERIOD_MS SECONDS
+ *   bench_tokend redis     PORT AGENTS FLOWS PERIOD_MS SECONDS
+ *   bench_tokend redis-lua PORT AGENTS FLOWS PERIOD_MS SECONDS
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,7 +45,22 @@ struct agent {
 	struct sl_proto_session keys; /* sealed, as an agent's */
 };
 
-static bool redis;
+static bool redis, lua;
+static char lua_sha[41];
+
+/* KEYS[1] flow; ARGV now_ms, window_ms, limit, cost: 1 admitted, 0 not */
+static const char lua_script[] =
+	"local now, win = tonumber(ARGV[1]), tonumber(ARGV[2]) "
+	"local cur = math.floor(now / win) "
+	"local k1 = KEYS[1] .. ':' .. cur "
+	"local prev = tonumber(redis.call('GET', KEYS[1] .. ':' .. (cur - 1)) "
+	"or '0') "
+	"local c1 = tonumber(redis.call('GET', k1) or '0') "
+	"local w = (win - now % win) / win "
+	"if prev * w + c1 + tonumber(ARGV[4]) > tonumber(ARGV[3]) then "
+	"return 0 end "
+	"redis.call('INCRBY', k1, ARGV[4]) "
+	"redis.call('PEXPIRE', k1, 2 * win) return 1";
 static unsigned int n_agents, n_flows;
 static struct agent *agents;
 static uint8_t *out;
@@ -154,6 +173,25 @@ static void send_sync(struct agent *a, unsigned int idx, uint64_t seq)
 		}
 		sl_proto_put_sync(out, BUF_MAX, ++a->req, r, n_flows, &len);
 		sl_proto_seal(&a->keys, out, BUF_MAX, &len);
+	} else if (lua) {
+		char now[24];
+		int nl = snprintf(now, sizeof(now), "%llu",
+				  (unsigned long long)(now_ns() / 1000000));
+
+		for (unsigned int f = 0; f < n_flows; f++) {
+			char key[32], val[24];
+			int kl = snprintf(key, sizeof(key), "bench:%u", f + 1);
+			int vl = snprintf(val, sizeof(val), "%u",
+					  1000 + (idx + f) % 1000);
+
+			len += sprintf((char *)out + len,
+				       "*8\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n"
+				       "$1\r\n1\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+				       "$4\r\n1000\r\n$10\r\n1000000000\r\n"
+				       "$%d\r\n%s\r\n",
+				       lua_sha, kl, key, nl, now, vl, val);
+		}
+		a->replies = n_flows;
 	} else {
 		for (unsigned int f = 0; f < n_flows; f++) {
 			char key[32], val[24];
@@ -173,6 +211,34 @@ static void send_sync(struct agent *a, unsigned int idx, uint64_t seq)
 	a->busy = true;
 	a->sent_ns = now_ns();
 	send_all(a->fd, out, len);
+}
+
+/* SCRIPT LOAD on a's connection, blocking: the script's SHA1. */
+static void lua_load(struct agent *a)
+{
+	size_t len, got = 0;
+	char *p;
+
+	len = sprintf((char *)out, "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"
+				    "$%zu\r\n%s\r\n",
+		      strlen(lua_script), lua_script);
+	send_all(a->fd, out, len);
+	/* "$40\r\n" + 40 hex digits + "\r\n" */
+	while (got < 47) {
+		ssize_t r = recv(a->fd, a->in + got, BUF_MAX - got, 0);
+
+		if (r <= 0)
+			die("SCRIPT LOAD");
+		got += r;
+	}
+	p = memchr(a->in, '\n', got);
+	if (a->in[0] != '$' || !p ||
+	    (size_t)(p + 1 - (char *)a->in) + 40 > got) {
+		errno = EPROTO;
+		die("SCRIPT LOAD reply");
+	}
+	memcpy(lua_sha, p + 1, 40);
+	lua_sha[40] = 0;
 }
 
 static void done(struct agent *a)
@@ -253,7 +319,7 @@ int main(int argc, char **argv)
 	struct epoll_event ev, evs[256];
 	unsigned int period_ms, seconds, i;
 	uint64_t t0, step, end, seq = 0;
-	const char *ns = NULL, *secret = NULL;
+	const char *ns = NULL, *secret = NULL, *mode;
 	int epfd, a0;
 	uint16_t port;
 
@@ -261,14 +327,16 @@ int main(int argc, char **argv)
 		ns = argv[3];
 		secret = argv[4];
 		a0 = 5;
-	} else if (argc == 7 && !strcmp(argv[1], "redis")) {
+	} else if (argc == 7 && (!strcmp(argv[1], "redis") ||
+				 !strcmp(argv[1], "redis-lua"))) {
 		redis = true;
+		lua = !strcmp(argv[1], "redis-lua");
 		a0 = 3;
 	} else {
 		fprintf(stderr, "usage: bench_tokend tokend PORT NS SECRET "
 				"AGENTS FLOWS PERIOD_MS SECONDS\n"
-				"       bench_tokend redis PORT AGENTS FLOWS "
-				"PERIOD_MS SECONDS\n");
+				"       bench_tokend redis|redis-lua PORT "
+				"AGENTS FLOWS PERIOD_MS SECONDS\n");
 		return 2;
 	}
 	port = atoi(argv[2]);
@@ -298,6 +366,8 @@ int main(int argc, char **argv)
 			die("calloc");
 		if (!redis)
 			handshake(a, ns, secret, i);
+		else if (lua && !i)
+			lua_load(a); /* scripts are the server's */
 		ev.events = EPOLLIN;
 		ev.data.ptr = a;
 		if (epoll_ctl(epfd, EPOLL_CTL_ADD, a->fd, &ev))
@@ -334,16 +404,17 @@ int main(int argc, char **argv)
 	}
 
 	qsort(lat, n_lat, sizeof(*lat), u64_cmp);
+	mode = lua ? "redis-lua" : redis ? "redis" : "tokend";
 	printf("%s: %u agents x %u flows every %u ms: offered %.0f flow "
 	       "updates/s, achieved %.0f/s (%llu syncs missed); sync latency "
 	       "p50 %llu us, p99 %llu us\n",
-	       redis ? "redis" : "tokend", n_agents, n_flows, period_ms,
+	       mode, n_agents, n_flows, period_ms,
 	       (double)n_agents * n_flows * 1000 / period_ms,
 	       (double)answered * n_flows / seconds,
 	       (unsigned long long)missed,
 	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
 	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL);
-	printf("RESULT %s %.0f %llu %llu\n", redis ? "redis" : "tokend",
+	printf("RESULT %s %.0f %llu %llu\n", mode,
 	       (double)answered * n_flows / seconds,
 	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
 	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL);

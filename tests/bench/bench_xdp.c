@@ -58,6 +58,7 @@ enum bench_kind {
 	BK_ONE,
 	BK_MANY_PORT,
 	BK_MANY_TRIE,
+	BK_MANY_VLAN,
 	BK_PER_SOURCE,
 	BK_MAX,
 };
@@ -67,6 +68,7 @@ static const char *const kind_name[BK_MAX] = {
     [BK_ONE] = "sluice, 1 rule",
     [BK_MANY_PORT] = "sluice, 4096 rules",
     [BK_MANY_TRIE] = "sluice, 4096 rules, dst trie",
+    [BK_MANY_VLAN] = "sluice, 4096 rules, VLAN stage",
     [BK_PER_SOURCE] = "sluice, per_source 100k src",
 };
 
@@ -176,15 +178,24 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 	if (!s)
 		die("out of memory");
 #define EMIT(...) (len += snprintf(s + len, cap - len, __VA_ARGS__))
+	/* VLAN stage: the measured (untagged) frame's port has VLAN rules,
+	 * so it takes one lookup more before it finds its rule */
 	EMIT("{\"rules\": [\n{\"name\": \"measured\", \"match\": "
-	     "{\"proto\": \"udp\", \"dport\": %d}, \"grade\": \"pps\", "
+	     "{\"proto\": \"udp\", \"dport\": %d%s}, \"grade\": \"pps\", "
 	     "\"count\": %llu",
-	     BENCH_PORT, (unsigned long long) count);
+	     BENCH_PORT, kind == BK_MANY_VLAN ? ", \"vlan\": \"untagged\"" : "",
+	     (unsigned long long) count);
 	if (kind == BK_PER_SOURCE)
 		EMIT(", \"per_source\": {\"max_sources\": %u}",
 		     BENCH_MAX_SOURCES);
 	EMIT("}");
-	if (kind == BK_MANY_PORT || kind == BK_MANY_TRIE) {
+	if (kind == BK_MANY_VLAN)
+		EMIT(",\n{\"name\": \"vlan100\", \"match\": {\"proto\": "
+		     "\"udp\", \"dport\": %d, \"vlan\": 100}, \"grade\": "
+		     "\"pps\", \"count\": 1000}",
+		     BENCH_PORT);
+	if (kind == BK_MANY_PORT || kind == BK_MANY_TRIE ||
+	    kind == BK_MANY_VLAN) {
 		/* dst-prefix rules: on the measured port (its packets then
 		 * go through the dst trie) or on a port of their own */
 		for (i = 0; i < BENCH_PREFIX_RULES; i++)
@@ -194,7 +205,8 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 			     "\"count\": 1000}",
 			     i, kind == BK_MANY_TRIE ? "udp" : "tcp",
 			     kind == BK_MANY_TRIE ? BENCH_PORT : 443, i);
-		n_port = BENCH_MANY_RULES - 1 - BENCH_PREFIX_RULES;
+		n_port = BENCH_MANY_RULES - 1 - BENCH_PREFIX_RULES -
+			 (kind == BK_MANY_VLAN);
 		for (i = 0; i < n_port; i++)
 			EMIT(",\n{\"name\": \"port%d\", \"match\": "
 			     "{\"proto\": \"%s\", \"dport\": %d}, "

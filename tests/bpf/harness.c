@@ -268,8 +268,14 @@ size_t build(const struct pspec *s, struct pkt *p)
 	pkt_eth(p, NULL, NULL);
 	if (s->tags >= 2)
 		pkt_vlan(p, ETH_P_8021AD, 10);
-	for (int i = s->tags >= 2 ? 1 : 0; i < s->tags; i++)
+	for (int i = s->tags >= 2 ? 1 : 0; i < s->tags; i++) {
 		pkt_vlan(p, ETH_P_8021Q, 100 + i);
+		/* PCP and DEI too, which pkt_vlan() leaves 0 */
+		if (s->tci && i == s->tags - 1) {
+			p->buf[p->len - 4] = s->tci >> 8;
+			p->buf[p->len - 3] = s->tci & 0xff;
+		}
+	}
 	if (s->ethertype) {
 		static const uint8_t arp[28] = { 0, 1, 8, 0, 6, 4, 0, 1 };
 

@@ -110,7 +110,8 @@ const char *verdict_str(int v);
 
 /* What a fixture's frame carries; zero fields take the defaults. */
 struct pspec {
-	uint8_t tags;		/* VLAN tags (802.1Q; 2+: outer 802.1ad) */
+	uint8_t tags;		/* VLAN tags (2+: the outer 802.1ad, VID 10) */
+	uint16_t tci;		/* innermost TCI if set, else VID 100 + i */
 	uint16_t ethertype;	/* a non-IP frame of this ethertype */
 	uint8_t family;		/* 4 (default) or 6 */
 	const char *src, *dst;	/* default SRC4/DST4 or SRC6/DST6 */

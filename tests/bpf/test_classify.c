@@ -154,6 +154,66 @@ static const struct prec_case prec_cases[] = {
 	    { "IPv6 GRE", { .family = 6, .proto = IPPROTO_GRE },
 	      P(XDP_PASS, "all") },
 	    { "ARP is not IP", { .ethertype = ETH_P_ARP }, UNMATCHED } } },
+	{ "match.vlan: the innermost tag, a priority tag is untagged",
+	  RULES(OPEN("v100", "{\"proto\":\"udp\",\"vlan\":100}") ","
+		OPEN("v10", "{\"proto\":\"udp\",\"vlan\":10}") ","
+		OPEN("bare53", "{\"proto\":\"udp\",\"dport\":53,"
+			       "\"vlan\":\"untagged\"}") ","
+		OPEN("v6-v100", "{\"proto\":\"udp\",\"vlan\":100,"
+				"\"dst\":\"2001:db8:1::/48\"}") ","
+		OPEN("v200", "{\"vlan\":200}") ","
+		OPEN("all-udp", "{\"proto\":\"udp\"}")),
+	  { { "untagged UDP 9 -> no VLAN rule", { .dport = 9 },
+	      P(XDP_PASS, "all-udp") },
+	    { "untagged UDP 53 -> untagged", { .dport = 53 },
+	      P(XDP_PASS, "bare53") },
+	    { "priority tag (PCP 5, VID 0) UDP 53 -> untagged",
+	      { .tags = 1, .tci = 0xa000, .dport = 53 },
+	      P(XDP_PASS, "bare53") },
+	    { "VLAN 100 UDP 53 -> VLAN 100 (a VLAN beats a port)",
+	      { .tags = 1, .dport = 53 }, P(XDP_PASS, "v100") },
+	    { "VLAN 100 with PCP 3 -> VLAN 100",
+	      { .tags = 1, .tci = 0x6064, .dport = 9 }, P(XDP_PASS, "v100") },
+	    { "VLAN 101 UDP 53 -> no VLAN rule (not untagged)",
+	      { .tags = 1, .tci = 101, .dport = 53 },
+	      P(XDP_PASS, "all-udp") },
+	    { "QinQ 10/100 -> inner VLAN 100",
+	      { .tags = 2, .tci = 100, .dport = 9 }, P(XDP_PASS, "v100") },
+	    { "QinQ 10/101: the outer VID 10 does not count",
+	      { .tags = 2, .dport = 9 }, P(XDP_PASS, "all-udp") },
+	    { "VLAN 200 TCP -> VLAN 200", { .tags = 1, .tci = 200,
+	      .proto = TCP_, .dport = 80 }, P(XDP_PASS, "v200") },
+	    { "VLAN 200 UDP -> udp (a protocol beats a VLAN)",
+	      { .tags = 1, .tci = 200, .dport = 9 }, P(XDP_PASS, "all-udp") },
+	    { "untagged ICMP -> none", { .proto = IPPROTO_ICMP }, UNMATCHED },
+	    { "VLAN 200 ICMP -> VLAN 200",
+	      { .tags = 1, .tci = 200, .proto = IPPROTO_ICMP },
+	      P(XDP_PASS, "v200") } } },
+	{ "match.vlan over IPv6",
+	  RULES(OPEN("v100", "{\"proto\":\"udp\",\"vlan\":100}") ","
+		OPEN("bare53", "{\"proto\":\"udp\",\"dport\":53,"
+			       "\"vlan\":\"untagged\"}") ","
+		OPEN("v6-v100", "{\"proto\":\"udp\",\"vlan\":100,"
+				"\"dst\":\"2001:db8:1::/48\"}") ","
+		OPEN("all-udp", "{\"proto\":\"udp\"}")),
+	  { { "VLAN 100 to the /48 -> its rule",
+	      { .family = 6, .tags = 1, .dport = 9 }, P(XDP_PASS, "v6-v100") },
+	    { "VLAN 100 elsewhere -> VLAN 100",
+	      { .family = 6, .tags = 1, .dst = "2001:db8:2::1", .dport = 9 },
+	      P(XDP_PASS, "v100") },
+	    { "QinQ 10/100 to the /48 -> its rule",
+	      { .family = 6, .tags = 2, .tci = 100, .dport = 9 },
+	      P(XDP_PASS, "v6-v100") },
+	    { "untagged UDP 53 -> untagged",
+	      { .family = 6, .dport = 53 }, P(XDP_PASS, "bare53") },
+	    { "priority tag UDP 53 -> untagged",
+	      { .family = 6, .tags = 1, .tci = 0x2000, .dport = 53 },
+	      P(XDP_PASS, "bare53") },
+	    { "VLAN 7 UDP 53 -> no VLAN rule",
+	      { .family = 6, .tags = 1, .tci = 7, .dport = 53 },
+	      P(XDP_PASS, "all-udp") },
+	    { "untagged UDP 9 to the /48 -> no VLAN rule",
+	      { .family = 6, .dport = 9 }, P(XDP_PASS, "all-udp") } } },
 	{ "unmatched packets pass",
 	  RULES(OPEN("only", "{\"proto\":\"udp\",\"dport\":1,"
 			     "\"dst\":\"10.0.0.0/8\"}")),
@@ -368,6 +428,53 @@ static void test_dst_cache(struct sl_dataplane *dp)
 	}
 }
 
+/* VLAN-stage answers share the per-CPU cache: after a swap, a VID's
+ * cached answer of the old set must not judge a packet, and VLAN and
+ * destination entries of one set must not answer for each other. */
+static void test_vlan_cache(struct sl_dataplane *dp)
+{
+#define VL(name, vlan) OPEN(name, "{\"proto\":\"udp\",\"dport\":7400," \
+				   "\"vlan\":" vlan "}")
+	static const struct {
+		const char *rules, *judge100, *judge_bare;
+	} sets[] = {
+		{ RULES(VL("v100-a", "100") "," VL("bare-a", "\"untagged\"")),
+		  "v100-a", "bare-a" },
+		{ RULES(VL("v100-b", "100") "," VL("bare-b", "\"untagged\"")),
+		  "v100-b", "bare-b" },
+		{ RULES(VL("bare-c", "\"untagged\"") ","
+			OPEN("dst-c", "{\"proto\":\"udp\",\"dport\":7400,"
+				      "\"dst\":\"198.51.100.0/24\"}")),
+		  "dst-c", "bare-c" },
+	};
+	struct pspec sv = { .tags = 1, .dport = 7400 };
+	struct pspec sb = { .dport = 7400 };
+	struct pkt pv, pb;
+
+	build(&sv, &pv);
+	build(&sb, &pb);
+	next_scenario();
+	for (size_t i = 0; i < ARRAY_SIZE(sets); i++) {
+		long av, ab;
+		uint64_t nv, nb;
+
+		if (!tap(apply(dp, sets[i].rules) == 0,
+			 "vlan cache: set %zu applies", i + 1))
+			return;
+		/* twice each: the second is answered from the cache */
+		av = burst(dp, &pv, 2);
+		ab = burst(dp, &pb, 2);
+		nv = rule_stats(dp, sets[i].judge100).passed_pkts;
+		nb = rule_stats(dp, sets[i].judge_bare).passed_pkts;
+		tap(av == 2 && ab == 2 && nv == 2 && nb == 2,
+		    "vlan cache: set %zu judges VLAN 100 by %s and untagged "
+		    "by %s (%llu, %llu of 2)",
+		    i + 1, sets[i].judge100, sets[i].judge_bare,
+		    (unsigned long long)nv, (unsigned long long)nb);
+	}
+#undef VL
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -377,6 +484,7 @@ int main(void)
 	test_precedence(&dp);
 	test_big_ruleset(&dp);
 	test_dst_cache(&dp);
+	test_vlan_cache(&dp);
 	h_unload(&dp);
 	return h_end();
 }

@@ -85,7 +85,8 @@ static int parse_vid(const char *arg, uint16_t *vid)
 	uint32_t v;
 	int err;
 
-	err = sl_parse_u32(arg, 1, 4094, &v);
+	/* 0: a priority tag, which receivers take as untagged */
+	err = sl_parse_u32(arg, 0, 4094, &v);
 	if (!err)
 		*vid = v;
 	return err;

@@ -70,7 +70,7 @@ enum frame_opt {
 	"                         headers if longer; max 1514 + tags)\n"       \
 	"  --sources N            cycle the source over N consecutive\n"       \
 	"                         addresses starting at --src (default 1)\n"   \
-	"  --vlan ID              one 802.1Q tag\n"                            \
+	"  --vlan ID              one 802.1Q tag (0: a priority tag)\n"        \
 	"  --qinq OUTER,INNER     802.1ad outer tag + 802.1Q inner tag\n"
 
 struct frame_spec {

@@ -23,20 +23,40 @@
 #define XDPPASS_MAX_SECONDS 3600.0
 
 static const char usage[] =
-    "usage: xdppass --dev IF [--drop] [--duration S]\n"
+    "usage: xdppass --dev IF [--drop] [--count] [--duration S]\n"
     "Attaches a bare XDP_PASS (or XDP_DROP) program to IF in native mode\n"
     "and prints \"ready\" on stderr once attached.\n"
     "  --dev IF       device\n"
     "  --drop         return XDP_DROP instead of XDP_PASS\n"
+    "  --count        count the frames (a per-CPU counter); prints\n"
+    "                 {\"packets\": N} on stdout when it detaches\n"
     "  --duration S   detach after S seconds (default and max 3600;\n"
     "                 0 attaches and detaches at once: a probe)\n"
     "Exit 77 when IF has no native XDP support.\n";
+
+static void print_count(struct xdppass_bpf *skel)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	unsigned long long sum = 0;
+	__u64 *v;
+	__u32 k = 0;
+
+	if (ncpu <= 0)
+		return;
+	v = calloc(ncpu, sizeof(*v));
+	if (v && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.seen), &k, v))
+		for (int i = 0; i < ncpu; i++)
+			sum += v[i];
+	free(v);
+	printf("{\"packets\": %llu}\n", sum);
+}
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"dev", required_argument, NULL, 'd'},
 	    {"drop", no_argument, NULL, 'x'},
+	    {"count", no_argument, NULL, 'c'},
 	    {"duration", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
@@ -46,7 +66,7 @@ int main(int argc, char **argv)
 	struct xdppass_bpf *skel;
 	const char *dev = NULL;
 	int opt, ifindex, link_fd, err;
-	bool drop = false;
+	bool drop = false, count = false;
 
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -55,6 +75,9 @@ int main(int argc, char **argv)
 			break;
 		case 'x':
 			drop = true;
+			break;
+		case 'c':
+			count = true;
 			break;
 		case 't':
 			if (sl_parse_double(optarg, 0, XDPPASS_MAX_SECONDS,
@@ -86,6 +109,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	skel->rodata->drop = drop;
+	skel->rodata->count = count;
 	err = xdppass_bpf__load(skel);
 	if (err) {
 		gen_log("cannot load the XDP program: %s", strerror(-err));
@@ -106,6 +130,8 @@ int main(int argc, char **argv)
 				(uint64_t) (duration * NSEC_PER_SEC));
 	}
 	close(link_fd);
+	if (!err && count)
+		print_count(skel);
 out:
 	xdppass_bpf__destroy(skel);
 	if (err == -EOPNOTSUPP)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # `sluice check FILE`: validates a rule file offline (no root, no agent).
 #   - every example in rules/ is valid and listed in precedence order;
-#   - a bad file exits 1 naming the rule and the field;
+#   - a bad file exits 1 naming the rule and the field (match.vlan too);
 #   - a missing file exits 1 naming it; --help exits 0; an unknown option
 #     or a wrong number of arguments exits 2 with the usage.
 set -u
@@ -29,6 +29,21 @@ grep -q "web" "$T/out" && grep -q "windw" "$T/out"
 check $(( rc == 1 && $? == 0 ? 0 : 1 )) \
 	"a misspelt field: exit $rc (want 1), the error names rule 'web' and field 'windw'"
 show "$T/out" 3
+
+# match.vlan: 0 and 4095 are reserved, and the only word is "untagged"
+printf '{"rules":[%s,%s,%s]}\n' \
+	'{"name":"v0","match":{"vlan":0},"grade":"pps","count":1}' \
+	'{"name":"v4095","match":{"vlan":4095},"grade":"pps","count":1}' \
+	'{"name":"vword","match":{"vlan":"none"},"grade":"pps","count":1}' \
+	>"$T/vlan.json"
+"$SLUICE" check "$T/vlan.json" >"$T/out" 2>&1
+rc=$?
+grep -q "rule 'v0': field 'match.vlan': must be between 1 and 4094, got 0" "$T/out" &&
+grep -q "rule 'v4095': field 'match.vlan': must be between 1 and 4094, got 4095" "$T/out" &&
+grep -q "rule 'vword': field 'match.vlan': 'none' is not a VLAN; use an id 1-4094 or \"untagged\"" "$T/out"
+check $(( rc == 1 && $? == 0 ? 0 : 1 )) \
+	"bad match.vlan values: exit $rc (want 1), each error names its rule and field"
+show "$T/out" 4
 
 "$SLUICE" check "$T/none.json" >"$T/out" 2>&1
 rc=$?

@@ -658,7 +658,7 @@ static const char list_answer[] =
 	"4000, \"window\": {\"interval_ms\": 1000, \"sample_count\": 2}, "
 	"\"mode\": \"enforce\", \"priority\": 10, \"behavior\": \"reject\"},"
 	"{\"name\": \"dns\", \"match\": {\"proto\": \"udp\", \"dport\": "
-	"\"53-54\"}, \"grade\": \"pps\", \"count\": 100, \"window\": "
+	"\"53-54\", \"vlan\": 100}, \"grade\": \"pps\", \"count\": 100, \"window\": "
 	"{\"interval_ms\": 2000, \"sample_count\": 4}, \"per_source\": "
 	"{\"prefix_v4\": 24, \"prefix_v6\": 64, \"max_sources\": 1000}, "
 	"\"mode\": \"shadow\", \"behavior\": {\"warm_up\": {\"period_s\": 60, "
@@ -674,11 +674,11 @@ static void test_rule_list(void **state __maybe_unused)
 			 0);
 	assert_string_equal(req_str(f.reqs[0], "cmd"), "rule.list");
 	assert_in(out, "version 5, updated 2026-11-29T18:00:00Z, 2 rules\n");
-	assert_row("name proto dport dst src grade count window mode "
+	assert_row("name proto dport vlan dst src grade count window mode "
 		   "priority per_source behavior");
-	assert_row("web-syn tcp 443 198.18.0.0/15 any cps 4000 1000ms/2 "
+	assert_row("web-syn tcp 443 any 198.18.0.0/15 any cps 4000 1000ms/2 "
 		   "enforce 10 - reject");
-	assert_row("dns udp 53-54 any any pps 100 2000ms/4 shadow - "
+	assert_row("dns udp 53-54 100 any any pps 100 2000ms/4 shadow - "
 		   "/24,/64 max 1000 warm_up 60s/3");
 	fake_free(&f);
 

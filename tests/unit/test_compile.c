@@ -112,19 +112,35 @@ static uint32_t lpm_find(const struct sl_compiled *c, int fam,
 	return best < 0 ? SLUICE_REF_NONE : c->lpm[best].ref;
 }
 
-/* What the XDP program's classify() answers: rule slot + 1, or 0. */
-static uint32_t walk(const struct sl_compiled *c, int slot, uint16_t dport,
-		     int fam, const uint8_t *saddr, const uint8_t *daddr)
+/* What the XDP program's classify() answers for a packet of VLAN vid
+ * (0: untagged): rule slot + 1, or 0. */
+static uint32_t walk_vlan(const struct sl_compiled *c, int slot,
+			  uint16_t dport, int fam, const uint8_t *saddr,
+			  const uint8_t *daddr, uint16_t vid)
 {
 	uint32_t ref = c->port[port_idx(fam, slot, dport)];
+	uint8_t vkey[16] = { vid >> 8, vid & 0xff };
 
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
+	if (ref & SLUICE_REF_VLAN) {
+		/* VLAN stages live in the IPv4 trie for both families */
+		ref = lpm_find(c, 4, ref & ~(SLUICE_REF_LPM | SLUICE_REF_VLAN),
+			       vkey);
+		if (!(ref & SLUICE_REF_LPM))
+			return ref;
+	}
 	ref = lpm_find(c, fam, ref & ~SLUICE_REF_LPM, daddr);
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
 	ref = lpm_find(c, fam, ref & ~SLUICE_REF_LPM, saddr);
 	return ref & SLUICE_REF_LPM ? SLUICE_REF_NONE : ref;
+}
+
+static uint32_t walk(const struct sl_compiled *c, int slot, uint16_t dport,
+		     int fam, const uint8_t *saddr, const uint8_t *daddr)
+{
+	return walk_vlan(c, slot, dport, fam, saddr, daddr, 0);
 }
 
 /* ---- the reference matcher ---------------------------------------------- */
@@ -140,9 +156,13 @@ static bool ref_prefix(const struct sl_prefix *p, int fam, const uint8_t *a)
 
 /* Does r judge a packet of (slot, dport, family, addresses)? */
 static bool ref_matches(const struct sl_rule *r, int slot, uint16_t dport,
-			int fam, const uint8_t *saddr, const uint8_t *daddr)
+			int fam, const uint8_t *saddr, const uint8_t *daddr,
+			uint16_t vid)
 {
 	bool proto;
+
+	if (r->has_vlan && r->vlan != vid)
+		return false;
 
 	switch (slot) {
 	case SLUICE_SLOT_TCP:	/* cps rules see only bare SYNs */
@@ -173,20 +193,29 @@ static bool ref_matches(const struct sl_rule *r, int slot, uint16_t dport,
 	       ref_prefix(&r->src, fam, saddr);
 }
 
-static uint32_t ref_best(const struct sl_ruleset *rs, const uint32_t *slots,
-			 int slot, uint16_t dport, int fam,
-			 const uint8_t *saddr, const uint8_t *daddr)
+static uint32_t ref_best_vlan(const struct sl_ruleset *rs,
+			      const uint32_t *slots, int slot, uint16_t dport,
+			      int fam, const uint8_t *saddr,
+			      const uint8_t *daddr, uint16_t vid)
 {
 	int best = -1;
 
 	for (size_t i = 0; i < rs->n; i++) {
-		if (!ref_matches(&rs->rules[i], slot, dport, fam, saddr, daddr))
+		if (!ref_matches(&rs->rules[i], slot, dport, fam, saddr, daddr,
+				 vid))
 			continue;
 		if (best < 0 ||
 		    sl_rule_cmp(&rs->rules[i], &rs->rules[best]) < 0)
 			best = i;
 	}
 	return best < 0 ? SLUICE_REF_NONE : slots[best] + 1;
+}
+
+static uint32_t ref_best(const struct sl_ruleset *rs, const uint32_t *slots,
+			 int slot, uint16_t dport, int fam,
+			 const uint8_t *saddr, const uint8_t *daddr)
+{
+	return ref_best_vlan(rs, slots, slot, dport, fam, saddr, daddr, 0);
 }
 
 /* ---- sl_rule_cmp --------------------------------------------------------- */
@@ -304,6 +333,20 @@ static void test_cmp_precedence(void **state)
 	before(&a, &b);
 	assert_int_equal(sl_rule_cmp(&a, &a), 0);
 
+	/* a VLAN (or "untagged") beats none, even with a longer dst... */
+	a = mk(6);
+	a.has_vlan = true;
+	a.vlan = 100;
+	b = mk(1);
+	set_prefix(&b.dst, 4, "10.0.0.1", 32);
+	before(&a, &b);
+	a.vlan = 0;
+	before(&a, &b);
+	/* ...but comes after the protocol */
+	b = mk(0);
+	b.proto = SL_PROTO_UDP;
+	before(&b, &a);
+
 	/* IPv6 prefixes compare by length like IPv4 ones */
 	a = mk(9);
 	set_prefix(&a.dst, 6, "2001:db8:1::", 48);
@@ -367,6 +410,9 @@ static void rnd_prefix(struct sl_prefix *p, int fam)
 	}
 }
 
+/* rules with match.vlan too (the differential test's second half) */
+static bool rnd_vlans;
+
 static struct sl_rule rnd_rule(uint32_t idx)
 {
 	struct sl_rule r = mk(idx);
@@ -397,6 +443,10 @@ static struct sl_rule rnd_rule(uint32_t idx)
 	if (!rnd_n(6)) {
 		r.has_priority = true;
 		r.priority = 1 + rnd_n(3);
+	}
+	if (rnd_vlans && !rnd_n(3)) {
+		r.has_vlan = true;
+		r.vlan = rnd_n(3) ? 1 + rnd_n(3) : 0; /* 0: untagged */
 	}
 	return r;
 }
@@ -882,12 +932,14 @@ static void differential(int rounds, int max_rules, int packets,
 			uint16_t port = slot < SLUICE_PORTED_SLOTS ? rnd_port()
 								   : 0;
 			uint8_t s[16], d[16];
+			uint16_t vid = rnd_vlans ? rnd_n(5) : 0;
 			uint32_t want, got;
 
 			rnd_addr(fam, s);
 			rnd_addr(fam, d);
-			want = ref_best(&rs, slots, slot, port, fam, s, d);
-			got = walk(&c, slot, port, fam, s, d);
+			want = ref_best_vlan(&rs, slots, slot, port, fam, s, d,
+					     vid);
+			got = walk_vlan(&c, slot, port, fam, s, d, vid);
 			if (want != got) {
 				char sb[64], db[64];
 
@@ -896,10 +948,10 @@ static void differential(int rounds, int max_rules, int packets,
 				inet_ntop(fam == 4 ? AF_INET : AF_INET6, d, db,
 					  sizeof(db));
 				fail_msg("seed %#x round %d (%zu rules): slot "
-					 "%d port %u %s -> %s: tables say ref "
-					 "%u, reference says %u",
+					 "%d port %u %s -> %s vlan %u: tables "
+					 "say ref %u, reference says %u",
 					 seed, round, rs.n, slot, port, sb, db,
-					 got, want);
+					 vid, got, want);
 			}
 			checked++;
 			matched += want != 0;
@@ -925,6 +977,77 @@ static void test_differential_large(void **state)
 	differential(40, 200, 5000, 0xbadc0de5);
 }
 
+/* The same with rules on VLANs 1-3 or untagged, packets on VLANs 0-4. */
+static void test_differential_vlan(void **state)
+{
+	rnd_vlans = true;
+	differential(400, 12, 1500, 0x7ad10001);
+	differential(40, 200, 5000, 0x7ad10002);
+	rnd_vlans = false;
+}
+
+/* One VLAN rule: only its packets (innermost VID) see it; untagged and
+ * other VLANs keep the rules without a VLAN; no VLAN rule, no stage. */
+static void test_vlan_stage(void **state)
+{
+	struct sl_ruleset rs = parse_ok(
+		"{\"rules\":["
+		"{\"name\":\"all-udp\",\"match\":{\"proto\":\"udp\"},"
+		"\"grade\":\"pps\",\"count\":9},"
+		"{\"name\":\"v100\",\"match\":{\"proto\":\"udp\","
+		"\"vlan\":100},\"grade\":\"pps\",\"count\":1},"
+		"{\"name\":\"bare\",\"match\":{\"proto\":\"udp\","
+		"\"vlan\":\"untagged\",\"dst\":\"2001:db8::/32\"},"
+		"\"grade\":\"pps\",\"count\":2}]}");
+	uint32_t *slots = make_slots(rs.n);
+	uint32_t all = slots[rule_idx(&rs, "all-udp")] + 1;
+	uint32_t v100 = slots[rule_idx(&rs, "v100")] + 1;
+	uint32_t bare = slots[rule_idx(&rs, "bare")] + 1;
+	struct sl_compiled c;
+	uint8_t s4[16], d4[16], s6[16], d6[16], o6[16];
+
+	addr_of(4, "198.18.0.1", s4);
+	addr_of(4, "198.18.0.2", d4);
+	addr_of(6, "2001:db8::1", s6);
+	addr_of(6, "2001:db8::2", d6);
+	addr_of(6, "2001:db9::2", o6);
+	assert_int_equal(sl_compile(&rs, slots, 1, 1 << 20, &c, err,
+				    sizeof(err)), 0);
+	assert_true(port_at(&c, SLUICE_SLOT_UDP, 53).v4 & SLUICE_REF_VLAN);
+	assert_true(port_at(&c, SLUICE_SLOT_UDP, 53).v6 & SLUICE_REF_VLAN);
+	/* TCP has no VLAN rule: no stage, no lookup */
+	assert_int_equal(port_at(&c, SLUICE_SLOT_TCP, 53).v4, 0);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 4, s4, d4, 100),
+			 v100);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 6, s6, d6, 100),
+			 v100);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 4, s4, d4, 0),
+			 all);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 4, s4, d4, 101),
+			 all);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 6, s6, d6, 0),
+			 bare);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 6, s6, o6, 0),
+			 all);
+	assert_int_equal(walk_vlan(&c, SLUICE_SLOT_UDP, 53, 6, s6, d6, 7),
+			 all);
+	sl_compiled_free(&c);
+	free(slots);
+	sl_ruleset_free(&rs);
+
+	/* without VLAN rules the tables are as before: no VLAN flag */
+	rs = parse_ok("{\"rules\":[{\"name\":\"a\",\"match\":{\"dst\":"
+		      "\"198.18.0.0/15\"},\"grade\":\"pps\",\"count\":1}]}");
+	slots = make_slots(rs.n);
+	assert_int_equal(sl_compile(&rs, slots, 1, 1 << 20, &c, err,
+				    sizeof(err)), 0);
+	for (int slot = 0; slot < SLUICE_SLOT_MAX; slot++)
+		assert_false(port_at(&c, slot, 1).v4 & SLUICE_REF_VLAN);
+	sl_compiled_free(&c);
+	free(slots);
+	sl_ruleset_free(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -939,6 +1062,8 @@ int main(void)
 		cmocka_unit_test(test_rule_cfg),
 		cmocka_unit_test(test_differential_small),
 		cmocka_unit_test(test_differential_large),
+		cmocka_unit_test(test_differential_vlan),
+		cmocka_unit_test(test_vlan_stage),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

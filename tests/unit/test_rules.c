@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -516,6 +517,60 @@ static void test_dport_errors(void **state)
 	}
 }
 
+static void assert_round_trip(const struct sl_ruleset *a);
+
+static void test_vlan(void **state)
+{
+	static const struct {
+		const char *vlan;
+		const char *msg;
+	} bad[] = {
+	    {"0", "field 'match.vlan': must be between 1 and 4094, got 0"},
+	    {"4095", "field 'match.vlan': must be between 1 and 4094, got 4095"},
+	    {"-1", "field 'match.vlan': must be between 1 and 4094, got -1"},
+	    {"10.5", "field 'match.vlan': must be an integer, got 10.5"},
+	    {"\"100\"", "field 'match.vlan': '100' is not a VLAN; use an id "
+			"1-4094 or \"untagged\""},
+	    {"\"Untagged\"", "field 'match.vlan': 'Untagged' is not a VLAN"},
+	    {"\"any\"", "field 'match.vlan': 'any' is not a VLAN"},
+	    {"true", "field 'match.vlan': must be a VLAN id 1-4094 or "
+		     "\"untagged\", got boolean"},
+	    {"null", "field 'match.vlan': must be a VLAN id 1-4094 or "
+		     "\"untagged\", got null"},
+	};
+	struct sl_ruleset set;
+	char members[512], want[256];
+	size_t i;
+
+	(void) state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(members, sizeof(members),
+			 NAME ", \"match\": {\"vlan\": %s}," GRADE "," COUNT,
+			 bad[i].vlan);
+		snprintf(want, sizeof(want), "rule 'web': %s", bad[i].msg);
+		expect_err_in(one(members), want);
+		assert_int_equal(err_lines(), 1);
+	}
+	expect_ok("{\"rules\": ["
+		  "{\"name\": \"a\", \"match\": {\"vlan\": 1}, "
+		  "\"grade\": \"pps\", \"count\": 1},"
+		  "{\"name\": \"b\", \"match\": {\"vlan\": 4094, \"proto\": "
+		  "\"udp\"}, \"grade\": \"pps\", \"count\": 1},"
+		  "{\"name\": \"c\", \"match\": {\"vlan\": \"untagged\"}, "
+		  "\"grade\": \"pps\", \"count\": 1},"
+		  "{\"name\": \"d\", \"match\": {}, \"grade\": \"pps\", "
+		  "\"count\": 1}]}",
+		  &set);
+	assert_true(set.rules[0].has_vlan);
+	assert_int_equal(set.rules[0].vlan, 1);
+	assert_int_equal(set.rules[1].vlan, 4094);
+	assert_true(set.rules[2].has_vlan);
+	assert_int_equal(set.rules[2].vlan, 0);
+	assert_false(set.rules[3].has_vlan);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+}
+
 static void test_prefix_errors(void **state)
 {
 	static const struct {
@@ -793,7 +848,7 @@ static void test_unknown_keys(void **state)
 			p += sprintf(p, "%s\"k%u\": 1", i ? "," : "", i);
 		sprintf(p, "}");
 		expect_err_in(one(members), "rule 'web': field 'match': has 40 "
-					    "fields; at most 4 are defined");
+					    "fields; at most 5 are defined");
 		assert_int_equal(err_lines(), 1);
 	}
 }
@@ -1046,29 +1101,28 @@ static void test_shipped_demo(void **state)
 	sl_ruleset_free(&set);
 }
 
+/* Every rule file under rules/examples (one list: the directory). */
+static void shipped_examples(glob_t *g)
+{
+	assert_int_equal(glob("rules/examples/*.json", 0, NULL, g), 0);
+	assert_true(g->gl_pathc >= 10);
+}
+
 static void test_shipped_examples(void **state)
 {
-	static const char *const files[] = {
-	    "rules/examples/dns-udp-53.json",
-	    "rules/examples/syn-flood-443.json",
-	    "rules/examples/bandwidth-cap.json",
-	    "rules/examples/icmp-both-families.json",
-	    "rules/examples/per-source-api.json",
-	    "rules/examples/shadow-trial.json",
-	    "rules/examples/priority-override.json",
-	    "rules/examples/cluster.json",
-	    "rules/examples/breaker.json",
-	};
+	glob_t g;
 	size_t i;
 
 	(void) state;
-	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+	shipped_examples(&g);
+	for (i = 0; i < g.gl_pathc; i++) {
 		struct sl_ruleset set = {0};
 
-		load_shipped(files[i], &set);
+		load_shipped(g.gl_pathv[i], &set);
 		assert_true(set.n >= 1);
 		sl_ruleset_free(&set);
 	}
+	globfree(&g);
 }
 
 static void test_behavior(void **state)
@@ -1278,6 +1332,10 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		sl_prefix_str(&r->src, buf, sizeof(buf));
 		add_str(m, "src", buf);
 	}
+	if (r->has_vlan && r->vlan)
+		add_num(m, "vlan", r->vlan);
+	else if (r->has_vlan)
+		add_str(m, "vlan", "untagged");
 	add_str(o, "grade", sl_grade_str(r->grade));
 	add_num(o, "count", r->count);
 	w = add_obj(o, "window");
@@ -1535,11 +1593,12 @@ static char *varied_rules(unsigned int n)
 	    "{\"proto\": \"udp\", \"dport\": \"1-65535\"}",
 	    "{\"proto\": \"tcp\", \"dport\": \"8000-8099\", \"dst\": "
 	    "\"198.18.0.0/15\", \"src\": \"10.0.0.0/8\"}",
-	    "{\"proto\": \"udp\", \"dport\": 53, \"dst\": \"2001:db8::/32\"}",
-	    "{\"proto\": \"icmp\", \"dst\": \"192.0.2.1\"}",
+	    "{\"proto\": \"udp\", \"dport\": 53, \"dst\": \"2001:db8::/32\", "
+	    "\"vlan\": 4094}",
+	    "{\"proto\": \"icmp\", \"dst\": \"192.0.2.1\", \"vlan\": 1}",
 	    "{\"proto\": \"icmpv6\", \"src\": \"::/0\"}",
 	    "{\"proto\": \"any\", \"dst\": \"0.0.0.0/0\"}",
-	    "{\"src\": \"2001:db8:1:2:3:4:5:6\"}",
+	    "{\"src\": \"2001:db8:1:2:3:4:5:6\", \"vlan\": \"untagged\"}",
 	    "{\"proto\": \"tcp\", \"dst\": \"fe80::/10\", \"dport\": "
 	    "\"22\"}",
 	};
@@ -1600,28 +1659,21 @@ static char *varied_rules(unsigned int n)
 
 static void test_round_trip(void **state)
 {
-	static const char *const files[] = {
-	    "rules/demo.json",
-	    "rules/examples/dns-udp-53.json",
-	    "rules/examples/syn-flood-443.json",
-	    "rules/examples/bandwidth-cap.json",
-	    "rules/examples/icmp-both-families.json",
-	    "rules/examples/per-source-api.json",
-	    "rules/examples/shadow-trial.json",
-	    "rules/examples/priority-override.json",
-	    "rules/examples/cluster.json",
-	};
 	struct sl_ruleset set;
+	glob_t g;
 	char *s;
 	size_t i;
 
 	(void) state;
-	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+	shipped_examples(&g);
+	for (i = 0; i <= g.gl_pathc; i++) {
 		memset(&set, 0, sizeof(set));
-		load_shipped(files[i], &set);
+		load_shipped(i < g.gl_pathc ? g.gl_pathv[i] : "rules/demo.json",
+			     &set);
 		assert_round_trip(&set);
 		sl_ruleset_free(&set);
 	}
+	globfree(&g);
 	/* 660: the 165 match x window x per_source combinations, 4 times */
 	s = varied_rules(660);
 	expect_ok(s, &set);
@@ -2137,6 +2189,7 @@ int main(void)
 	    cmocka_unit_test(test_load_file),
 	    cmocka_unit_test(test_shipped_demo),
 	    cmocka_unit_test(test_shipped_examples),
+	    cmocka_unit_test(test_vlan),
 	    cmocka_unit_test(test_behavior),
 	    cmocka_unit_test(test_behavior_errors),
 	    cmocka_unit_test(test_rule_to_json_canonical),

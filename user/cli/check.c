@@ -14,6 +14,7 @@
 static void print_rule_line(const struct sl_rule *r, int rank)
 {
 	char dst[64], src[64], port[16] = "any", win[32], ps[48] = "-";
+	char vlan[12] = "any";
 
 	sl_prefix_str(&r->dst, dst, sizeof(dst));
 	sl_prefix_str(&r->src, src, sizeof(src));
@@ -21,12 +22,16 @@ static void print_rule_line(const struct sl_rule *r, int rank)
 		snprintf(port, sizeof(port), "%u", r->dport_lo);
 	else if (r->dport_lo)
 		snprintf(port, sizeof(port), "%u-%u", r->dport_lo, r->dport_hi);
+	if (r->has_vlan && r->vlan)
+		snprintf(vlan, sizeof(vlan), "%u", r->vlan);
+	else if (r->has_vlan)
+		snprintf(vlan, sizeof(vlan), "untagged");
 	snprintf(win, sizeof(win), "%ums/%u", r->interval_ms, r->sample_count);
 	if (r->per_source)
 		snprintf(ps, sizeof(ps), "/%u,/%u max %u", r->src_prefix_v4,
 			 r->src_prefix_v6, r->max_sources);
-	printf("%-4d %-24s %-6s %-11s %-20s %-20s %-4s %12llu %-10s %-7s %-4u %s\n",
-	       rank, r->name, sl_proto_str(r->proto), port, dst, src,
+	printf("%-4d %-24s %-6s %-11s %-8s %-20s %-20s %-4s %12llu %-10s %-7s %-4u %s\n",
+	       rank, r->name, sl_proto_str(r->proto), port, vlan, dst, src,
 	       sl_grade_str(r->grade), (unsigned long long)r->count, win,
 	       sl_mode_str(r->mode), r->has_priority ? r->priority : 0, ps);
 }
@@ -93,8 +98,8 @@ static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 		return 1;
 	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries\n",
 	       file, rs.n, comp.n_classes, comp.n_lpm4, comp.n_lpm6);
-	printf("%-4s %-24s %-6s %-11s %-20s %-20s %-4s %12s %-10s %-7s %-4s %s\n",
-	       "rank", "name", "proto", "dport", "dst", "src", "grad",
+	printf("%-4s %-24s %-6s %-11s %-8s %-20s %-20s %-4s %12s %-10s %-7s %-4s %s\n",
+	       "rank", "name", "proto", "dport", "vlan", "dst", "src", "grad",
 	       "count", "window", "mode", "prio", "per_source");
 	order = calloc(rs.n + 1, sizeof(*order));
 	for (size_t i = 0; order && i < rs.n; i++)

@@ -135,6 +135,8 @@ static void list_row(struct table *t, const cJSON *r)
 	table_add(t, cli_get_str(m, "proto", "any"));
 	table_add(t, cli_get(m, "dport") ? cli_cell(cli_get(m, "dport"), n1, sizeof(n1))
 				     : "any");
+	table_add(t, cli_get(m, "vlan") ? cli_cell(cli_get(m, "vlan"), n1, sizeof(n1))
+				     : "any");
 	table_add(t, cli_get_str(m, "dst", "any"));
 	table_add(t, cli_get_str(m, "src", "any"));
 	table_add(t, cli_get_str(r, "grade", "?"));
@@ -165,11 +167,12 @@ static void list_row(struct table *t, const cJSON *r)
 static void print_list(const cJSON *resp)
 {
 	static const char *const heads[] = {
-		"name", "proto", "dport", "dst", "src", "grade", "count",
-		"window", "mode", "priority", "per_source", "behavior",
+		"name", "proto", "dport", "vlan", "dst", "src", "grade",
+		"count", "window", "mode", "priority", "per_source",
+		"behavior",
 	};
 	struct table t = {
-		.ncols = 12, .heads = heads, .right = 1u << 6 | 1u << 9
+		.ncols = 13, .heads = heads, .right = 1u << 7 | 1u << 10
 	};
 	const cJSON *rules = cli_get(resp, "rules"), *r;
 	char v[32];

@@ -25,6 +25,8 @@ int sl_rule_cmp(const struct sl_rule *a, const struct sl_rule *b)
 		return c;
 	if ((c = cmp_u32(a->proto == SL_PROTO_ANY, b->proto == SL_PROTO_ANY)))
 		return c;
+	if ((c = cmp_u32(b->has_vlan, a->has_vlan)))
+		return c;
 	if ((c = cmp_u32(b->dst.len, a->dst.len)))
 		return c;
 	if ((c = cmp_u32(b->src.len, a->src.len)))
@@ -196,24 +198,21 @@ static int build_src(struct ctx *x, int af, const uint32_t *cand, uint32_t n,
 	return err;
 }
 
-/* The reference for one family of a class whose rules are ranks[]. */
-static int build_family(struct ctx *x, int af, const uint32_t *ranks,
-			uint32_t n, uint32_t *ref)
+/* The reference for the rules fam[0..nf) (rank order, one family, all
+ * matching the packet's VLAN): a rule, or a destination class. */
+static int build_addr(struct ctx *x, int af, const uint32_t *fam, uint32_t nf,
+		      uint32_t *ref)
 {
-	uint32_t *fam = calloc(n ? n : 1, sizeof(*fam));
-	uint32_t *cand = calloc(n ? n : 1, sizeof(*cand));
-	struct sl_prefix *nodes = calloc(n ? n : 1, sizeof(*nodes));
-	uint32_t nf = 0, class_id;
+	uint32_t *cand = calloc(nf ? nf : 1, sizeof(*cand));
+	struct sl_prefix *nodes = calloc(nf ? nf : 1, sizeof(*nodes));
+	uint32_t class_id;
 	size_t k;
 	int err = 0;
 
-	if (!fam || !cand || !nodes) {
+	if (!cand || !nodes) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (uint32_t i = 0; i < n; i++)
-		if (rule_in_family(by_rank(x, ranks[i]), af))
-			fam[nf++] = ranks[i];
 	if (!nf) {
 		*ref = SLUICE_REF_NONE;
 		goto out;
@@ -242,9 +241,89 @@ static int build_family(struct ctx *x, int af, const uint32_t *ranks,
 			err = add_lpm(x, af, class_id, &nodes[i], node_ref);
 	}
 out:
-	free(fam);
 	free(cand);
 	free(nodes);
+	return err;
+}
+
+/* A VLAN stage entry: the VID's two bytes as a 16-bit prefix of the
+ * address of an IPv4 trie key (docs/architecture.md), or /0 for the
+ * rules without match.vlan. */
+static int add_vlan(struct ctx *x, uint32_t class_id, int vid, uint32_t ref)
+{
+	struct sl_prefix p = { .family = AF_INET };
+
+	if (vid >= 0) {
+		p.len = 16;
+		p.addr[0] = vid >> 8;
+		p.addr[1] = vid & 0xff;
+	}
+	return add_lpm(x, AF_INET, class_id, &p, ref);
+}
+
+/* The reference for one family of a class whose rules are ranks[]: when
+ * some of them match a VLAN, a VLAN class whose entries each lead to the
+ * rules of one VID (or of none) by build_addr(). */
+static int build_family(struct ctx *x, int af, const uint32_t *ranks,
+			uint32_t n, uint32_t *ref)
+{
+	uint32_t *fam = calloc(n ? n : 1, sizeof(*fam));
+	uint32_t *cand = calloc(n ? n : 1, sizeof(*cand));
+	uint32_t nf = 0, nv = 0, nc, class_id, sub;
+	int err = 0;
+
+	if (!fam || !cand) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sl_rule *r = by_rank(x, ranks[i]);
+
+		if (rule_in_family(r, af)) {
+			fam[nf++] = ranks[i];
+			nv += r->has_vlan;
+		}
+	}
+	if (!nv) {
+		err = build_addr(x, af, fam, nf, ref);
+		goto out;
+	}
+	class_id = x->next_class++;
+	*ref = SLUICE_REF_LPM | SLUICE_REF_VLAN | class_id;
+	for (uint32_t i = 0; i < nf && !err; i++) {
+		const struct sl_rule *r = by_rank(x, fam[i]);
+		bool seen = false;
+
+		if (!r->has_vlan)
+			continue;
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = by_rank(x, fam[j])->has_vlan &&
+			       by_rank(x, fam[j])->vlan == r->vlan;
+		if (seen)
+			continue;
+		nc = 0;
+		for (uint32_t j = 0; j < nf; j++) {
+			const struct sl_rule *o = by_rank(x, fam[j]);
+
+			if (!o->has_vlan || o->vlan == r->vlan)
+				cand[nc++] = fam[j];
+		}
+		err = build_addr(x, af, cand, nc, &sub);
+		if (!err && sub != SLUICE_REF_NONE)
+			err = add_vlan(x, class_id, r->vlan, sub);
+	}
+	nc = 0;
+	for (uint32_t j = 0; j < nf; j++)
+		if (!by_rank(x, fam[j])->has_vlan)
+			cand[nc++] = fam[j];
+	if (!err)
+		err = build_addr(x, af, cand, nc, &sub);
+	/* a miss is no rule, so an empty default needs no entry */
+	if (!err && sub != SLUICE_REF_NONE)
+		err = add_vlan(x, class_id, -1, sub);
+out:
+	free(fam);
+	free(cand);
 	return err;
 }
 
@@ -456,6 +535,11 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 			break;
 	}
 	out->n_classes = x.next_class - class_base;
+	if (!ret && out->n_classes >= SLUICE_REF_VLAN) {
+		/* unreachable while the tries bound the classes */
+		snprintf(err, errlen, "rule set needs too many classes");
+		ret = -E2BIG;
+	}
 out:
 	if (ret == -ENOMEM)
 		snprintf(err, errlen, "out of memory compiling the rule set");

@@ -32,6 +32,7 @@
 #define SL_BRK_DEF_MIN_REQ   5	  /* Sentinel's minRequestAmount default */
 #define SL_BRK_DEF_STAT_MS   1000 /* Sentinel's statIntervalMs default */
 #define SL_BRK_DEF_PROBES    1
+#define SL_MAX_VLAN	     4094 /* 802.1Q VIDs 1..4094; 0 and 4095 are reserved */
 
 enum sl_proto {
 	SL_PROTO_ANY = 0,
@@ -126,6 +127,10 @@ struct sl_rule {
 	uint16_t dport_hi;
 	struct sl_prefix dst;
 	struct sl_prefix src;
+	/* match.vlan: has_vlan false = any; vlan 0 = "untagged" (or a
+	 * priority tag), else the innermost 802.1Q VID */
+	bool has_vlan;
+	uint16_t vlan;
 	enum sl_grade grade;
 	uint64_t count; /* per second */
 	uint32_t interval_ms;

@@ -134,6 +134,10 @@ static void rule_text(struct sl_text *t, const struct sl_rule *r,
 		sl_prefix_str(&r->src, buf, sizeof(buf));
 		text_key_str(t, ",\"src\":", buf);
 	}
+	if (r->has_vlan && r->vlan)
+		sl_text_u64(t, ",\"vlan\":", r->vlan);
+	else if (r->has_vlan)
+		text_key_str(t, ",\"vlan\":", "untagged");
 	text_key_str(t, "},\"grade\":", sl_grade_str(r->grade));
 	sl_text_u64(t, ",\"count\":", r->count);
 	sl_text_u64(t, ",\"window\":{\"interval_ms\":", r->interval_ms);

@@ -467,6 +467,40 @@ static int parse_dport(struct rule_ctx *rc, const cJSON *it, struct sl_rule *r)
 	return 0;
 }
 
+/* match.vlan: a VID 1-4094, or "untagged" (VID 0 on the wire is a
+ * priority tag, which is untagged too, so 0 is not accepted as a number) */
+static int parse_vlan(struct rule_ctx *rc, const cJSON *it, struct sl_rule *r)
+{
+	static const char *const f = "match.vlan";
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+	uint64_t v;
+
+	if (cJSON_IsString(it) && it->valuestring) {
+		if (strcmp(it->valuestring, "untagged")) {
+			show(it->valuestring, shown, sizeof(shown));
+			rule_err(rc, f,
+				 "'%s' is not a VLAN; use an id 1-%u or "
+				 "\"untagged\"",
+				 shown, SL_MAX_VLAN);
+			return -EINVAL;
+		}
+		r->has_vlan = true;
+		r->vlan = 0;
+		return 0;
+	}
+	if (!cJSON_IsNumber(it)) {
+		rule_err(rc, f,
+			 "must be a VLAN id 1-%u or \"untagged\", got %s",
+			 SL_MAX_VLAN, json_type(it));
+		return -EINVAL;
+	}
+	if (get_uint(rc, it, f, 1, SL_MAX_VLAN, &v))
+		return -EINVAL;
+	r->has_vlan = true;
+	r->vlan = v;
+	return 0;
+}
+
 static void mask_prefix(struct sl_prefix *p)
 {
 	unsigned int bytes = p->family == AF_INET ? 4 : 16, i;
@@ -594,10 +628,10 @@ static const char *family_str(uint8_t family)
 /* Returns true when r->proto is known good (cross-checks may use it). */
 static bool parse_match(struct rule_ctx *rc, const cJSON *m, struct sl_rule *r)
 {
-	enum { M_PROTO, M_DPORT, M_DST, M_SRC, M_N };
+	enum { M_PROTO, M_DPORT, M_DST, M_SRC, M_VLAN, M_N };
 	static const char *const known[] = {
 	    [M_PROTO] = "proto", [M_DPORT] = "dport", [M_DST] = "dst",
-	    [M_SRC] = "src",	 [M_N] = NULL};
+	    [M_SRC] = "src",	 [M_VLAN] = "vlan",   [M_N] = NULL};
 	const cJSON *f[M_N], *proto, *dport, *dst, *src;
 	bool proto_ok = true, dst_ok = false, src_ok = false;
 	int v;
@@ -628,6 +662,8 @@ static bool parse_match(struct rule_ctx *rc, const cJSON *m, struct sl_rule *r)
 		dst_ok = parse_prefix(rc, dst, "match.dst", &r->dst) == 0;
 	if (src)
 		src_ok = parse_prefix(rc, src, "match.src", &r->src) == 0;
+	if (f[M_VLAN])
+		parse_vlan(rc, f[M_VLAN], r);
 	if (dst_ok && src_ok && r->dst.family != r->src.family)
 		rule_err(rc, "match.src",
 			 "is %s but match.dst is %s; no packet can match both",
