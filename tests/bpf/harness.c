@@ -129,9 +129,12 @@ int h_begin(struct sl_dataplane *d)
 	sl_log_set_level(SL_LOG_WARN);
 	pin_cpu();
 	err = h_load(d, &o);
-	if (err)
-		tap_skip(strerror(-err), "load the data plane (needs root, "
-					 "BPF and a 5.x+ kernel)");
+	/* only a missing privilege skips: a verifier's refusal fails */
+	if (err == -EPERM)
+		tap_skip(strerror(-err), "load the data plane (needs root)");
+	else if (err)
+		tap(false, "load the data plane: %s (the verifier's reason "
+			   "above)", strerror(-err));
 	return err;
 }
 

@@ -29,17 +29,42 @@
 /* Class ids of the two rule sets never overlap in the tries. */
 static const uint32_t set_class_base[SLUICE_NUM_SETS] = { 1, 0x40000000 };
 
+/* A verifier log's reason is at its end: its last lines are kept. */
+#define VERIFIER_TAIL_LINES 24
+
 static int libbpf_print(enum libbpf_print_level level, const char *fmt,
 			va_list ap)
 {
-	char buf[512];
+	enum sl_log_level to = level == LIBBPF_WARN ? SL_LOG_WARN
+						    : SL_LOG_DEBUG;
+	char *text, *line, *next, *from;
+	int skip = 0;
 
-	if (level == LIBBPF_DEBUG)
+	if (level == LIBBPF_DEBUG || vasprintf(&text, fmt, ap) < 0)
 		return 0;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	buf[strcspn(buf, "\n")] = 0;
-	sl_log(level == LIBBPF_WARN ? SL_LOG_WARN : SL_LOG_DEBUG, "libbpf: %s",
-	       buf);
+	from = text;
+	if (strstr(text, "-- BEGIN PROG LOAD LOG --")) {
+		int lines = 0;
+
+		for (char *c = text; *c; c++)
+			lines += *c == '\n';
+		skip = lines > VERIFIER_TAIL_LINES + 1
+			       ? lines - VERIFIER_TAIL_LINES - 1
+			       : 0;
+	}
+	for (line = from; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (line != from && skip > 0) {
+			if (!--skip)
+				sl_log(to, "libbpf:   ... (the log's last %d "
+				       "lines:)", VERIFIER_TAIL_LINES);
+			continue;
+		}
+		sl_log(to, "libbpf: %s", line);
+	}
+	free(text);
 	return 0;
 }
 
