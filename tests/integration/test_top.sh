@@ -7,7 +7,8 @@
 #   shadow  shadow,   200 pkt/s, offered  800  -> would drop ~600
 #   fleet   a cluster flow (embedded token server), offered 300
 #   light   enforce, 5000 pkt/s, offered  500
-#   persrc  per_source, 16 sources of max_sources 64 (25 %)
+#   persrc  per_source, 40 pkt/s each; 16 sources at 25 pkt/s, over half
+#           their count, so each has an entry: 16 of max_sources 64 (25 %)
 # Checked: the rows in order of drops; offered, admitted and dropped within
 # 10 % of what was sent; threshold, its source and the cluster state; the
 # header's clock moves (it refreshes); the terminal is cleared once only
@@ -42,7 +43,7 @@ cat >"$T/rules.json" <<'EOF'
  {"name": "shadow", "match": {"proto": "udp", "dport": 9002}, "grade": "pps",
   "count": 200, "mode": "shadow"},
  {"name": "persrc", "match": {"proto": "udp", "dport": 9003}, "grade": "pps",
-  "count": 100, "per_source": {"max_sources": 64}},
+  "count": 40, "per_source": {"max_sources": 64}},
  {"name": "fleet", "match": {"proto": "udp", "dport": 9004}, "grade": "pps",
   "count": 2000, "cluster": {"namespace": "web", "flow_id": 1,
   "threshold_type": "global", "fallback": "share"}}
@@ -157,7 +158,7 @@ for want in "flood enforce 1000_pkt static 3000 1000 2000 - -" \
 	    "shadow shadow 200_pkt static 800 800 600 - -" \
 	    "fleet enforce 2000_pkt lease 300 300 0 cluster -" \
 	    "light enforce 5000_pkt static 500 500 0 - -" \
-	    "persrc enforce 100_pkt static 400 400 0 - 16/64_(25%)"; do
+	    "persrc enforce 40_pkt static 400 400 0 - 16/64_(25%)"; do
 	read -r -a w <<<"$want"
 	row_is "${w[@]//_/ }"
 	check $? "${w[0]}: $(grep "^${w[0]}|" "$T/rows" || echo 'no row') (want ${want//_/ })"
