@@ -38,6 +38,7 @@ BUILD=${BUILD:-build}
 export BUILD
 source tests/lib/netns.sh
 source tests/lib/sluice.sh
+source tests/lib/tokend_bench.sh
 
 QUICK=${QUICK:-}
 PLOTS=${PLOTS:-}
@@ -408,34 +409,11 @@ done
 
 # ---- 4. cluster: tokend against Redis ------------------------------
 
-free_port()
-{
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_port()
-{
-	local i
-
-	for ((i = 0; i < 100; i++)); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 
 TOKDIR=$NETNS_TMP/tokend
 mkdir -p "$TOKDIR"
-python3 - "$TOK_FLOWS" >"$TOKDIR/rules.json" <<'PY'
-import json, sys
-n = int(sys.argv[1])
-print(json.dumps({"rules": [{"name": "f%d" % i,
-    "match": {"proto": "udp", "dport": 1000 + i}, "grade": "pps",
-    "count": 1000000, "cluster": {"namespace": "bench", "flow_id": i + 1,
-    "threshold_type": "global"}} for i in range(n)]}))
-PY
-secret=bench-secret-0123456789
-(umask 077 && echo "bench $secret" >"$TOKDIR/secrets")
+bench_flows "$TOKDIR" "$TOK_FLOWS"
 ulimit -n "$(ulimit -Hn)"
 echo "# cluster: $RUNS runs, $TOK_AGENTS agents x $TOK_FLOWS flows every ${TOK_PERIOD_MS} ms" >&2
 for ((run = 1; run <= RUNS; run++)); do
@@ -446,7 +424,7 @@ for ((run = 1; run <= RUNS; run++)); do
 				--rules "$TOKDIR/rules.json" --state-dir "$TOKDIR/state" \
 				--secrets "$TOKDIR/secrets" --learn-ms 0 \
 				--max-conns $((TOK_AGENTS + 16)) 2>"$TOKDIR/tokend.log" &
-			args=(tokend "$port" bench "$secret")
+			args=(tokend "$port" bench "$BENCH_SECRET")
 		else
 			taskset -c "$OTHER_CPU" redis-server --port "$port" \
 				--bind 127.0.0.1 --dir "$TOKDIR" --save '' \

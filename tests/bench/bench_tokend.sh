@@ -21,32 +21,10 @@ cleanup()
 }
 trap cleanup EXIT
 
-# A free loopback port, chosen by the kernel.
-free_port()
-{
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_port()
-{
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	echo "bench_tokend: nothing listens on $1" >&2
-	return 1
-}
+source "$(dirname "$0")/../lib/tokend_bench.sh"
 
 ulimit -n "$(ulimit -Hn)"
-python3 - "$FLOWS" >"$dir/rules.json" <<'PY'
-import json, sys
-n = int(sys.argv[1])
-print(json.dumps({"rules": [{"name": "f%d" % i,
-    "match": {"proto": "udp", "dport": 1000 + i}, "grade": "pps",
-    "count": 1000000, "cluster": {"namespace": "bench", "flow_id": i + 1,
-    "threshold_type": "global"}} for i in range(n)]}))
-PY
-secret=bench-secret-0123456789
-(umask 077 && echo "bench $secret" >"$dir/secrets")
+bench_flows "$dir" "$FLOWS"
 
 port=$(free_port)
 taskset -c "$SERVER_CPU" "$BUILD/sluice" tokend --listen "127.0.0.1:$port" \
@@ -58,7 +36,7 @@ wait_port "$port"
 # CPU time of a server process, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 t_start=$(date +%s.%N) c_start=$(cpu_ticks "${pids[0]}")
-taskset -c "$LOAD_CPU" "$gen" tokend "$port" bench "$secret" "$AGENTS" \
+taskset -c "$LOAD_CPU" "$gen" tokend "$port" bench "$BENCH_SECRET" "$AGENTS" \
 	"$FLOWS" "$PERIOD_MS" "$SECONDS_RUN" | tee "$dir/tokend.out"
 c_end=$(cpu_ticks "${pids[0]}") t_end=$(date +%s.%N)
 python3 -c 'import sys, os; c0, c1, t0, t1 = map(float, sys.argv[1:]);

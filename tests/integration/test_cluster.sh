@@ -610,16 +610,8 @@ push_count() # COUNT: the rule file with fleet's count at COUNT, published
 		"$SLUICE" push "$T/rules$1.json" --etcd "$ETCD_ALL" \
 		--etcd-key "$FLOWS_KEY" >"$T/push$1.out" 2>&1
 }
-served_by() # R COUNT SECS: replica R serves fleet at COUNT
-{
-	local k
-
-	for ((k = 0; k < $3 * 10; k++)); do
-		[ "$(rmetric "$1" "$FLOWTH")" = "$2" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
+serves() { [ "$(rmetric "$1" "$FLOWTH")" = "$2" ]; } # R COUNT
+served_by() { sl_until "$3" serves "$1" "$2"; } # R COUNT SECS
 replica_start() # R
 {
 	mkdir -p "$T/rep$1"
@@ -984,10 +976,8 @@ check $([ $emb = 0 ] && [ "$(flow 4 fleet token_server)" = 198.19.0.14:7071 ]; e
 # a rule change reaches the embedded server: count 20000 -> 8000
 sed 's/"count": 20000/"count": 8000/' "$T/rules.json" >"$T/rules8k.json"
 cli 4 rule replace "$T/rules8k.json" >/dev/null
-for ((k = 0; k < 50; k++)); do
-	[ "$(flow 4 fleet limit)" = 8000 ] && break
-	sleep 0.1
-done
+limit_is() { [ "$(flow "$1" fleet limit)" = "$2" ]; } # HOST LIMIT
+sl_until 5 limit_is 4 8000
 echo "# embedded after rule replace: limit $(flow 4 fleet limit), state $(flow 4 fleet state)"
 check $([ "$(flow 4 fleet limit)" = 8000 ] && [ "$(flow 4 fleet state)" = cluster ]; echo $?) \
 	"--serve-tokens: a rule change reaches the embedded server (count 8000 granted, in cluster state)"

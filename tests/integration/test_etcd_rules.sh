@@ -332,16 +332,8 @@ crule() # COUNT: a cluster rule file
 crule 500 >"$T/td.json"
 tmetric() { ip netns exec "$NS_RX" curl -s "http://$TMETRICS/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 THRESH='sluice_tokend_flow_threshold{namespace="web",flow_id="1",rule="fleet"}'
-wait_tmetric() # SECS METRIC VALUE
-{
-	local k
-
-	for ((k = 0; k < $1 * 20; k++)); do
-		[ "$(tmetric "$2")" = "$3" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
+tmetric_is() { [ "$(tmetric "$1")" = "$2" ]; }
+wait_tmetric() { sl_until "$1" tmetric_is "$2" "$3"; } # SECS METRIC VALUE
 ectl put "$TKEY" "$(crule 1000)" >/dev/null
 netns_bg "$NS_RX" tokend "$SLUICE" tokend --listen 127.0.0.1:7070 \
 	--rules "$T/td.json" --state-dir "$T/tdstate" --etcd "$EP" \

@@ -88,6 +88,8 @@ for r in doc["rules"]:
 #                                 # 10 s; 0 when ready, 1 if NAME died first)
 #   sluice_kill NAME              # SIGKILL the agent NAME and reap it
 #   sl_mark VAR                   # VAR=now, wall clock in seconds (no fork)
+#   sl_until SECS CMD...          # CMD every 50 ms until it succeeds (0) or
+#                                 # SECS pass (1)
 #   sl_bg VAR CMD...              # CMD in the background (a generator, say),
 #                                 # its pid in VAR; ended at exit unless
 #   sl_wait PID...                # waited for with sl_wait (status of last)
@@ -190,6 +192,19 @@ sl_wait()
 		unset "SL_BG_LIVE[$p]"
 	done
 	return $rc
+}
+
+# sl_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or
+# SECS pass (1)
+sl_until()
+{
+	local k
+
+	for ((k = 0; k < $1 * 20; k++)); do
+		"${@:2}" && return 0
+		sleep 0.05
+	done
+	return 1
 }
 
 sl_mark()

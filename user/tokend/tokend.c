@@ -411,7 +411,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 	if (h->need != need)
 		f->dirty = true;
 	h->need = need;
-	others = f->outstanding - h->grant + f->reserved;
+	others = f->outstanding - h->grant;
 	g->flags = 0;
 	learning = now < td->start + td->cfg.learn_ms;
 	if (learning && r->held)
@@ -435,7 +435,8 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 			}
 			want = sl_quota_grant(&f->level, h->need);
 		}
-		want = sl_quota_cap(count, others, want);
+		/* vanished holders' fallbacks count as granted */
+		want = sl_quota_cap(count, others + f->reserved, want);
 		break;
 	case SL_THRESH_AVG_LOCAL:
 		want = count;
@@ -445,7 +446,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		want = sl_cluster_quota(f->cl, c->node_name) * count / f->count;
 		break;
 	}
-	f->outstanding = others - f->reserved + want;
+	f->outstanding = others + want;
 	h->grant = want;
 	h->expires = now + td->cfg.ttl_ms;
 	g->grant = want;
