@@ -4,7 +4,7 @@
 # on the receiving side, our generators on one CPU and on both. Admitted
 # packets are counted at tc ingress (rxcount), independently of sluice, and
 # compared with sluice's own counters.
-#   - over the 10 s run (its whole seconds) the admitted rate is within 2%
+#   - over the 10 s run, the median of its whole seconds admits within 2%
 #     of count;
 #   - no 1 s window (sliding over packet arrival times at tc ingress, 1 ms bins) admits more than 1.05 x count;
 #   - paced or unpaced, after the first interval no 100 ms (10 ms
@@ -58,7 +58,7 @@ run_case()
 	res=$(python3 - "$NETNS_TMP/rx.out" "$count" "$NETNS_TMP/rx.csv" \
 		"$(sluice_rule_stat "$name" passed_pkts)" \
 		"$(sluice_rule_stat "$name" blocked_pkts)" \
-		"$NETNS_TMP"/gen.* <<'PY'
+		"$NETNS_TMP"/gen.* 2>"$NETNS_TMP/seconds" <<'PY'
 import json, sys
 rx = json.load(open(sys.argv[1]))
 count, passed, blocked = int(sys.argv[2]), int(sys.argv[4]), int(sys.argv[5])
@@ -76,7 +76,10 @@ sent = sum(g["sent"] for g in gens)
 bins = rx["per_second"]
 nz = [i for i, c in enumerate(bins) if c]
 full = bins[nz[0] + 1:nz[-1]] if len(nz) > 2 else [0]
-rate = sum(full) / len(full)
+# the median second: a second the machine stalled the generators or the
+# receiver in (a noisy neighbour) does not move it, a bias does
+rate = sorted(full)[len(full) // 2]
+print(" ".join(map(str, full)), file=sys.stderr)
 print(f'{rate:.0f} {rx["max_1s_pkt"]} {sent / secs:.0f} {rx["packets"]} '
       f'{passed} {blocked} {busy} '
       # a packet or two that the scheduler moved do not make a CPU's share
@@ -87,11 +90,12 @@ PY
 	echo "# $name: count $count, offered $offered pps on CPU(s) $cpus," \
 	     "admitted $rate pps (rxcount), largest 1 s $max1," \
 	     "busiest 100 ms after 1.5 s $busy," \
-	     "sluice passed $passed blocked $blocked, rx CPUs $ncpu"
+	     "sluice passed $passed blocked $blocked, rx CPUs $ncpu;" \
+	     "admitted per whole second: $(cat "$NETNS_TMP/seconds")"
 	check $(( offered > 2 * count ? 0 : 1 )) \
 		"$name: offered $offered pps > 2 x $count"
 	check $(python3 -c "print(0 if abs($rate - $count) <= 0.02 * $count else 1)") \
-		"$name: admitted $rate pps (full seconds of the run) within 2% of $count"
+		"$name: admitted $rate pps (the median whole second) within 2% of $count"
 	check $(python3 -c "print(0 if $max1 <= 1.05 * $count else 1)") \
 		"$name: largest 1 s window $max1 <= 1.05 x $count"
 	check $(python3 -c "print(0 if abs($passed - $rxpk) <= max(2, 0.001 * $rxpk) else 1)") \
