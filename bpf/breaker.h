@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Circuit breaking (Sentinel 1.8's DegradeRule) over the answers to a tcp
- * rule's SYNs: a SYN-ACK is a success, a RST with seq 0 (the kernel's
- * answer to a SYN that finds no listener) an error. The answers are seen
- * on egress (sluice_egress), the SYNs at XDP (breaker_syn()).
+ * Circuit breaking (Sentinel 1.8's DegradeRule) over the answers of the
+ * host's own service to a rule's requests. The requests are seen at XDP
+ * (breaker_request()), the answers on egress (sluice_egress):
+ *  - tcp: a request is a SYN; a SYN-ACK is a success, a RST with seq 0
+ *    (the kernel's answer to a SYN that finds no listener) an error;
+ *  - udp: a request is a datagram; a datagram from the rule's port back
+ *    is a success, an ICMP port unreachable quoting one an error.
  *
- *  closed:    SYNs pass to admission; the answers of each stat_interval
- *             are counted, and with at least min_requests of them, errors
- *             over the threshold open the breaker;
- *  open:      every new SYN is answered by a RST from XDP (or dropped)
- *             for open_ms, then the next SYN makes it half-open;
- *  half-open: `probes` SYNs pass, the rest fail fast; one probe answered
- *             by RST opens it again, all answered by SYN-ACK close it; no
- *             verdict within open_ms opens it again.
+ *  closed:    requests pass to admission; the answers of each
+ *             stat_interval are counted, and with at least min_requests
+ *             of them, errors over the threshold open the breaker;
+ *  open:      every new request is failed fast (a SYN answered by a RST
+ *             from XDP, or dropped) for open_ms, then the next one makes
+ *             it half-open;
+ *  half-open: `probes` requests pass, the rest fail fast; one probe
+ *             answered by an error opens it again, all answered well
+ *             close it; no verdict within open_ms opens it again.
  * Counting races between CPUs (a window that rolls while another CPU
  * counts) may lose an answer or two of a window: the ratio is a hint at
  * that precision, and every transition is made by one CAS.
@@ -24,6 +28,7 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/tcp.h>
+#include <linux/udp.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_endian.h>
 #include "maps.h"
@@ -87,6 +92,7 @@ static __always_inline void brk_close(struct sluice_breaker *st, __u64 s,
 	WRITE_ONCE(st->win_id, now / cfg->stat_ns);
 	WRITE_ONCE(st->answers, 0);
 	WRITE_ONCE(st->errors, 0);
+	WRITE_ONCE(st->requests, 0);
 	brk_move(st, s, SLUICE_BRK_CLOSED, now);
 }
 
@@ -267,13 +273,62 @@ static __always_inline int breaker_rst(struct xdp_md *ctx)
 	return XDP_DROP;
 }
 
-/* ---- XDP: a SYN of a rule with a breaker -------------------------------- */
+/* ---- the window and the verdict ------------------------------------- */
+
+/* Zero the window's counters once now is past it (the CPU whose CAS
+ * wins does). */
+static __always_inline void brk_roll(struct sluice_breaker *st,
+				     const struct sluice_breaker_cfg *cfg,
+				     __u64 now)
+{
+	__u64 win = now / cfg->stat_ns, old = READ_ONCE(st->win_id);
+
+	if (old != win &&
+	    __sync_val_compare_and_swap(&st->win_id, old, win) == old) {
+		WRITE_ONCE(st->answers, 0);
+		WRITE_ONCE(st->errors, 0);
+		WRITE_ONCE(st->requests, 0);
+	}
+}
+
+/* Errors over the threshold, with enough answers (Sentinel: more than
+ * the threshold; a ratio of 1 opens when every answer is an error). A
+ * udp window counts replies as successes up to its requests: a service
+ * may send several datagrams for one. */
+static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
+				     const struct sluice_breaker *st,
+				     __u64 answers, __u64 errors)
+{
+	if (cfg->udp) {
+		__u64 requests = READ_ONCE(st->requests);
+
+		if (answers > requests)
+			answers = requests;
+		if (errors > answers)
+			errors = answers;
+	}
+	if (answers < cfg->min_requests)
+		return false;
+	if (cfg->strategy == SLUICE_BRK_ERROR_COUNT)
+		return errors > cfg->threshold;
+	if (cfg->threshold >= SLUICE_BRK_RATIO_ONE)
+		return errors >= answers;
+	return errors * SLUICE_BRK_RATIO_ONE > cfg->threshold * answers;
+}
+
+/* ---- XDP: a request of a rule with a breaker ---------------------------- */
+
+/* Does a packet of a rule whose rule_cpu.has_breaker is `on` ask it? */
+static __always_inline bool breaker_asked(__u8 on, __u32 port_key)
+{
+	return on == SLUICE_BRK_ON_UDP || port_key_is_syn(port_key);
+}
 
 /*
- * The verdict for a SYN that the breaker fails fast, or -1 when it goes
- * on to admission (closed, or a half-open probe).
+ * The verdict for a request that the breaker fails fast, or -1 when it
+ * goes on to admission (closed, or a half-open probe).
  */
-static __always_inline int breaker_syn(struct xdp_md *ctx, __u32 slot)
+static __always_inline int breaker_request(struct xdp_md *ctx, __u32 slot)
 {
 	const struct sluice_breaker_cfg *cfg;
 	const struct sluice_rule_cfg *rule;
@@ -282,11 +337,16 @@ static __always_inline int breaker_syn(struct xdp_md *ctx, __u32 slot)
 
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);
-	if (!cfg || !st || !cfg->open_ns)
+	if (!cfg || !st || !cfg->open_ns || !cfg->stat_ns)
 		return -1;
 	s = READ_ONCE(st->state);
-	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED)
+	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED) {
+		if (cfg->udp) {
+			brk_roll(st, cfg, sluice_now());
+			__sync_fetch_and_add(&st->requests, 1);
+		}
 		return -1;
+	}
 	now = sluice_now();
 	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_OPEN) {
 		if (now - READ_ONCE(st->since_ns) < cfg->open_ns)
@@ -311,6 +371,7 @@ fail:
 	rule = bpf_map_lookup_elem(&rule_cfg, &slot);
 	if (!rule || rule->flags & SLUICE_RULE_SHADOW)
 		return -1;
+	/* a udp rule's open_action is always drop (the parser's rule) */
 	if (cfg->open_drop)
 		return XDP_DROP;
 	return breaker_rst(ctx);
@@ -318,106 +379,165 @@ fail:
 
 /* ---- egress: the answers ---------------------------------------------- */
 
-/* An answer to a SYN in an egress frame: p as the SYN it answers would
- * have been classified (addresses swapped, the source port as dport).
- * 1: a SYN-ACK, 2: a RST|ACK with seq 0, 0: neither. */
-static __always_inline int parse_answer(struct sluice_pkt *p, void *data,
-					void *data_end)
+/* The port key of the request an answer from port answers; the port is
+ * hidden from the compiler's range analysis so that classify() keeps
+ * its bound check: 6.1's verifier does not bound a byte swap. */
+static __always_inline __u32 answer_key(__u32 family, __u32 slot, __u32 port)
 {
-	struct ethhdr *eth = data;
-	struct tcphdr *th;
-	__u32 sport;
-	__u8 flags;
+	asm volatile("" : "+r"(port));
+	return sluice_port_key(family, slot, port);
+}
 
-	if ((void *)(eth + 1) > data_end)
-		return 0;
-	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *iph = (void *)(eth + 1);
+/* An ICMP port unreachable's quote: the datagram it refuses, if UDP. */
+static __always_inline int parse_quote(struct sluice_pkt *p, void *pos,
+				       void *data_end)
+{
+	struct udphdr *uh;
+
+	if (p->family == 4) {
+		struct iphdr *iph = pos;
 
 		if ((void *)(iph + 1) > data_end ||
-		    iph->protocol != IPPROTO_TCP ||
-		    iph->frag_off & bpf_htons(IP_OFFSET))
-			return 0;
-		th = (void *)iph + iph->ihl * 4;
-		p->family = 4;
-		p->saddr = (const __u8 *)&iph->daddr;
-		p->daddr = (const __u8 *)&iph->saddr;
-	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6h = (void *)(eth + 1);
+		    iph->protocol != IPPROTO_UDP)
+			return -1;
+		uh = pos + iph->ihl * 4;
+		p->saddr = (const __u8 *)&iph->saddr;
+		p->daddr = (const __u8 *)&iph->daddr;
+	} else {
+		struct ipv6hdr *ip6h = pos;
 
 		if ((void *)(ip6h + 1) > data_end ||
-		    ip6h->nexthdr != IPPROTO_TCP)
-			return 0;
-		th = (void *)(ip6h + 1);
-		p->family = 6;
-		p->saddr = ip6h->daddr.in6_u.u6_addr8;
-		p->daddr = ip6h->saddr.in6_u.u6_addr8;
-	} else {
-		return 0;
+		    ip6h->nexthdr != IPPROTO_UDP)
+			return -1;
+		uh = (void *)(ip6h + 1);
+		p->saddr = ip6h->saddr.in6_u.u6_addr8;
+		p->daddr = ip6h->daddr.in6_u.u6_addr8;
 	}
-	if ((void *)(th + 1) > data_end)
-		return 0;
-	flags = ((const __u8 *)th)[13];
-	sport = bpf_ntohs(th->source);
-	/* hides the swap's range from the compiler, so that classify()
-	 * keeps its bound check: 6.1's verifier does not bound a swap */
-	asm volatile("" : "+r"(sport));
-	p->port_key = sluice_port_key(p->family, SLUICE_SLOT_TCP_SYN, sport);
-	flags &= TCPF_SYN | TCPF_ACK | TCPF_RST;
-	if (flags == (TCPF_SYN | TCPF_ACK))
-		return 1;
-	if (flags == (TCPF_RST | TCPF_ACK) && !th->seq)
-		return 2;
-	return 0;
+	/* the quote holds 8 bytes of it: the ports are there */
+	if ((void *)(uh + 1) > data_end)
+		return -1;
+	p->port_key = answer_key(p->family, SLUICE_SLOT_UDP,
+				 bpf_ntohs(uh->dest));
+	return SLUICE_ANS_ICMP_UNREACH;
 }
 
-/* Errors over the threshold, with enough answers (Sentinel: more than
- * the threshold; a ratio of 1 opens when every answer is an error). */
-static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
-				     __u64 answers, __u64 errors)
+/*
+ * An answer at l4 (protocol proto) of an egress frame of family: p as
+ * the request it answers would have been classified (for a SYN-ACK, RST
+ * or reply: addresses swapped, the source port as dport; for an ICMP
+ * error: its quote). Returns its enum sluice_breaker_answer, or -1 when
+ * the frame is none.
+ */
+static __always_inline int parse_answer(struct sluice_pkt *p, void *l4,
+					__u8 proto, void *data_end)
 {
-	if (answers < cfg->min_requests)
-		return false;
-	if (cfg->strategy == SLUICE_BRK_ERROR_COUNT)
-		return errors > cfg->threshold;
-	if (cfg->threshold >= SLUICE_BRK_RATIO_ONE)
-		return errors >= answers;
-	return errors * SLUICE_BRK_RATIO_ONE > cfg->threshold * answers;
+	__u8 flags;
+
+	if (proto == IPPROTO_TCP) {
+		struct tcphdr *th = l4;
+
+		if ((void *)(th + 1) > data_end)
+			return -1;
+		p->port_key = answer_key(p->family, SLUICE_SLOT_TCP_SYN,
+					 bpf_ntohs(th->source));
+		flags = ((const __u8 *)th)[13] &
+			(TCPF_SYN | TCPF_ACK | TCPF_RST);
+		if (flags == (TCPF_SYN | TCPF_ACK))
+			return SLUICE_ANS_OK;
+		if (flags == (TCPF_RST | TCPF_ACK) && !th->seq)
+			return SLUICE_ANS_RST;
+		return -1;
+	}
+	if (proto == IPPROTO_UDP) {
+		struct udphdr *uh = l4;
+
+		if ((void *)(uh + 1) > data_end)
+			return -1;
+		p->port_key = answer_key(p->family, SLUICE_SLOT_UDP,
+					 bpf_ntohs(uh->source));
+		return SLUICE_ANS_OK;
+	}
+	/* destination unreachable, port unreachable: ICMP 3/3, ICMPv6 1/4 */
+	if (l4 + 8 > data_end)
+		return -1;
+	if (p->family == 4 && proto == IPPROTO_ICMP &&
+	    ((const __u8 *)l4)[0] == 3 && ((const __u8 *)l4)[1] == 3)
+		return parse_quote(p, l4 + 8, data_end);
+	if (p->family == 6 && proto == IPPROTO_ICMPV6 &&
+	    ((const __u8 *)l4)[0] == 1 && ((const __u8 *)l4)[1] == 4)
+		return parse_quote(p, l4 + 8, data_end);
+	return -1;
 }
 
-static __always_inline void breaker_answer(__u32 slot, bool error)
+/*
+ * The rule slot + 1 of the request an egress frame answers (0: none),
+ * and the answer's kind. family is a constant at each call, so that the
+ * verifier sees each family's addresses with their own bounds.
+ */
+static __always_inline __u32 answer_ref(void *l3, void *data_end,
+					__u32 family, int *kind)
+{
+	struct sluice_pkt p = { .family = family };
+	void *l4;
+	__u8 proto;
+
+	if (family == 4) {
+		struct iphdr *iph = l3;
+
+		if ((void *)(iph + 1) > data_end ||
+		    iph->frag_off & bpf_htons(IP_OFFSET))
+			return SLUICE_REF_NONE;
+		l4 = l3 + iph->ihl * 4;
+		proto = iph->protocol;
+		p.saddr = (const __u8 *)&iph->daddr;
+		p.daddr = (const __u8 *)&iph->saddr;
+	} else {
+		struct ipv6hdr *ip6h = l3;
+
+		if ((void *)(ip6h + 1) > data_end)
+			return SLUICE_REF_NONE;
+		l4 = ip6h + 1;
+		proto = ip6h->nexthdr;
+		p.saddr = ip6h->daddr.in6_u.u6_addr8;
+		p.daddr = ip6h->saddr.in6_u.u6_addr8;
+	}
+	*kind = parse_answer(&p, l4, proto, data_end);
+	if (*kind < 0)
+		return SLUICE_REF_NONE;
+	return classify(&p);
+}
+
+/* Count an answer (enum sluice_breaker_answer) to a request of slot. */
+static __always_inline void breaker_answer(__u32 slot, __u32 kind)
 {
 	const struct sluice_breaker_cfg *cfg;
 	struct sluice_breaker *st;
-	__u64 s, now, win, old, answers, errors;
+	__u64 s, now, answers, errors;
 
+	/* the compiler knows the callers' kinds and would drop the bound
+	 * check that the verifier needs for the index */
+	asm volatile("" : "+r"(kind));
+	if (kind >= SLUICE_BRK_ANSWERS)
+		return;
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);
 	if (!cfg || !st || !cfg->open_ns || !cfg->stat_ns)
 		return;
 	now = sluice_now();
-	__sync_fetch_and_add(&st->answers_total, 1);
-	if (error)
-		__sync_fetch_and_add(&st->errors_total, 1);
+	__sync_fetch_and_add(&st->answered[kind], 1);
 	s = READ_ONCE(st->state);
 	switch (s & SLUICE_BRK_STATE_MASK) {
 	case SLUICE_BRK_CLOSED:
-		win = now / cfg->stat_ns;
-		old = READ_ONCE(st->win_id);
-		if (old != win &&
-		    __sync_val_compare_and_swap(&st->win_id, old, win) == old) {
-			WRITE_ONCE(st->answers, 0);
-			WRITE_ONCE(st->errors, 0);
-		}
+		brk_roll(st, cfg, now);
 		answers = __sync_fetch_and_add(&st->answers, 1) + 1;
-		if (!error)
+		if (kind == SLUICE_ANS_OK)
 			return;
 		errors = __sync_fetch_and_add(&st->errors, 1) + 1;
-		if (brk_over(cfg, answers, errors))
+		if (brk_over(cfg, st, answers, errors))
 			brk_move(st, s, SLUICE_BRK_OPEN, now);
 		return;
 	case SLUICE_BRK_HALF_OPEN:
-		if (error) {
+		if (kind != SLUICE_ANS_OK) {
 			__sync_fetch_and_add(&st->probe_failure, 1);
 			brk_move(st, s, SLUICE_BRK_OPEN, now);
 			return;
@@ -427,7 +547,7 @@ static __always_inline void breaker_answer(__u32 slot, bool error)
 			brk_close(st, s, cfg, now);
 		return;
 	default:
-		/* answers to SYNs admitted before it opened */
+		/* answers to requests admitted before it opened */
 		return;
 	}
 }

@@ -55,8 +55,9 @@ int sluice_xdp(struct xdp_md *ctx)
 	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	if (rc) {
 		/* one byte of the line judge_fast() reads anyway */
-		if (rc->has_breaker && port_key_is_syn(p.port_key)) {
-			verdict = breaker_syn(ctx, slot);
+		if (rc->has_breaker &&
+		    breaker_asked(rc->has_breaker, p.port_key)) {
+			verdict = breaker_request(ctx, slot);
 			if (verdict >= 0)
 				return verdict;
 		}
@@ -91,23 +92,27 @@ refused:
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
 }
 
-/* The answers to the SYNs of rules with a breaker, on egress (tc);
+/* The answers to the requests of rules with a breaker, on egress (tc);
  * attached only while such a rule is in force. */
 SEC("tc")
 int sluice_egress(struct __sk_buff *skb)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
-	struct sluice_pkt p = {};
+	struct ethhdr *eth = data;
 	__u32 ref;
 	int kind;
 
-	kind = parse_answer(&p, data, data_end);
-	if (!kind)
+	if ((void *)(eth + 1) > data_end)
 		return TC_ACT_OK;
-	ref = classify(&p);
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		ref = answer_ref(eth + 1, data_end, 4, &kind);
+	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		ref = answer_ref(eth + 1, data_end, 6, &kind);
+	else
+		return TC_ACT_OK;
 	if (ref != SLUICE_REF_NONE)
-		breaker_answer(ref - 1, kind == 2);
+		breaker_answer(ref - 1, kind);
 	return TC_ACT_OK;
 }
 

@@ -220,7 +220,8 @@ struct sluice_rule_cpu {
 	/* 8 bits: the fast path's verdict is then known to be >= 0 */
 	__u8 refused_verdict;	/* XDP_DROP, or XDP_PASS in shadow mode */
 	__u8 cost_is_len;	/* bps: a packet costs its length in tokens */
-	/* the rule has a breaker: its SYNs ask rule_breaker first */
+	/* the rule has a breaker: SLUICE_BRK_ON_SYN or _ON_UDP, which of
+	 * its packets ask rule_breaker first */
 	__u8 has_breaker;
 	__u8 pad[5];
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
@@ -284,6 +285,18 @@ enum sluice_breaker_strategy {
 
 #define SLUICE_BRK_RATIO_ONE 1000000u
 
+/* What a breaker counts as the answer to a request. */
+enum sluice_breaker_answer {
+	SLUICE_ANS_OK = 0,	  /* a SYN-ACK, a UDP reply */
+	SLUICE_ANS_RST,		  /* a RST to a SYN: nothing listens */
+	SLUICE_ANS_ICMP_UNREACH,  /* ICMP port unreachable for a datagram */
+	SLUICE_BRK_ANSWERS,
+};
+
+/* rule_cpu.has_breaker: which packets of the rule ask its breaker. */
+#define SLUICE_BRK_ON_SYN 1	/* tcp: SYNs without ACK */
+#define SLUICE_BRK_ON_UDP 2	/* udp: every datagram */
+
 /* A breaker's configuration; written only by user space. */
 struct sluice_breaker_cfg {
 	__u64 open_ns;
@@ -291,9 +304,11 @@ struct sluice_breaker_cfg {
 	__u32 strategy;
 	__u32 threshold;
 	__u32 min_requests;
-	__u32 probes;		/* SYNs let through in half-open */
+	__u32 probes;		/* requests let through in half-open */
 	__u32 open_drop;	/* while open: drop a SYN, not answer RST */
-	__u32 pad;
+	/* udp: requests are datagrams, counted in the window, and
+	 * replies count as successes up to them */
+	__u32 udp;
 };
 
 /*
@@ -305,18 +320,18 @@ struct sluice_breaker {
 	__u64 state;
 	__u64 since_ns;		/* when the state was entered */
 	__u64 win_id;		/* now / stat_ns of the counters below */
-	__u64 answers;		/* SYNs answered in window win_id */
-	__u64 errors;		/* ... by RST */
-	__s64 probes_left;	/* half-open: probe SYNs still to let pass */
-	__u64 probe_ok;		/* half-open: probes answered by SYN-ACK */
+	__u64 answers;		/* answers counted in window win_id */
+	__u64 errors;		/* ... of them errors */
+	__u64 requests;		/* udp: datagrams passed in win_id */
+	__s64 probes_left;	/* half-open: probes still to let pass */
+	__u64 probe_ok;		/* half-open: probes answered well */
 	/* totals, for stats */
 	__u64 to_state[SLUICE_BRK_STATES]; /* transitions into each state */
 	__u64 probes_passed;
 	__u64 probe_success;
 	__u64 probe_failure;
-	__u64 failed_fast;	/* SYNs answered by RST or dropped while open */
-	__u64 answers_total;
-	__u64 errors_total;
+	__u64 failed_fast;	/* requests failed (RST or drop) while open */
+	__u64 answered[SLUICE_BRK_ANSWERS]; /* answers seen, by kind */
 };
 
 #define SLUICE_BRK_STATE_MASK 3ull

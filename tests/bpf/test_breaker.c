@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Breakers on the test clock: SYNs through sluice_xdp, their answers
- * (SYN-ACK, RST) through sluice_egress. Every transition (closed -> open
+ * Breakers on the test clock: requests (SYNs, datagrams) through
+ * sluice_xdp, their answers (SYN-ACK, RST, UDP replies, ICMP port
+ * unreachable) through sluice_egress. Every transition (closed -> open
  * by ratio and by count, open -> half-open after open_ms, half-open ->
  * closed when every probe succeeds, -> open on a failed probe or no
- * verdict), exactly `probes` SYNs passing in half-open, the RST frame's
- * bytes and checksums (IPv4, IPv6, VLAN), open_action drop, non-SYNs
- * untouched, and rules without a breaker left alone.
+ * verdict), exactly `probes` requests passing in half-open, the RST
+ * frame's bytes and checksums (IPv4, IPv6, VLAN), open_action drop, udp
+ * replies counted up to the requests, ICMP errors that are not a
+ * datagram's port unreachable ignored, non-SYNs untouched, and rules
+ * without a breaker left alone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,6 +107,23 @@ static struct sluice_breaker brk_state(struct sl_dataplane *d,
 	return st;
 }
 
+/* every answer the breaker saw, of any kind */
+static uint64_t answered(const struct sluice_breaker *st)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < SLUICE_BRK_ANSWERS; k++)
+		n += st->answered[k];
+	return n;
+}
+
+static uint64_t brk_answers(struct sl_dataplane *d, const char *name)
+{
+	struct sluice_breaker st = brk_state(d, name);
+
+	return answered(&st);
+}
+
 static unsigned int state_of(struct sl_dataplane *d, const char *name)
 {
 	return brk_state(d, name).state & SLUICE_BRK_STATE_MASK;
@@ -142,13 +162,13 @@ static void test_ratio(struct sl_dataplane *dp)
 	answers(dp, 4, true, 1);
 	st = brk_state(dp, "web");
 	is_state(dp, "web", SLUICE_BRK_OPEN, "ratio: the 5th RST opens it");
-	tap(st.to_state[SLUICE_BRK_OPEN] == 1 && st.errors_total == 5 &&
-		    st.answers_total == 5,
-	    "ratio: one transition to open, 5 answers, 5 errors (%llu, %llu, "
+	tap(st.to_state[SLUICE_BRK_OPEN] == 1 && answered(&st) == 5 &&
+		    st.answered[SLUICE_ANS_RST] == 5,
+	    "ratio: one transition to open, 5 answers, 5 RSTs (%llu, %llu, "
 	    "%llu)",
 	    (unsigned long long)st.to_state[SLUICE_BRK_OPEN],
-	    (unsigned long long)st.answers_total,
-	    (unsigned long long)st.errors_total);
+	    (unsigned long long)answered(&st),
+	    (unsigned long long)st.answered[SLUICE_ANS_RST]);
 
 	n = 0;
 	for (int i = 0; i < 10; i++)
@@ -280,7 +300,7 @@ static void test_drop_and_others(struct sl_dataplane *dp)
 	build(&ps, &rst_est);
 	egress(dp, &rst_est);
 	egress(dp, &rst_est);
-	tap(brk_state(dp, "drp").answers_total == 0,
+	tap(brk_answers(dp, "drp") == 0,
 	    "drop: RSTs with seq != 0 (connections) are not counted");
 	answers(dp, 4, true, 2);
 	is_state(dp, "drp", SLUICE_BRK_OPEN, "drop: 2 errors open it");
@@ -313,12 +333,201 @@ static void test_drop_and_others(struct sl_dataplane *dp)
 	{
 		struct sluice_breaker st = brk_state(dp, "plain");
 
-		tap(st.answers_total == 0 && st.state == 0,
+		tap(answered(&st) == 0 && st.state == 0,
 		    "plain: answers to its SYNs leave no breaker state");
 	}
 	tap(run(dp, &syn) == XDP_PASS, "plain: its SYNs pass");
 	tap(dp->rule_cpu[slot_of(dp, "plain")].has_breaker == 0,
 	    "plain: has_breaker is 0 (the fast path is unchanged)");
+}
+
+/* ---- udp: datagrams, replies, ICMP port unreachable --------------------- */
+
+#define UPORT 5353
+#define UBRK(name, breaker)                                                 \
+	"{\"name\":\"" name "\",\"match\":{\"proto\":\"udp\",\"dport\":"    \
+	"5353},\"grade\":\"pps\",\"count\":100000000000,\"breaker\":"        \
+	breaker "}"
+
+static struct pkt dgram_v(int family)
+{
+	struct pspec s = { .family = family, .dport = UPORT };
+	struct pkt p;
+
+	build(&s, &p);
+	return p;
+}
+
+/* The service's reply to dgram_v(family), from sport. */
+static struct pkt reply_v(int family, uint16_t sport)
+{
+	struct pspec s = { .family = family, .sport = sport, .dport = 40000,
+			   .src = family == 6 ? DST6 : DST4,
+			   .dst = family == 6 ? SRC6 : SRC4 };
+	struct pkt p;
+
+	build(&s, &p);
+	return p;
+}
+
+/*
+ * The kernel's ICMP error (ICMP type/code, or ICMPv6's) quoting the
+ * first 8 bytes past the IP header of q, as sent back to q's source.
+ */
+static struct pkt icmp_err_v(int family, uint8_t type, uint8_t code,
+			     const struct pkt *q)
+{
+	size_t ip = q->l4_off - q->l3_off;
+	struct pkt p;
+
+	pkt_init(&p);
+	pkt_eth(&p, NULL, NULL);
+	if (family == 4)
+		pkt_ipv4(&p, DST4, SRC4);
+	else
+		pkt_ipv6(&p, DST6, SRC6);
+	pkt_icmp_ex(&p, type, code, 0, 0);
+	pkt_bytes(&p, q->buf + q->l3_off, ip + 8);
+	pkt_finish(&p, 0);
+	return p;
+}
+
+static struct pkt unreach_v(int family, const struct pkt *q)
+{
+	return family == 4 ? icmp_err_v(4, 3, 3, q) : icmp_err_v(6, 1, 4, q);
+}
+
+static bool egress_n(struct sl_dataplane *d, const struct pkt *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (egress(d, p) != TC_ACT_OK)
+			return false;
+	return true;
+}
+
+static void test_udp(struct sl_dataplane *dp)
+{
+	struct pkt req = dgram_v(4), rep = reply_v(4, UPORT);
+	struct pkt unr = unreach_v(4, &req);
+	struct sluice_breaker st;
+	uint64_t t0;
+	long n;
+
+	next_scenario();
+	t0 = test_time();
+	if (!tap(apply(dp, RULES(UBRK("dns",
+				      "{\"strategy\":\"error_ratio\","
+				      "\"threshold\":0.5,\"open_ms\":100,"
+				      "\"min_request_amount\":3,"
+				      "\"probes\":2}"))) == 0,
+		 "udp: rule with a breaker applies"))
+		return;
+	tap(dp->rule_cpu[slot_of(dp, "dns")].has_breaker == SLUICE_BRK_ON_UDP,
+	    "udp: every datagram of the rule asks its breaker");
+	n = burst(dp, &req, 4);
+	st = brk_state(dp, "dns");
+	tap(n == 4 && st.requests == 4,
+	    "udp: closed, 4 datagrams pass and are 4 requests (%ld, %llu)", n,
+	    (unsigned long long)st.requests);
+	/* a chatty service: 10 replies to 4 requests count as 4 */
+	egress_n(dp, &rep, 10);
+	egress_n(dp, &unr, 2);
+	is_state(dp, "dns", SLUICE_BRK_CLOSED,
+		 "udp: 10 replies, 2 ICMP port unreachable: 2 of 4 is not "
+		 "over 0.5");
+	egress_n(dp, &unr, 1);
+	st = brk_state(dp, "dns");
+	is_state(dp, "dns", SLUICE_BRK_OPEN,
+		 "udp: a 3rd opens it: replies count up to the 4 requests, "
+		 "3 of 4 (3 of 13 without the cap)");
+	tap(st.answered[SLUICE_ANS_OK] == 10 &&
+		    st.answered[SLUICE_ANS_ICMP_UNREACH] == 3,
+	    "udp: answered: 10 ok, 3 icmp_unreach (%llu, %llu)",
+	    (unsigned long long)st.answered[SLUICE_ANS_OK],
+	    (unsigned long long)st.answered[SLUICE_ANS_ICMP_UNREACH]);
+
+	n = burst(dp, &req, 5);
+	tap(n == 0 && brk_state(dp, "dns").failed_fast == 5,
+	    "udp: open, 5 datagrams dropped and failed fast (%ld passed)", n);
+	tap(run(dp, &req) == XDP_DROP, "udp: open: XDP_DROP, no RST");
+
+	set_time(t0 + 100 * MS);
+	n = burst(dp, &req, 5);
+	st = brk_state(dp, "dns");
+	tap(n == 2 && st.probes_passed == 2,
+	    "udp: half-open, 2 probes of 5 datagrams pass (%ld)", n);
+	egress_n(dp, &rep, 1);
+	is_state(dp, "dns", SLUICE_BRK_HALF_OPEN, "udp: one reply of 2 probes");
+	egress_n(dp, &rep, 1);
+	is_state(dp, "dns", SLUICE_BRK_CLOSED, "udp: a second reply closes it");
+	tap(run(dp, &req) == XDP_PASS, "udp: closed again, a datagram passes");
+
+	/* replies alone never open it */
+	set_time(t0 + 1000 * MS);
+	burst(dp, &req, 10);
+	egress_n(dp, &rep, 50);
+	is_state(dp, "dns", SLUICE_BRK_CLOSED,
+		 "udp: 50 replies to 10 requests");
+
+	/* IPv6, and a failed probe */
+	set_time(t0 + 2000 * MS);
+	{
+		struct pkt req6 = dgram_v(6), unr6 = unreach_v(6, &req6);
+
+		burst(dp, &req6, 3);
+		egress_n(dp, &unr6, 3);
+		is_state(dp, "dns", SLUICE_BRK_OPEN,
+			 "udp: 3 ICMPv6 port unreachable of 3 requests "
+			 "open it");
+		set_time(t0 + 2100 * MS);
+		tap(run(dp, &req6) == XDP_PASS, "udp: IPv6 probe passes");
+		egress_n(dp, &unr6, 1);
+		st = brk_state(dp, "dns");
+		is_state(dp, "dns", SLUICE_BRK_OPEN,
+			 "udp: the probe's port unreachable opens it again");
+		tap(st.probe_failure == 1,
+		    "udp: one probe failure (%llu)",
+		    (unsigned long long)st.probe_failure);
+	}
+}
+
+/* What is not an answer to a udp rule's datagram. */
+static void test_udp_not_answers(struct sl_dataplane *dp)
+{
+	struct pkt req = dgram_v(4), req6 = dgram_v(6);
+	struct pkt other = udp_to(5354, NULL, 0);
+	struct pspec ts = { .proto = TCP_, .dport = UPORT, .flags = PKT_SYN };
+	struct pkt syn, unr[5];
+	struct sluice_breaker st;
+
+	build(&ts, &syn);
+	unr[0] = icmp_err_v(4, 3, 1, &req);	/* host unreachable */
+	unr[1] = icmp_err_v(4, 3, 3, &other);	/* another port */
+	unr[2] = icmp_err_v(4, 3, 3, &syn);	/* a TCP segment */
+	unr[3] = icmp_err_v(6, 1, 3, &req6);	/* address unreachable */
+	unr[4] = icmp_err_v(6, 1, 1, &req6);	/* administratively */
+	next_scenario();
+	if (!tap(apply(dp, RULES(UBRK("dns",
+				      "{\"strategy\":\"error_count\","
+				      "\"threshold\":1,\"open_ms\":100,"
+				      "\"min_request_amount\":1}"))) == 0,
+		 "udp others: rule applies"))
+		return;
+	burst(dp, &req, 10);
+	burst(dp, &req6, 10);
+	for (int i = 0; i < 5; i++)
+		egress_n(dp, &unr[i], 3);
+	{
+		struct pkt rep = reply_v(4, 5354);
+
+		egress_n(dp, &rep, 3);
+	}
+	st = brk_state(dp, "dns");
+	tap(answered(&st) == 0 && state_of(dp, "dns") == SLUICE_BRK_CLOSED,
+	    "udp others: ICMP host unreachable, port unreachable for another "
+	    "port or for TCP, ICMPv6 unreachable codes other than 4, a "
+	    "reply from another port: no answer (%llu)",
+	    (unsigned long long)answered(&st));
 }
 
 /* ---- the RST frame ----------------------------------------------------- */
@@ -425,6 +634,8 @@ int main(void)
 		test_ratio(&dp);
 		test_count_window(&dp);
 		test_drop_and_others(&dp);
+		test_udp(&dp);
+		test_udp_not_answers(&dp);
 		test_rst_frames(&dp);
 		h_unload(&dp);
 	}

@@ -2005,6 +2005,7 @@ static void test_from_cjson(void **state)
 }
 
 #define BRK_OK "\"strategy\": \"error_ratio\", \"threshold\": 0.5, \"open_ms\": 2000"
+#define UDP53 "\"match\": {\"proto\": \"udp\", \"dport\": 53}"
 
 static void test_breaker(void **state)
 {
@@ -2066,6 +2067,19 @@ static void test_breaker(void **state)
 		assert_round_trip(&set);
 		sl_ruleset_free(&set);
 	}
+
+	/* udp: datagrams have no RST, so open_action defaults to drop */
+	expect_ok(one(NAME ", " UDP53 "," GRADE "," COUNT
+			   ", \"breaker\": {" BRK_OK "}"),
+		  &set);
+	b = &set.rules[0].breaker;
+	assert_true(b->enabled);
+	assert_int_equal(b->open_action, SL_OPEN_DROP);
+	s = rule_text(&set.rules[0]);
+	assert_non_null(strstr(s, ",\"probes\":1,\"open_action\":\"drop\"}}"));
+	cJSON_free(s);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
 
 	/* a breaker is part of the definition: a change is a new rule */
 	{
@@ -2135,12 +2149,16 @@ static void test_breaker_errors(void **state)
 	     "'reset'"},
 	    {MATCH, "{" BRK_OK ", \"max_rt\": 5}",
 	     "field 'breaker': unknown field 'max_rt'"},
-	    {"\"match\": {\"proto\": \"udp\", \"dport\": 53}", "{" BRK_OK "}",
-	     "rule 'web': field 'breaker': watches the answers to TCP SYNs "
-	     "and needs match.proto \"tcp\" (proto is 'udp')"},
+	    {UDP53, "{" BRK_OK ", \"open_action\": \"rst\"}",
+	     "rule 'web': field 'breaker.open_action': 'rst' answers TCP "
+	     "SYNs; a udp rule's breaker drops datagrams while open "
+	     "(\"drop\", the default for udp)"},
 	    {"\"match\": {}", "{" BRK_OK "}",
-	     "field 'breaker': watches the answers to TCP SYNs and needs "
-	     "match.proto \"tcp\" (proto is 'any')"},
+	     "rule 'web': field 'breaker': watches the answers to TCP SYNs "
+	     "or UDP datagrams and needs match.proto \"tcp\" or \"udp\" "
+	     "(proto is 'any')"},
+	    {"\"match\": {\"proto\": \"icmp\"}", "{" BRK_OK "}",
+	     "(proto is 'icmp')"},
 	};
 
 	(void) state;

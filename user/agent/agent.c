@@ -478,14 +478,17 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 			       sl_lease_state_str(th->state));
 	if (st->has_breaker) {
 		const struct sl_breaker_stats *b = &st->breaker;
+		uint64_t answers = 0;
 
+		for (unsigned int k = 0; k < SLUICE_BRK_ANSWERS; k++)
+			answers += b->answered[k];
 		sl_text_printf(
 		    t,
 		    ",\"breaker\":{\"state\":\"%s\",\"since_ns\":%llu,"
 		    "\"opened\":%llu,\"half_opened\":%llu,\"closed\":%llu,"
 		    "\"probes_passed\":%llu,\"probe_success\":%llu,"
 		    "\"probe_failure\":%llu,\"failed_fast\":%llu,"
-		    "\"answers\":%llu,\"errors\":%llu}",
+		    "\"answers\":%llu,\"errors\":%llu,\"answered\":{",
 		    sl_breaker_state_str(b->state),
 		    (unsigned long long)b->since_ns,
 		    (unsigned long long)b->to_state[SLUICE_BRK_OPEN],
@@ -495,8 +498,14 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 		    (unsigned long long)b->probe_success,
 		    (unsigned long long)b->probe_failure,
 		    (unsigned long long)b->failed_fast,
-		    (unsigned long long)b->answers,
-		    (unsigned long long)b->errors);
+		    (unsigned long long)answers,
+		    (unsigned long long)(answers -
+					 b->answered[SLUICE_ANS_OK]));
+		for (unsigned int k = 0; k < SLUICE_BRK_ANSWERS; k++)
+			sl_text_printf(t, "%s\"%s\":%llu", k ? "," : "",
+				       sl_breaker_answer_str(k),
+				       (unsigned long long)b->answered[k]);
+		sl_text_printf(t, "}}");
 	}
 	sl_text_printf(t, "}");
 }

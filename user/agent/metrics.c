@@ -177,13 +177,13 @@ static const struct sl_metric
 			    "entered." },
 	brk_probes = { "sluice_breaker_probes_total",
 		       "Half-open probes of a rule's breaker answered, by "
-		       "result: success (SYN-ACK) or failure (RST)." },
+		       "result: success or failure." },
 	brk_failed_fast = { "sluice_breaker_failed_fast_total",
-			    "New connections (SYNs) of a rule that its open "
-			    "breaker answered by a RST or dropped." },
+			    "Requests (SYNs, datagrams) of a rule that its "
+			    "open breaker answered by a RST or dropped." },
 	brk_answers = { "sluice_breaker_answers_total",
-			"Answers of the service to the SYNs of a rule with "
-			"a breaker, seen on egress: syn_ack or rst." },
+			"Answers of the service to the requests of a rule "
+			"with a breaker, by kind: ok, rst, icmp_unreach." },
 	malformed = { "sluice_packets_malformed_total",
 		      "Packets with a truncated or invalid header, by the "
 		      "layer at fault (the malformed verdict: pass unless "
@@ -373,7 +373,6 @@ static void put_breakers(struct sl_metrics *m, const struct scrape *s)
 		SLUICE_BRK_CLOSED, SLUICE_BRK_OPEN, SLUICE_BRK_HALF_OPEN,
 	};
 	static const char *const results[] = { "success", "failure" };
-	static const char *const answers[] = { "syn_ack", "rst" };
 	const struct sl_breaker_stats *b;
 	const char *rule;
 
@@ -405,11 +404,12 @@ static void put_breakers(struct sl_metrics *m, const struct scrape *s)
 	sl_metrics_counter(m, &brk_failed_fast, SL_LABELS({ "rule", rule }),
 			   b->failed_fast);
 	EACH_BREAKER
-	for (size_t k = 0; k < ARRAY_SIZE(answers); k++)
+	for (unsigned int k = 0; k < SLUICE_BRK_ANSWERS; k++)
 		sl_metrics_counter(m, &brk_answers,
 				   SL_LABELS({ "rule", rule },
-					     { "answer", answers[k] }),
-				   k ? b->errors : b->answers - b->errors);
+					     { "answer",
+					       sl_breaker_answer_str(k) }),
+				   b->answered[k]);
 #undef EACH_BREAKER
 }
 

@@ -70,19 +70,21 @@ static bool stats_row(struct table *t, const cJSON *r)
 	return shadow;
 }
 
-/* One line per rule with a breaker: its state and since when. */
+/* One line per rule with a breaker: its state and since when, and the
+ * answers seen by kind. */
 static void print_breakers(const cJSON *resp)
 {
 	double now = cli_get_num(resp, "time_ns", 0);
-	const cJSON *r, *b;
-	char n[6][32];
+	const cJSON *r, *b, *ans, *k;
+	char n[6][32], a[32];
 
 	cJSON_ArrayForEach(r, cli_get(resp, "rules")) {
 		b = cli_get(r, "breaker");
 		if (!cJSON_IsObject(b))
 			continue;
 		printf("breaker %s: %s for %.1f s; opened %s, half-opened %s, "
-		       "closed %s; probes %s ok, %s failed; failed fast %s\n",
+		       "closed %s; probes %s ok, %s failed; failed fast %s; "
+		       "answers:",
 		       cli_get_str(r, "name", "?"),
 		       cli_get_str(b, "state", "?"),
 		       (now - cli_get_num(b, "since_ns", now)) / 1e9,
@@ -92,6 +94,11 @@ static void print_breakers(const cJSON *resp)
 		       num(b, "probe_success", n[3], sizeof(n[3])),
 		       num(b, "probe_failure", n[4], sizeof(n[4])),
 		       num(b, "failed_fast", n[5], sizeof(n[5])));
+		ans = cli_get(b, "answered");
+		cJSON_ArrayForEach(k, ans)
+			printf(" %s %s", num(ans, k->string, a, sizeof(a)),
+			       k->string);
+		printf("\n");
 	}
 }
 

@@ -713,7 +713,7 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		keys[n] = slots[i];
 		fill_meta(&meta[n], r->name, hashes[i], 1u << set);
 		sl_rule_cfg(r, &cfg[n]);
-		sl_breaker_cfg(&r->breaker, &bcfg[n]);
+		sl_breaker_cfg(r, &bcfg[n]);
 		/* a cluster rule's total ramps on the token server; a local
 		 * ramp on top would starve a node joining a warm cluster */
 		if (r->cluster.enabled)
@@ -744,10 +744,13 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	if (!err)
 		err = write_batch(bpf_map__fd(s->maps.breaker_cfg), keys, bcfg,
 				  sizeof(*bcfg), n);
-	/* a byte no program writes: SYNs of the slot ask the breaker */
+	/* a byte no program writes: the slot's SYNs (tcp) or datagrams
+	 * (udp) ask the breaker */
 	for (size_t i = 0; !err && i < n; i++)
 		for (int c = 0; bcfg[i].open_ns && c < dp->n_cpus; c++)
-			sl_dp_rule_cpu(dp, c, keys[i])->has_breaker = 1;
+			sl_dp_rule_cpu(dp, c, keys[i])->has_breaker =
+				bcfg[i].udp ? SLUICE_BRK_ON_UDP
+					    : SLUICE_BRK_ON_SYN;
 	/* configuration last: it is what makes a slot live */
 	if (!err)
 		err = write_batch(bpf_map__fd(s->maps.rule_cfg), keys, cfg,

@@ -24,6 +24,21 @@ const char *sl_breaker_state_str(unsigned int state)
 	return state < SLUICE_BRK_STATES ? names[state] : "?";
 }
 
+const char *sl_breaker_answer_str(unsigned int kind)
+{
+	/* in enum order, not designated (above) */
+	static const char *const names[SLUICE_BRK_ANSWERS] = {
+		"ok", "rst", "icmp_unreach",
+	};
+
+	_Static_assert(SLUICE_ANS_OK == 0 && SLUICE_ANS_RST == 1 &&
+			       SLUICE_ANS_ICMP_UNREACH == 2 &&
+			       SLUICE_BRK_ANSWERS == 3,
+		       "names in enum order");
+
+	return kind < SLUICE_BRK_ANSWERS ? names[kind] : "?";
+}
+
 /* One map read, for the rules that have a breaker. */
 static void read_breaker(const struct sl_dataplane *dp, uint32_t slot,
 			 struct sl_rule_stats *st)
@@ -42,8 +57,7 @@ static void read_breaker(const struct sl_dataplane *dp, uint32_t slot,
 	b->probe_success = v.probe_success;
 	b->probe_failure = v.probe_failure;
 	b->failed_fast = v.failed_fast;
-	b->answers = v.answers_total;
-	b->errors = v.errors_total;
+	memcpy(b->answered, v.answered, sizeof(b->answered));
 }
 
 /* Sum the CPUs' state of rule into st, rates over its window. */

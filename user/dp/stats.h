@@ -28,13 +28,16 @@ struct sl_rule_stats {
 		uint64_t since_ns;
 		uint64_t to_state[SLUICE_BRK_STATES]; /* transitions into */
 		uint64_t probes_passed, probe_success, probe_failure;
-		uint64_t failed_fast; /* SYNs answered by RST or dropped */
-		uint64_t answers, errors; /* SYN answers seen, RSTs of them */
+		uint64_t failed_fast; /* requests failed while open */
+		/* answers seen, by enum sluice_breaker_answer */
+		uint64_t answered[SLUICE_BRK_ANSWERS];
 	} breaker;
 };
 
 /* The names of enum sluice_breaker_state ("closed", "open", "half_open"). */
 const char *sl_breaker_state_str(unsigned int state);
+/* The names of enum sluice_breaker_answer ("ok", "rst", "icmp_unreach"). */
+const char *sl_breaker_answer_str(unsigned int kind);
 
 int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,
 		     struct sl_rule_stats *st);

@@ -587,8 +587,10 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 	}
 }
 
-void sl_breaker_cfg(const struct sl_breaker *b, struct sluice_breaker_cfg *cfg)
+void sl_breaker_cfg(const struct sl_rule *r, struct sluice_breaker_cfg *cfg)
 {
+	const struct sl_breaker *b = &r->breaker;
+
 	memset(cfg, 0, sizeof(*cfg));
 	if (!b->enabled)
 		return;
@@ -601,4 +603,5 @@ void sl_breaker_cfg(const struct sl_breaker *b, struct sluice_breaker_cfg *cfg)
 	cfg->min_requests = b->min_requests;
 	cfg->probes = b->probes;
 	cfg->open_drop = b->open_action == SL_OPEN_DROP;
+	cfg->udp = r->proto == SL_PROTO_UDP;
 }

@@ -47,7 +47,7 @@ void sl_compiled_free(struct sl_compiled *c);
 
 /* The map value of a rule's configuration. */
 void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg);
-/* A breaker's data-plane configuration; all zeros for none. */
-void sl_breaker_cfg(const struct sl_breaker *b, struct sluice_breaker_cfg *cfg);
+/* The data-plane configuration of a rule's breaker; all zeros for none. */
+void sl_breaker_cfg(const struct sl_rule *r, struct sluice_breaker_cfg *cfg);
 
 #endif

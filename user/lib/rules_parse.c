@@ -880,7 +880,8 @@ static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
 /*
  * {"strategy", "threshold", "open_ms", "min_request_amount",
  * "stat_interval_ms", "probes", "open_action"}: Sentinel's DegradeRule
- * over the answers to a tcp rule's SYNs (docs/rules.md).
+ * over the answers to a tcp rule's SYNs or a udp rule's datagrams
+ * (docs/rules.md).
  */
 static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
 			  struct sl_rule *r)
@@ -904,6 +905,8 @@ static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
 	b->min_requests = SL_BRK_DEF_MIN_REQ;
 	b->stat_interval_ms = SL_BRK_DEF_STAT_MS;
 	b->probes = SL_BRK_DEF_PROBES;
+	/* a datagram has no RST */
+	b->open_action = r->proto == SL_PROTO_UDP ? SL_OPEN_DROP : SL_OPEN_RST;
 	get_fields(rc, br, "breaker", known, f);
 
 	it = f[B_STRAT];
@@ -953,7 +956,12 @@ static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
 		e = get_enum(rc, it, "breaker.open_action",
 			     sl_open_action_names,
 			     ARRAY_SIZE(sl_open_action_names));
-		if (e >= 0)
+		if (e == SL_OPEN_RST && r->proto == SL_PROTO_UDP)
+			rule_err(rc, "breaker.open_action",
+				 "'rst' answers TCP SYNs; a udp rule's "
+				 "breaker drops datagrams while open "
+				 "(\"drop\", the default for udp)");
+		else if (e >= 0)
 			b->open_action = e;
 	}
 }
@@ -1218,11 +1226,13 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 
 	parse_cluster(rc, f[R_CLUSTER], r);
 	parse_breaker(rc, f[R_BREAKER], r);
-	/* its signals are the answers to SYNs */
-	if (r->breaker.enabled && proto_known && r->proto != SL_PROTO_TCP)
+	/* its signals are the answers to SYNs or datagrams */
+	if (r->breaker.enabled && proto_known && r->proto != SL_PROTO_TCP &&
+	    r->proto != SL_PROTO_UDP)
 		rule_err(rc, "breaker",
-			 "watches the answers to TCP SYNs and needs "
-			 "match.proto \"tcp\" (proto is '%s')",
+			 "watches the answers to TCP SYNs or UDP datagrams "
+			 "and needs match.proto \"tcp\" or \"udp\" (proto "
+			 "is '%s')",
 			 sl_proto_str(r->proto));
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
