@@ -4,7 +4,8 @@
  * host's own service to a rule's requests. The requests are seen at XDP
  * (breaker_request()), the answers on egress (sluice_egress):
  *  - tcp: a request is a SYN; a SYN-ACK is a success, a RST with seq 0
- *    (the kernel's answer to a SYN that finds no listener) an error;
+ *    (the kernel's answer to a SYN that finds no listener) an error, and
+ *    so is the SYN sent again (a timeout: see breaker_conns below);
  *  - udp: a request is a datagram; a datagram from the rule's port back
  *    is a success, an ICMP port unreachable quoting one an error.
  *
@@ -242,35 +243,144 @@ static __always_inline int rst_v6(struct xdp_md *ctx, __u32 l3)
 	return XDP_TX;
 }
 
+/* The offset of the IP header past Ethernet and up to two VLAN tags, and
+ * its ethertype; 0 when the frame is cut short. */
+static __always_inline __u32 frame_l3(void *data, void *data_end,
+				      __be16 *proto)
+{
+	struct ethhdr *eth = data;
+	__u32 l3 = sizeof(*eth);
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+	*proto = eth->h_proto;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		struct vlan_tag *tag = data + l3;
+
+		if (*proto != bpf_htons(ETH_P_8021Q) &&
+		    *proto != bpf_htons(ETH_P_8021AD))
+			break;
+		if ((void *)(tag + 1) > data_end)
+			return 0;
+		*proto = tag->proto;
+		l3 += sizeof(*tag);
+	}
+	return l3;
+}
+
 /* Answer the SYN in ctx by a RST (VLAN tags kept). */
 static __always_inline int breaker_rst(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	__u32 l3 = sizeof(*eth);
 	__be16 proto;
+	__u32 l3 = frame_l3(data, data_end, &proto);
 
-	if ((void *)(eth + 1) > data_end)
-		return XDP_DROP;
-	proto = eth->h_proto;
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		struct vlan_tag *tag = data + l3;
-
-		if (proto != bpf_htons(ETH_P_8021Q) &&
-		    proto != bpf_htons(ETH_P_8021AD))
-			break;
-		if ((void *)(tag + 1) > data_end)
-			return XDP_DROP;
-		proto = tag->proto;
-		l3 += sizeof(*tag);
-	}
-	if (proto == bpf_htons(ETH_P_IP))
+	if (l3 && proto == bpf_htons(ETH_P_IP))
 		return rst_v4(ctx, l3);
-	if (proto == bpf_htons(ETH_P_IPV6))
+	if (l3 && proto == bpf_htons(ETH_P_IPV6))
 		return rst_v6(ctx, l3);
 	return XDP_DROP;
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+/*
+ * breaker_conns remembers the TCP connections of breaker rules from the
+ * SYN that passed the breaker to its answer: SLUICE_BRK_CONNS entries
+ * (16384 of a 40-byte key and a 32-byte value: 2.1 MiB as the kernel
+ * counts it, allocated at load whether or not a rule has a breaker). An
+ * answered SYN's entry is deleted, so the map holds the SYNs still
+ * waiting. A SYN sent again with the same sequence
+ * number (a client's retransmission, about 1 s after the first, when no
+ * SYN-ACK came: the listen queue was full, or the host lost the SYN)
+ * counts as an answer, `timeout`, once per SYN, if its first copy passed
+ * in the breaker's present state. When more SYNs wait at once than the
+ * map holds, the LRU forgets the oldest and their retransmissions count
+ * as new SYNs: timeouts are under-counted, never invented.
+ */
+
+/* A TCP segment's connection at XDP (client: its source): the key and
+ * the TCP header, or NULL when it is no TCP over IPv4 or over IPv6
+ * without extension headers. */
+static __always_inline struct tcphdr *conn_in(void *data, void *data_end,
+					      struct sluice_conn_key *k)
+{
+	struct tcphdr *th;
+	__be16 proto;
+	__u32 l3 = frame_l3(data, data_end, &proto);
+
+	if (l3 && proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *iph = data + l3;
+
+		if ((void *)(iph + 1) > data_end ||
+		    iph->protocol != IPPROTO_TCP ||
+		    iph->frag_off & bpf_htons(IP_OFFSET))
+			return NULL;
+		th = (void *)iph + iph->ihl * 4;
+		k->family = 4;
+		k->client[0] = iph->saddr;
+		k->server[0] = iph->daddr;
+	} else if (l3 && proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6h = data + l3;
+
+		if ((void *)(ip6h + 1) > data_end ||
+		    ip6h->nexthdr != IPPROTO_TCP)
+			return NULL;
+		th = (void *)(ip6h + 1);
+		k->family = 6;
+		__builtin_memcpy(k->client, &ip6h->saddr, 16);
+		__builtin_memcpy(k->server, &ip6h->daddr, 16);
+	} else {
+		return NULL;
+	}
+	if ((void *)(th + 1) > data_end)
+		return NULL;
+	k->client_port = th->source;
+	k->server_port = th->dest;
+	return th;
+}
+
+enum syn_seen { SYN_NEW, SYN_AGAIN, SYN_OTHER };
+
+/*
+ * A SYN of slot in the breaker's state word s: SYN_AGAIN when it is the
+ * retransmission of one that passed in s and got no answer yet (marked
+ * then, so that it counts once), SYN_NEW when it is to be remembered (k
+ * and *isn filled), SYN_OTHER for one not tracked (IPv6 extension
+ * headers) or a retransmission counted before.
+ */
+static __always_inline enum syn_seen syn_seen(struct xdp_md *ctx, __u32 slot,
+					      __u64 s,
+					      struct sluice_conn_key *k,
+					      __u32 *isn)
+{
+	struct sluice_conn *c;
+	struct tcphdr *th;
+
+	th = conn_in((void *)(long)ctx->data, (void *)(long)ctx->data_end, k);
+	if (!th)
+		return SYN_OTHER;
+	*isn = th->seq;
+	c = bpf_map_lookup_elem(&breaker_conns, k);
+	if (!c || c->slot != slot || c->isn != *isn || c->epoch != s)
+		return SYN_NEW;
+	if (c->flags & SLUICE_CONN_TIMED_OUT)
+		return SYN_OTHER;
+	c->flags |= SLUICE_CONN_TIMED_OUT;
+	return SYN_AGAIN;
+}
+
+static __always_inline void syn_remember(const struct sluice_conn_key *k,
+					 __u32 isn, __u32 slot, __u64 s,
+					 __u64 now)
+{
+	struct sluice_conn c = {
+		.syn_ns = now, .epoch = s, .slot = slot, .isn = isn,
+	};
+
+	bpf_map_update_elem(&breaker_conns, k, &c, BPF_ANY);
 }
 
 /* ---- the window and the verdict ------------------------------------- */
@@ -316,6 +426,52 @@ static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
 	return errors * SLUICE_BRK_RATIO_ONE > cfg->threshold * answers;
 }
 
+/*
+ * Count an answer (enum sluice_breaker_answer) to a request of a
+ * breaker. epoch, when known, is the breaker's state word when the
+ * request passed: in half-open only a probe's answer decides.
+ */
+static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
+				      struct sluice_breaker *st, __u32 kind,
+				      const __u64 *epoch, __u64 now)
+{
+	__u64 s, answers, errors;
+
+	/* the compiler knows the callers' kinds and would drop the bound
+	 * check that the verifier needs for the index */
+	asm volatile("" : "+r"(kind));
+	if (kind >= SLUICE_BRK_ANSWERS)
+		return;
+	__sync_fetch_and_add(&st->answered[kind], 1);
+	s = READ_ONCE(st->state);
+	switch (s & SLUICE_BRK_STATE_MASK) {
+	case SLUICE_BRK_CLOSED:
+		brk_roll(st, cfg, now);
+		answers = __sync_fetch_and_add(&st->answers, 1) + 1;
+		if (kind == SLUICE_ANS_OK)
+			return;
+		errors = __sync_fetch_and_add(&st->errors, 1) + 1;
+		if (brk_over(cfg, st, answers, errors))
+			brk_move(st, s, SLUICE_BRK_OPEN, now);
+		return;
+	case SLUICE_BRK_HALF_OPEN:
+		if (epoch && *epoch != s)
+			return;
+		if (kind != SLUICE_ANS_OK) {
+			__sync_fetch_and_add(&st->probe_failure, 1);
+			brk_move(st, s, SLUICE_BRK_OPEN, now);
+			return;
+		}
+		__sync_fetch_and_add(&st->probe_success, 1);
+		if (__sync_fetch_and_add(&st->probe_ok, 1) + 1 >= cfg->probes)
+			brk_close(st, s, cfg, now);
+		return;
+	default:
+		/* answers to requests admitted before it opened */
+		return;
+	}
+}
+
 /* ---- XDP: a request of a rule with a breaker ---------------------------- */
 
 /* Does a packet of a rule whose rule_cpu.has_breaker is `on` ask it? */
@@ -332,22 +488,31 @@ static __always_inline int breaker_request(struct xdp_md *ctx, __u32 slot)
 {
 	const struct sluice_breaker_cfg *cfg;
 	const struct sluice_rule_cfg *rule;
+	struct sluice_conn_key k = {};
 	struct sluice_breaker *st;
+	enum syn_seen seen = SYN_OTHER;
 	__u64 s, now;
+	__u32 isn;
 
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);
 	if (!cfg || !st || !cfg->open_ns || !cfg->stat_ns)
 		return -1;
 	s = READ_ONCE(st->state);
+	now = sluice_now();
 	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED) {
 		if (cfg->udp) {
-			brk_roll(st, cfg, sluice_now());
+			brk_roll(st, cfg, now);
 			__sync_fetch_and_add(&st->requests, 1);
+			return -1;
 		}
+		seen = syn_seen(ctx, slot, s, &k, &isn);
+		if (seen == SYN_AGAIN)
+			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &s, now);
+		else if (seen == SYN_NEW)
+			syn_remember(&k, isn, slot, s, now);
 		return -1;
 	}
-	now = sluice_now();
 	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_OPEN) {
 		if (now - READ_ONCE(st->since_ns) < cfg->open_ns)
 			goto fail;
@@ -357,14 +522,25 @@ static __always_inline int breaker_request(struct xdp_md *ctx, __u32 slot)
 		brk_move(st, s, SLUICE_BRK_OPEN, now);
 		goto fail;
 	}
-	if ((s = READ_ONCE(st->state) & SLUICE_BRK_STATE_MASK) ==
-		    SLUICE_BRK_HALF_OPEN &&
-	    __sync_fetch_and_add(&st->probes_left, -1) > 0) {
+	s = READ_ONCE(st->state);
+	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED)
+		return -1;
+	if ((s & SLUICE_BRK_STATE_MASK) != SLUICE_BRK_HALF_OPEN)
+		goto fail;
+	if (!cfg->udp) {
+		seen = syn_seen(ctx, slot, s, &k, &isn);
+		/* a probe's retransmission: its first copy got no answer */
+		if (seen == SYN_AGAIN) {
+			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &s, now);
+			goto fail;
+		}
+	}
+	if (__sync_fetch_and_add(&st->probes_left, -1) > 0) {
 		__sync_fetch_and_add(&st->probes_passed, 1);
+		if (seen == SYN_NEW)
+			syn_remember(&k, isn, slot, s, now);
 		return -1;
 	}
-	if (s == SLUICE_BRK_CLOSED)
-		return -1;
 fail:
 	__sync_fetch_and_add(&st->failed_fast, 1);
 	/* a shadow rule's breaker only counts what it would fail */
@@ -429,7 +605,8 @@ static __always_inline int parse_quote(struct sluice_pkt *p, void *pos,
  * the frame is none.
  */
 static __always_inline int parse_answer(struct sluice_pkt *p, void *l4,
-					__u8 proto, void *data_end)
+					__u8 proto, void *data_end,
+					struct sluice_conn_key *k)
 {
 	__u8 flags;
 
@@ -438,6 +615,8 @@ static __always_inline int parse_answer(struct sluice_pkt *p, void *l4,
 
 		if ((void *)(th + 1) > data_end)
 			return -1;
+		k->client_port = th->dest;
+		k->server_port = th->source;
 		p->port_key = answer_key(p->family, SLUICE_SLOT_TCP_SYN,
 					 bpf_ntohs(th->source));
 		flags = ((const __u8 *)th)[13] &
@@ -471,11 +650,13 @@ static __always_inline int parse_answer(struct sluice_pkt *p, void *l4,
 
 /*
  * The rule slot + 1 of the request an egress frame answers (0: none),
- * and the answer's kind. family is a constant at each call, so that the
- * verifier sees each family's addresses with their own bounds.
+ * the answer's kind and, for a SYN's, its connection in k (k->family 0
+ * otherwise). family is a constant at each call, so that the verifier
+ * sees each family's addresses with their own bounds.
  */
 static __always_inline __u32 answer_ref(void *l3, void *data_end,
-					__u32 family, int *kind)
+					__u32 family, int *kind,
+					struct sluice_conn_key *k)
 {
 	struct sluice_pkt p = { .family = family };
 	void *l4;
@@ -491,6 +672,8 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 		proto = iph->protocol;
 		p.saddr = (const __u8 *)&iph->daddr;
 		p.daddr = (const __u8 *)&iph->saddr;
+		k->client[0] = iph->daddr;
+		k->server[0] = iph->saddr;
 	} else {
 		struct ipv6hdr *ip6h = l3;
 
@@ -500,56 +683,46 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 		proto = ip6h->nexthdr;
 		p.saddr = ip6h->daddr.in6_u.u6_addr8;
 		p.daddr = ip6h->saddr.in6_u.u6_addr8;
+		__builtin_memcpy(k->client, &ip6h->daddr, 16);
+		__builtin_memcpy(k->server, &ip6h->saddr, 16);
 	}
-	*kind = parse_answer(&p, l4, proto, data_end);
+	*kind = parse_answer(&p, l4, proto, data_end, k);
 	if (*kind < 0)
 		return SLUICE_REF_NONE;
+	if (proto == IPPROTO_TCP)
+		k->family = family;
 	return classify(&p);
 }
 
-/* Count an answer (enum sluice_breaker_answer) to a request of slot. */
-static __always_inline void breaker_answer(__u32 slot, __u32 kind)
+/* An answer seen on egress to a request of slot; k: a SYN's connection
+ * (k->family 0 for a datagram). */
+static __always_inline void breaker_answer(__u32 slot, __u32 kind,
+					   const struct sluice_conn_key *k)
 {
 	const struct sluice_breaker_cfg *cfg;
 	struct sluice_breaker *st;
-	__u64 s, now, answers, errors;
+	struct sluice_conn *c;
+	__u64 epoch;
+	bool known = false;
 
-	/* the compiler knows the callers' kinds and would drop the bound
-	 * check that the verifier needs for the index */
-	asm volatile("" : "+r"(kind));
-	if (kind >= SLUICE_BRK_ANSWERS)
-		return;
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);
 	if (!cfg || !st || !cfg->open_ns || !cfg->stat_ns)
 		return;
-	now = sluice_now();
-	__sync_fetch_and_add(&st->answered[kind], 1);
-	s = READ_ONCE(st->state);
-	switch (s & SLUICE_BRK_STATE_MASK) {
-	case SLUICE_BRK_CLOSED:
-		brk_roll(st, cfg, now);
-		answers = __sync_fetch_and_add(&st->answers, 1) + 1;
-		if (kind == SLUICE_ANS_OK)
-			return;
-		errors = __sync_fetch_and_add(&st->errors, 1) + 1;
-		if (brk_over(cfg, st, answers, errors))
-			brk_move(st, s, SLUICE_BRK_OPEN, now);
-		return;
-	case SLUICE_BRK_HALF_OPEN:
-		if (kind != SLUICE_ANS_OK) {
-			__sync_fetch_and_add(&st->probe_failure, 1);
-			brk_move(st, s, SLUICE_BRK_OPEN, now);
-			return;
+	if (k->family) {
+		c = bpf_map_lookup_elem(&breaker_conns, k);
+		if (c && c->slot == slot) {
+			/* its retransmission was the answer: counted */
+			if (c->flags & SLUICE_CONN_TIMED_OUT) {
+				bpf_map_delete_elem(&breaker_conns, k);
+				return;
+			}
+			epoch = c->epoch;
+			known = true;
+			bpf_map_delete_elem(&breaker_conns, k);
 		}
-		__sync_fetch_and_add(&st->probe_success, 1);
-		if (__sync_fetch_and_add(&st->probe_ok, 1) + 1 >= cfg->probes)
-			brk_close(st, s, cfg, now);
-		return;
-	default:
-		/* answers to requests admitted before it opened */
-		return;
 	}
+	brk_count(cfg, st, kind, known ? &epoch : NULL, sluice_now());
 }
 
 #endif

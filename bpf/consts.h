@@ -97,6 +97,13 @@
 #define SLUICE_MAX_LPM 131072
 #endif
 
+/* TCP connections of breaker rules remembered at once, from the SYN to
+ * its answer (an LRU: the least recently touched go first; bounds and
+ * memory in bpf/breaker.h). */
+#ifndef SLUICE_BRK_CONNS
+#define SLUICE_BRK_CONNS 16384
+#endif
+
 /* IPv6 extension headers walked before giving up (malformed). */
 #ifndef SLUICE_MAX_IPV6_EXT
 #define SLUICE_MAX_IPV6_EXT 8

@@ -149,6 +149,14 @@ struct {
 	__type(value, struct sluice_breaker);
 } rule_breaker SEC(".maps");
 
+/* The TCP connections of breaker rules whose SYN waits for its answer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SLUICE_BRK_CONNS);
+	__type(key, struct sluice_conn_key);
+	__type(value, struct sluice_conn);
+} breaker_conns SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_ST_MAX);

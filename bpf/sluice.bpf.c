@@ -100,19 +100,20 @@ int sluice_egress(struct __sk_buff *skb)
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
+	struct sluice_conn_key k = {};
 	__u32 ref;
 	int kind;
 
 	if ((void *)(eth + 1) > data_end)
 		return TC_ACT_OK;
 	if (eth->h_proto == bpf_htons(ETH_P_IP))
-		ref = answer_ref(eth + 1, data_end, 4, &kind);
+		ref = answer_ref(eth + 1, data_end, 4, &kind, &k);
 	else if (eth->h_proto == bpf_htons(ETH_P_IPV6))
-		ref = answer_ref(eth + 1, data_end, 6, &kind);
+		ref = answer_ref(eth + 1, data_end, 6, &kind, &k);
 	else
 		return TC_ACT_OK;
 	if (ref != SLUICE_REF_NONE)
-		breaker_answer(ref - 1, kind);
+		breaker_answer(ref - 1, kind, &k);
 	return TC_ACT_OK;
 }
 

@@ -290,6 +290,7 @@ enum sluice_breaker_answer {
 	SLUICE_ANS_OK = 0,	  /* a SYN-ACK, a UDP reply */
 	SLUICE_ANS_RST,		  /* a RST to a SYN: nothing listens */
 	SLUICE_ANS_ICMP_UNREACH,  /* ICMP port unreachable for a datagram */
+	SLUICE_ANS_TIMEOUT,	  /* a SYN retransmitted: none came */
 	SLUICE_BRK_ANSWERS,
 };
 
@@ -335,6 +336,27 @@ struct sluice_breaker {
 };
 
 #define SLUICE_BRK_STATE_MASK 3ull
+
+/* A TCP connection of a rule with a breaker: breaker_conns' key. */
+struct sluice_conn_key {
+	__u32 client[4];	/* IPv4: client[0], the rest 0 */
+	__u32 server[4];
+	__u16 client_port;	/* network order */
+	__u16 server_port;
+	__u32 family;		/* 4 or 6 */
+};
+
+#define SLUICE_CONN_TIMED_OUT (1u << 0) /* its retransmission counted */
+
+/* What the breaker remembers of it, from its SYN on. */
+struct sluice_conn {
+	__u64 syn_ns;		/* when its SYN passed the breaker */
+	__u64 epoch;		/* the breaker's state word then */
+	__u32 slot;
+	__u32 isn;		/* the SYN's sequence number */
+	__u32 flags;		/* SLUICE_CONN_* */
+	__u32 pad;
+};
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {

@@ -6,9 +6,11 @@
  * by ratio and by count, open -> half-open after open_ms, half-open ->
  * closed when every probe succeeds, -> open on a failed probe or no
  * verdict), exactly `probes` requests passing in half-open, the RST
- * frame's bytes and checksums (IPv4, IPv6, VLAN), open_action drop, udp
- * replies counted up to the requests, ICMP errors that are not a
- * datagram's port unreachable ignored, non-SYNs untouched, and rules
+ * frame's bytes and checksums (IPv4, IPv6, VLAN), open_action drop,
+ * retransmitted SYNs as timeouts (once, in the state their first copy
+ * passed in; not a new ISN, not after a SYN-ACK) and breaker_conns when
+ * full, udp replies counted up to the requests, ICMP errors that are not
+ * a datagram's port unreachable ignored, non-SYNs untouched, and rules
  * without a breaker left alone.
  */
 #include <arpa/inet.h>
@@ -48,21 +50,38 @@ static void zero_seq(struct pkt *p)
 	memset(p->buf + p->l4_off + 4, 0, 4);
 }
 
-static struct pkt syn_v(int family, uint8_t tags)
+/* the client port of the last SYN: each new SYN is a new connection */
+static uint16_t client_port = 40000;
+
+static struct pkt syn_from(int family, uint8_t tags, uint16_t sport)
 {
-	struct pspec s = { .family = family, .proto = TCP_, .dport = PORT,
-			   .flags = PKT_SYN, .tags = tags, .mangle = set_seq };
+	struct pspec s = { .family = family, .proto = TCP_, .sport = sport,
+			   .dport = PORT, .flags = PKT_SYN, .tags = tags,
+			   .mangle = set_seq };
 	struct pkt p;
 
 	build(&s, &p);
 	return p;
 }
 
-/* The service's answer to syn_v(family): SYN-ACK, or RST|ACK seq 0. */
+/* A SYN of a new connection. */
+static struct pkt syn_v(int family, uint8_t tags)
+{
+	return syn_from(family, tags, ++client_port);
+}
+
+static int run_syn(struct sl_dataplane *d, int family)
+{
+	struct pkt p = syn_v(family, 0);
+
+	return run(d, &p);
+}
+
+/* The service's answer to the last SYN: SYN-ACK, or RST|ACK seq 0. */
 static struct pkt answer_v(int family, bool rst)
 {
 	struct pspec s = { .family = family, .proto = TCP_, .sport = PORT,
-			   .dport = 40000,
+			   .dport = client_port,
 			   .src = family == 6 ? DST6 : DST4,
 			   .dst = family == 6 ? SRC6 : SRC4,
 			   .flags = rst ? PKT_RST | PKT_ACK : PKT_SYN | PKT_ACK,
@@ -144,7 +163,6 @@ static bool is_state(struct sl_dataplane *d, const char *name,
 
 static void test_ratio(struct sl_dataplane *dp)
 {
-	struct pkt syn = syn_v(4, 0);
 	struct sluice_breaker st;
 	uint64_t t0;
 	long n;
@@ -154,7 +172,7 @@ static void test_ratio(struct sl_dataplane *dp)
 	if (!tap(apply(dp, RULES(BRK("web", RATIO))) == 0,
 		 "ratio: rule with a breaker applies"))
 		return;
-	tap(run(dp, &syn) == XDP_PASS, "ratio: closed, a SYN passes");
+	tap(run_syn(dp, 4) == XDP_PASS, "ratio: closed, a SYN passes");
 	/* 4 errors: below min_request_amount 5 */
 	answers(dp, 4, true, 4);
 	is_state(dp, "web", SLUICE_BRK_CLOSED,
@@ -172,7 +190,7 @@ static void test_ratio(struct sl_dataplane *dp)
 
 	n = 0;
 	for (int i = 0; i < 10; i++)
-		n += run(dp, &syn) == XDP_TX;
+		n += run_syn(dp, 4) == XDP_TX;
 	tap(n == 10, "ratio: open, 10 SYNs answered by XDP_TX (%ld)", n);
 	{
 		struct pspec s = { .proto = TCP_, .dport = PORT,
@@ -188,15 +206,15 @@ static void test_ratio(struct sl_dataplane *dp)
 
 	/* 99 ms after opening: still open */
 	set_time(t0 + 99 * MS);
-	tap(run(dp, &syn) == XDP_TX, "ratio: 99 ms of open_ms 100: RST");
+	tap(run_syn(dp, 4) == XDP_TX, "ratio: 99 ms of open_ms 100: RST");
 	set_time(t0 + 100 * MS);
-	tap(run(dp, &syn) == XDP_PASS,
+	tap(run_syn(dp, 4) == XDP_PASS,
 	    "ratio: after open_ms the next SYN is probe 1 and passes");
 	is_state(dp, "web", SLUICE_BRK_HALF_OPEN, "ratio: then");
-	tap(run(dp, &syn) == XDP_PASS, "ratio: probe 2 passes");
+	tap(run_syn(dp, 4) == XDP_PASS, "ratio: probe 2 passes");
 	n = 0;
 	for (int i = 0; i < 5; i++)
-		n += run(dp, &syn) == XDP_TX;
+		n += run_syn(dp, 4) == XDP_TX;
 	tap(n == 5, "ratio: half-open with 2 probes out, 5 more SYNs get "
 		    "RSTs (%ld)", n);
 	tap(brk_state(dp, "web").probes_passed == 2,
@@ -211,7 +229,7 @@ static void test_ratio(struct sl_dataplane *dp)
 		    st.to_state[SLUICE_BRK_HALF_OPEN] == 1 &&
 		    st.to_state[SLUICE_BRK_CLOSED] == 1,
 	    "ratio: 2 probe successes, one each of half-open and closed");
-	tap(run(dp, &syn) == XDP_PASS, "ratio: closed again, a SYN passes");
+	tap(run_syn(dp, 4) == XDP_PASS, "ratio: closed again, a SYN passes");
 
 	/* below the ratio: 3 errors of 6 is 0.5, not over it */
 	set_time(t0 + 2000 * MS);
@@ -224,7 +242,7 @@ static void test_ratio(struct sl_dataplane *dp)
 
 	/* a failed probe opens it again */
 	set_time(t0 + 2100 * MS);
-	tap(run(dp, &syn) == XDP_PASS, "ratio: reopen: probe 1 passes");
+	tap(run_syn(dp, 4) == XDP_PASS, "ratio: reopen: probe 1 passes");
 	answers(dp, 4, true, 1);
 	st = brk_state(dp, "web");
 	is_state(dp, "web", SLUICE_BRK_OPEN,
@@ -232,13 +250,13 @@ static void test_ratio(struct sl_dataplane *dp)
 	tap(st.probe_failure == 1 && st.to_state[SLUICE_BRK_OPEN] == 3,
 	    "ratio: 1 probe failure, 3 openings (%llu)",
 	    (unsigned long long)st.to_state[SLUICE_BRK_OPEN]);
-	tap(run(dp, &syn) == XDP_TX, "ratio: and the next SYN gets a RST");
+	tap(run_syn(dp, 4) == XDP_TX, "ratio: and the next SYN gets a RST");
 
 	/* probes never answered: open again after open_ms */
 	set_time(t0 + 2200 * MS);
-	tap(run(dp, &syn) == XDP_PASS, "timeout: probe 1 passes");
+	tap(run_syn(dp, 4) == XDP_PASS, "timeout: probe 1 passes");
 	set_time(t0 + 2300 * MS);
-	tap(run(dp, &syn) == XDP_TX,
+	tap(run_syn(dp, 4) == XDP_TX,
 	    "timeout: no verdict within open_ms: open again, RST");
 	is_state(dp, "web", SLUICE_BRK_OPEN, "timeout: then");
 }
@@ -268,13 +286,11 @@ static void test_count_window(struct sl_dataplane *dp)
 	is_state(dp, "cnt", SLUICE_BRK_OPEN, "count: the 4th opens it");
 	/* the default probes is 1 */
 	set_time(t0 + 200 * MS);
-	{
-		struct pkt syn = syn_v(6, 0);
-
-		tap(run(dp, &syn) == XDP_PASS, "count: IPv6 probe passes");
-		tap(run(dp, &syn) == XDP_TX,
-		    "count: 1 probe (default): the next gets a RST");
-	}
+	tap(run_syn(dp, 6) == XDP_PASS, "count: IPv6 probe passes");
+	tap(run_syn(dp, 6) == XDP_TX,
+	    "count: 1 probe (default): the next gets a RST");
+	/* the probe's answer; the SYN failed fast is not remembered */
+	client_port--;
 	answers(dp, 6, false, 1);
 	is_state(dp, "cnt", SLUICE_BRK_CLOSED,
 		 "count: the probe's SYN-ACK closes it");
@@ -282,7 +298,6 @@ static void test_count_window(struct sl_dataplane *dp)
 
 static void test_drop_and_others(struct sl_dataplane *dp)
 {
-	struct pkt syn = syn_v(4, 0);
 	struct pspec ps = { .proto = TCP_, .sport = PORT, .dport = 40000,
 			    .src = DST4, .dst = SRC4,
 			    .flags = PKT_RST | PKT_ACK };
@@ -304,7 +319,7 @@ static void test_drop_and_others(struct sl_dataplane *dp)
 	    "drop: RSTs with seq != 0 (connections) are not counted");
 	answers(dp, 4, true, 2);
 	is_state(dp, "drp", SLUICE_BRK_OPEN, "drop: 2 errors open it");
-	tap(run(dp, &syn) == XDP_DROP,
+	tap(run_syn(dp, 4) == XDP_DROP,
 	    "drop: open_action drop: an open breaker drops the SYN");
 
 	next_scenario();
@@ -318,7 +333,7 @@ static void test_drop_and_others(struct sl_dataplane *dp)
 		return;
 	answers(dp, 4, true, 2);
 	is_state(dp, "shadow", SLUICE_BRK_OPEN, "shadow: 2 errors open it");
-	tap(run(dp, &syn) == XDP_PASS &&
+	tap(run_syn(dp, 4) == XDP_PASS &&
 		    brk_state(dp, "shadow").failed_fast == 1,
 	    "shadow: an open breaker of a shadow rule passes the SYN and "
 	    "counts it in failed_fast");
@@ -336,9 +351,226 @@ static void test_drop_and_others(struct sl_dataplane *dp)
 		tap(answered(&st) == 0 && st.state == 0,
 		    "plain: answers to its SYNs leave no breaker state");
 	}
-	tap(run(dp, &syn) == XDP_PASS, "plain: its SYNs pass");
+	tap(run_syn(dp, 4) == XDP_PASS, "plain: its SYNs pass");
 	tap(dp->rule_cpu[slot_of(dp, "plain")].has_breaker == 0,
 	    "plain: has_breaker is 0 (the fast path is unchanged)");
+}
+
+/* ---- tcp: SYNs not answered ------------------------------------------ */
+
+static struct pkt syn_seq(int family, uint16_t sport, uint32_t seq)
+{
+	struct pkt p = syn_from(family, 0, sport);
+
+	seq = htonl(seq);
+	memcpy(p.buf + p.l4_off + 4, &seq, 4);
+	return p;
+}
+
+/* The SYN-ACK or RST to the SYN from sport. */
+static struct pkt answer_to(int family, uint16_t sport, bool rst)
+{
+	uint16_t last = client_port;
+	struct pkt p;
+
+	client_port = sport;
+	p = answer_v(family, rst);
+	client_port = last;
+	return p;
+}
+
+static uint64_t timeouts(struct sl_dataplane *d, const char *name)
+{
+	return brk_state(d, name).answered[SLUICE_ANS_TIMEOUT];
+}
+
+static long conns_held(struct sl_dataplane *d)
+{
+	int fd = bpf_map__fd(d->skel->maps.breaker_conns);
+	struct sluice_conn_key k, next;
+	long n = 0;
+
+	for (void *cur = NULL; !bpf_map_get_next_key(fd, cur, &next);
+	     cur = &k, n++)
+		k = next;
+	return n;
+}
+
+static void test_timeout(struct sl_dataplane *dp)
+{
+	struct pkt a = syn_seq(4, 41000, 1000), a2 = syn_seq(4, 41000, 2000);
+	struct pkt b = syn_seq(4, 41001, 1000), c = syn_seq(6, 41002, 1000);
+	struct pkt d = syn_seq(4, 41003, 1000), e = syn_seq(4, 41004, 1000);
+	struct pkt ack_b = answer_to(4, 41001, false);
+	struct pkt ack_d = answer_to(4, 41003, false);
+	struct sluice_breaker st;
+	uint64_t t0, n;
+	long held;
+	int v;
+
+	next_scenario();
+	t0 = test_time();
+	if (!tap(apply(dp, RULES(BRK("to",
+				     "{\"strategy\":\"error_count\","
+				     "\"threshold\":2,\"open_ms\":100,"
+				     "\"min_request_amount\":1}"))) == 0,
+		 "timeout: rule applies"))
+		return;
+	held = conns_held(dp);
+	v = run(dp, &a);
+	held = conns_held(dp) - held;
+	tap(v == XDP_PASS && held == 1,
+	    "timeout: a SYN passes and is remembered (%ld more held)", held);
+	run(dp, &a2);
+	tap(timeouts(dp, "to") == 0,
+	    "timeout: a new SYN on the same ports with another ISN is none");
+	v = run(dp, &a2);
+	n = timeouts(dp, "to");
+	tap(v == XDP_PASS && n == 1,
+	    "timeout: its retransmission (same ports, same ISN) passes and "
+	    "is a timeout (%llu)", (unsigned long long)n);
+	run(dp, &a2);
+	tap(timeouts(dp, "to") == 1,
+	    "timeout: a third copy counts no more (%llu)",
+	    (unsigned long long)timeouts(dp, "to"));
+	run(dp, &a);
+	run(dp, &a);
+	tap(timeouts(dp, "to") == 2,
+	    "timeout: the first ISN again, sent twice: one more (%llu)",
+	    (unsigned long long)timeouts(dp, "to"));
+
+	/* answered, then sent again (the SYN-ACK was lost on the way) */
+	run(dp, &b);
+	egress(dp, &ack_b);
+	st = brk_state(dp, "to");
+	tap(run(dp, &b) == XDP_PASS && st.answered[SLUICE_ANS_OK] == 1 &&
+		    timeouts(dp, "to") == 2,
+	    "timeout: a SYN answered by SYN-ACK and sent again is no "
+	    "timeout (%llu ok)",
+	    (unsigned long long)st.answered[SLUICE_ANS_OK]);
+	egress(dp, &ack_b);
+	tap(brk_state(dp, "to").answered[SLUICE_ANS_OK] == 2,
+	    "timeout: (the answer to its second copy is one more)");
+	/* answered late: its retransmission was the verdict */
+	run(dp, &d);
+	run(dp, &d);
+	egress(dp, &ack_d);
+	st = brk_state(dp, "to");
+	tap(st.answered[SLUICE_ANS_OK] == 2 && timeouts(dp, "to") == 3,
+	    "timeout: a SYN-ACK after the retransmission counted adds no "
+	    "ok (%llu ok, %llu timeouts)",
+	    (unsigned long long)st.answered[SLUICE_ANS_OK],
+	    (unsigned long long)timeouts(dp, "to"));
+	is_state(dp, "to", SLUICE_BRK_OPEN,
+		 "timeout: 3 timeouts, over threshold 2");
+
+	set_time(t0 + 100 * MS);
+	run(dp, &c);
+	v = run(dp, &c);
+	n = timeouts(dp, "to");
+	tap(v == XDP_TX && n == 4,
+	    "timeout: half-open, an IPv6 probe's retransmission is a timeout "
+	    "(%llu) and fails fast", (unsigned long long)n);
+	is_state(dp, "to", SLUICE_BRK_OPEN, "timeout: it opens again");
+	tap(brk_state(dp, "to").probe_failure == 1,
+	    "timeout: one probe failure");
+
+	next_scenario();
+	t0 = test_time();
+	apply(dp, RULES(BRK("to2", "{\"strategy\":\"error_count\","
+				   "\"threshold\":1,\"open_ms\":100,"
+				   "\"min_request_amount\":1}")));
+	/* e passes while closed; its retransmission after open_ms is a
+	 * probe of its own, not a timeout */
+	run(dp, &e);
+	answers(dp, 4, true, 2);
+	is_state(dp, "to2", SLUICE_BRK_OPEN, "timeout: 2 RSTs open it");
+	set_time(t0 + 100 * MS);
+	tap(run(dp, &e) == XDP_PASS && timeouts(dp, "to2") == 0,
+	    "timeout: a SYN that passed while closed, sent again in "
+	    "half-open, is a probe, not a timeout");
+	{
+		struct pkt ack_e = answer_to(4, 41004, false);
+
+		egress(dp, &ack_e);
+	}
+	is_state(dp, "to2", SLUICE_BRK_CLOSED,
+		 "timeout: its SYN-ACK closes it");
+
+	/* answers to SYNs of the closed state do not decide half-open */
+	next_scenario();
+	t0 = test_time();
+	apply(dp, RULES(BRK("to3", "{\"strategy\":\"error_count\","
+				   "\"threshold\":1,\"open_ms\":100,"
+				   "\"min_request_amount\":1}")));
+	run(dp, &b);
+	answers(dp, 4, true, 2);
+	set_time(t0 + 100 * MS);
+	run_syn(dp, 4);
+	egress(dp, &ack_b);
+	is_state(dp, "to3", SLUICE_BRK_HALF_OPEN,
+		 "timeout: half-open, the SYN-ACK to a SYN that passed while "
+		 "closed is not a probe's");
+	answers(dp, 4, false, 1);
+	is_state(dp, "to3", SLUICE_BRK_CLOSED, "timeout: the probe's is");
+}
+
+/* SLUICE_BRK_CONNS SYNs wait at once, and then more. */
+static void test_conns_full(struct sl_dataplane *dp)
+{
+	const int extra = 4096, n = SLUICE_BRK_CONNS + extra, probe = 1000;
+	long passed = 0, old_to, new_to, held, plain;
+	uint64_t t;
+
+	next_scenario();
+	if (!tap(apply(dp, RULES(BRK("full", "{\"strategy\":\"error_count\","
+					     "\"threshold\":1000000000,"
+					     "\"open_ms\":100}"))) == 0,
+		 "full: rule applies"))
+		return;
+	for (int i = 0; i < n; i++) {
+		struct pkt p = syn_seq(i & 1 ? 6 : 4, 1024 + i / 2, 7);
+
+		passed += run(dp, &p) == XDP_PASS;
+	}
+	held = conns_held(dp);
+	tap(passed == n && held <= SLUICE_BRK_CONNS,
+	    "full: %d SYNs waiting pass; the map holds %ld of at most %d",
+	    n, held, SLUICE_BRK_CONNS);
+	t = timeouts(dp, "full");
+	for (int i = 0; i < probe; i++) {
+		struct pkt p = syn_seq(i & 1 ? 6 : 4, 1024 + i / 2, 7);
+
+		run(dp, &p);
+	}
+	old_to = timeouts(dp, "full") - t;
+	t = timeouts(dp, "full");
+	for (int i = n - probe; i < n; i++) {
+		struct pkt p = syn_seq(i & 1 ? 6 : 4, 1024 + i / 2, 7);
+
+		run(dp, &p);
+	}
+	new_to = timeouts(dp, "full") - t;
+	diag("full: retransmissions counted: %ld of the %d oldest, %ld of "
+	     "the %d newest", old_to, probe, new_to, probe);
+	tap(old_to == 0,
+	    "full: the oldest SYNs are forgotten: their retransmissions are "
+	    "no timeouts (%ld of %d)", old_to, probe);
+	tap(new_to == probe,
+	    "full: the newest are remembered: every retransmission is a "
+	    "timeout (%ld of %d)", new_to, probe);
+
+	/* a rule without a breaker leaves the map alone */
+	next_scenario();
+	apply(dp, RULES("{\"name\":\"plain\",\"match\":{\"proto\":\"tcp\","
+			"\"dport\":8080},\"grade\":\"cps\","
+			"\"count\":100000000000}"));
+	held = conns_held(dp);
+	for (int i = 0; i < 100; i++)
+		run_syn(dp, 4);
+	plain = conns_held(dp) - held;
+	tap(plain == 0, "full: SYNs of a rule without a breaker: %ld "
+			"entries", plain);
 }
 
 /* ---- udp: datagrams, replies, ICMP port unreachable --------------------- */
@@ -634,6 +866,8 @@ int main(void)
 		test_ratio(&dp);
 		test_count_window(&dp);
 		test_drop_and_others(&dp);
+		test_timeout(&dp);
+		test_conns_full(&dp);
 		test_udp(&dp);
 		test_udp_not_answers(&dp);
 		test_rst_frames(&dp);
