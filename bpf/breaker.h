@@ -36,7 +36,7 @@
 #include "parse.h"
 #include "admit.h"
 
-_Static_assert(sizeof(struct sluice_breaker_cfg) == 40, "breaker_cfg layout");
+_Static_assert(sizeof(struct sluice_breaker_cfg) == 48, "breaker_cfg layout");
 _Static_assert(SLUICE_BRK_STATES <= SLUICE_BRK_STATE_MASK + 1,
 	       "a state fits the state word's low bits");
 
@@ -301,11 +301,12 @@ static __always_inline int breaker_rst(struct xdp_md *ctx)
  * as new SYNs: timeouts are under-counted, never invented.
  */
 
-/* A TCP segment's connection at XDP (client: its source): the key and
- * the TCP header, or NULL when it is no TCP over IPv4 or over IPv6
- * without extension headers. */
+/* A TCP segment's connection at XDP (client: its source): the key, the
+ * bytes of data it carries and the TCP header, or NULL when it is no
+ * TCP over IPv4 or over IPv6 without extension headers. */
 static __always_inline struct tcphdr *conn_in(void *data, void *data_end,
-					      struct sluice_conn_key *k)
+					      struct sluice_conn_key *k,
+					      __s32 *len)
 {
 	struct tcphdr *th;
 	__be16 proto;
@@ -319,6 +320,7 @@ static __always_inline struct tcphdr *conn_in(void *data, void *data_end,
 		    iph->frag_off & bpf_htons(IP_OFFSET))
 			return NULL;
 		th = (void *)iph + iph->ihl * 4;
+		*len = bpf_ntohs(iph->tot_len) - iph->ihl * 4;
 		k->family = 4;
 		k->client[0] = iph->saddr;
 		k->server[0] = iph->daddr;
@@ -329,6 +331,7 @@ static __always_inline struct tcphdr *conn_in(void *data, void *data_end,
 		    ip6h->nexthdr != IPPROTO_TCP)
 			return NULL;
 		th = (void *)(ip6h + 1);
+		*len = bpf_ntohs(ip6h->payload_len);
 		k->family = 6;
 		__builtin_memcpy(k->client, &ip6h->saddr, 16);
 		__builtin_memcpy(k->server, &ip6h->daddr, 16);
@@ -337,6 +340,7 @@ static __always_inline struct tcphdr *conn_in(void *data, void *data_end,
 	}
 	if ((void *)(th + 1) > data_end)
 		return NULL;
+	*len -= th->doff * 4;
 	k->client_port = th->source;
 	k->server_port = th->dest;
 	return th;
@@ -358,15 +362,18 @@ static __always_inline enum syn_seen syn_seen(struct xdp_md *ctx, __u32 slot,
 {
 	struct sluice_conn *c;
 	struct tcphdr *th;
+	__s32 len;
 
-	th = conn_in((void *)(long)ctx->data, (void *)(long)ctx->data_end, k);
+	th = conn_in((void *)(long)ctx->data, (void *)(long)ctx->data_end, k,
+		     &len);
 	if (!th)
 		return SYN_OTHER;
 	*isn = th->seq;
 	c = bpf_map_lookup_elem(&breaker_conns, k);
 	if (!c || c->slot != slot || c->isn != *isn || c->epoch != s)
 		return SYN_NEW;
-	if (c->flags & SLUICE_CONN_TIMED_OUT)
+	/* counted before, or answered (its SYN-ACK lost on the way) */
+	if (c->flags & (SLUICE_CONN_TIMED_OUT | SLUICE_CONN_SYN_ACKED))
 		return SYN_OTHER;
 	c->flags |= SLUICE_CONN_TIMED_OUT;
 	return SYN_AGAIN;
@@ -446,6 +453,11 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
 	s = READ_ONCE(st->state);
 	switch (s & SLUICE_BRK_STATE_MASK) {
 	case SLUICE_BRK_CLOSED:
+		/* a slow ratio is over responses; a refused or unanswered
+		 * SYN only fails a probe */
+		if (cfg->strategy == SLUICE_BRK_SLOW_RATIO &&
+		    kind != SLUICE_ANS_OK && kind != SLUICE_ANS_SLOW)
+			return;
 		brk_roll(st, cfg, now);
 		answers = __sync_fetch_and_add(&st->answers, 1) + 1;
 		if (kind == SLUICE_ANS_OK)
@@ -470,6 +482,101 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
 		/* answers to requests admitted before it opened */
 		return;
 	}
+}
+
+/* ---- slow_request_ratio: the response times ----------------------------- */
+
+/*
+ * A connection's response time runs from its first request byte (the
+ * client's first data after the handshake, at XDP) to its first response
+ * byte (the server's first data, on egress), both in its breaker_conns
+ * entry. Its SYN's entry stays past the SYN-ACK for this, until the
+ * response, or the connection's end: a response after max_rt_ms is
+ * slow, and so is a request whose client gives up (a FIN or RST) later
+ * than max_rt_ms without one; a request the client abandons sooner, or
+ * the server closes without a response, counts as nothing. A connection
+ * whose client waits silently for ever stays until the LRU evicts it,
+ * uncounted. Only the connection's first request is timed.
+ */
+
+/* A client's segment to a watched port (SLUICE_REF_WATCH), at XDP. */
+static __always_inline void breaker_segment(struct xdp_md *ctx)
+{
+	const struct sluice_breaker_cfg *cfg;
+	struct sluice_conn_key k = {};
+	struct sluice_breaker *st;
+	struct sluice_conn *c;
+	struct tcphdr *th;
+	__u64 now, req, epoch;
+	__u32 slot;
+	__s32 len;
+	__u8 end;
+
+	th = conn_in((void *)(long)ctx->data, (void *)(long)ctx->data_end,
+		     &k, &len);
+	if (!th)
+		return;
+	end = ((const __u8 *)th)[13] & (TCPF_FIN | TCPF_RST);
+	/* a bare ACK: no lookup */
+	if (len <= 0 && !end)
+		return;
+	c = bpf_map_lookup_elem(&breaker_conns, &k);
+	if (!c)
+		return;
+	now = sluice_now();
+	req = c->req_ns;
+	if (len > 0 && !req) {
+		c->req_ns = now;
+		return;
+	}
+	if (!end)
+		return;
+	slot = c->slot;
+	epoch = c->epoch;
+	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
+	st = bpf_map_lookup_elem(&rule_breaker, &slot);
+	/* a FIN after the request: the client may wait for the response */
+	if (req && now - req <= (cfg ? cfg->max_rt_ns : 0) &&
+	    !(end & TCPF_RST))
+		return;
+	bpf_map_delete_elem(&breaker_conns, &k);
+	if (req && cfg && st && cfg->strategy == SLUICE_BRK_SLOW_RATIO &&
+	    cfg->stat_ns && now - req > cfg->max_rt_ns)
+		brk_count(cfg, st, SLUICE_ANS_SLOW, &epoch, now);
+}
+
+/* A server's segment from a watched port, on egress: its first data is
+ * the response (data), a FIN or RST the connection's end. */
+static __always_inline void breaker_response(const struct sluice_conn_key *k,
+					     bool data)
+{
+	const struct sluice_breaker_cfg *cfg;
+	struct sluice_breaker *st;
+	struct sluice_conn *c;
+	__u64 now, req, epoch;
+	__u32 slot;
+
+	c = bpf_map_lookup_elem(&breaker_conns, k);
+	if (!c)
+		return;
+	req = c->req_ns;
+	/* data before any request: a greeting, not the response */
+	if (!req && data)
+		return;
+	slot = c->slot;
+	epoch = c->epoch;
+	bpf_map_delete_elem(&breaker_conns, k);
+	if (!req || !data)
+		return;
+	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
+	st = bpf_map_lookup_elem(&rule_breaker, &slot);
+	if (!cfg || !st || cfg->strategy != SLUICE_BRK_SLOW_RATIO ||
+	    !cfg->stat_ns)
+		return;
+	now = sluice_now();
+	brk_count(cfg, st,
+		  now - req > cfg->max_rt_ns ? SLUICE_ANS_SLOW : SLUICE_ANS_OK,
+		  &epoch, now);
 }
 
 /* ---- XDP: a request of a rule with a breaker ---------------------------- */
@@ -555,6 +662,25 @@ fail:
 
 /* ---- egress: the answers ---------------------------------------------- */
 
+/* parse_answer()'s kinds past the answers: a server's segment from a
+ * watched port, with data, or a FIN or RST */
+enum { SEG_DATA = SLUICE_BRK_ANSWERS, SEG_END };
+
+/* Does a slow_request_ratio breaker time the connections to port? */
+static __always_inline bool port_watched(__u32 family, __u32 port)
+{
+	__u64 idx;
+
+	/* as answer_key(): 6.1's verifier does not bound a byte swap */
+	asm volatile("" : "+r"(port));
+	idx = sluice_port_key(family, SLUICE_SLOT_TCP, port);
+	if (set_gen & 1)
+		idx += SLUICE_SET_SPACE;
+	if (idx >= SLUICE_NUM_SETS * SLUICE_SET_SPACE)
+		return false;
+	return port_table[idx] & SLUICE_REF_WATCH;
+}
+
 /* The port key of the request an answer from port answers; the port is
  * hidden from the compiler's range analysis so that classify() keeps
  * its bound check: 6.1's verifier does not bound a byte swap. */
@@ -598,14 +724,15 @@ static __always_inline int parse_quote(struct sluice_pkt *p, void *pos,
 }
 
 /*
- * An answer at l4 (protocol proto) of an egress frame of family: p as
- * the request it answers would have been classified (for a SYN-ACK, RST
- * or reply: addresses swapped, the source port as dport; for an ICMP
- * error: its quote). Returns its enum sluice_breaker_answer, or -1 when
- * the frame is none.
+ * An answer at l4 (protocol proto, len bytes with its header) of an
+ * egress frame of family: p as the request it answers would have been
+ * classified (for a SYN-ACK, RST or reply: addresses swapped, the source
+ * port as dport; for an ICMP error: its quote). Returns its enum
+ * sluice_breaker_answer, SEG_DATA or SEG_END, or -1 when the frame is
+ * none of them.
  */
 static __always_inline int parse_answer(struct sluice_pkt *p, void *l4,
-					__u8 proto, void *data_end,
+					__u8 proto, __s32 len, void *data_end,
 					struct sluice_conn_key *k)
 {
 	__u8 flags;
@@ -620,12 +747,16 @@ static __always_inline int parse_answer(struct sluice_pkt *p, void *l4,
 		p->port_key = answer_key(p->family, SLUICE_SLOT_TCP_SYN,
 					 bpf_ntohs(th->source));
 		flags = ((const __u8 *)th)[13] &
-			(TCPF_SYN | TCPF_ACK | TCPF_RST);
+			(TCPF_FIN | TCPF_SYN | TCPF_ACK | TCPF_RST);
 		if (flags == (TCPF_SYN | TCPF_ACK))
 			return SLUICE_ANS_OK;
 		if (flags == (TCPF_RST | TCPF_ACK) && !th->seq)
 			return SLUICE_ANS_RST;
-		return -1;
+		len -= th->doff * 4;
+		if ((len <= 0 && !(flags & (TCPF_FIN | TCPF_RST))) ||
+		    !port_watched(p->family, bpf_ntohs(th->source)))
+			return -1;
+		return len > 0 ? SEG_DATA : SEG_END;
 	}
 	if (proto == IPPROTO_UDP) {
 		struct udphdr *uh = l4;
@@ -660,6 +791,7 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 {
 	struct sluice_pkt p = { .family = family };
 	void *l4;
+	__s32 len;
 	__u8 proto;
 
 	if (family == 4) {
@@ -669,6 +801,7 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 		    iph->frag_off & bpf_htons(IP_OFFSET))
 			return SLUICE_REF_NONE;
 		l4 = l3 + iph->ihl * 4;
+		len = bpf_ntohs(iph->tot_len) - iph->ihl * 4;
 		proto = iph->protocol;
 		p.saddr = (const __u8 *)&iph->daddr;
 		p.daddr = (const __u8 *)&iph->saddr;
@@ -680,17 +813,20 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 		if ((void *)(ip6h + 1) > data_end)
 			return SLUICE_REF_NONE;
 		l4 = ip6h + 1;
+		len = bpf_ntohs(ip6h->payload_len);
 		proto = ip6h->nexthdr;
 		p.saddr = ip6h->daddr.in6_u.u6_addr8;
 		p.daddr = ip6h->saddr.in6_u.u6_addr8;
 		__builtin_memcpy(k->client, &ip6h->daddr, 16);
 		__builtin_memcpy(k->server, &ip6h->saddr, 16);
 	}
-	*kind = parse_answer(&p, l4, proto, data_end, k);
+	*kind = parse_answer(&p, l4, proto, len, data_end, k);
 	if (*kind < 0)
 		return SLUICE_REF_NONE;
 	if (proto == IPPROTO_TCP)
 		k->family = family;
+	if (*kind >= SEG_DATA)
+		return SLUICE_REF_NONE;
 	return classify(&p);
 }
 
@@ -702,8 +838,8 @@ static __always_inline void breaker_answer(__u32 slot, __u32 kind,
 	const struct sluice_breaker_cfg *cfg;
 	struct sluice_breaker *st;
 	struct sluice_conn *c;
+	bool known = false, timed_out;
 	__u64 epoch;
-	bool known = false;
 
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);
@@ -712,16 +848,24 @@ static __always_inline void breaker_answer(__u32 slot, __u32 kind,
 	if (k->family) {
 		c = bpf_map_lookup_elem(&breaker_conns, k);
 		if (c && c->slot == slot) {
-			/* its retransmission was the answer: counted */
-			if (c->flags & SLUICE_CONN_TIMED_OUT) {
-				bpf_map_delete_elem(&breaker_conns, k);
-				return;
-			}
 			epoch = c->epoch;
 			known = true;
+			/* a slow ratio times the response: the entry stays */
+			if (cfg->strategy == SLUICE_BRK_SLOW_RATIO &&
+			    kind == SLUICE_ANS_OK) {
+				c->flags |= SLUICE_CONN_SYN_ACKED;
+				return;
+			}
+			timed_out = c->flags & SLUICE_CONN_TIMED_OUT;
 			bpf_map_delete_elem(&breaker_conns, k);
+			/* its retransmission was the answer: counted */
+			if (timed_out)
+				return;
 		}
 	}
+	/* a SYN-ACK is no answer to a slow ratio */
+	if (cfg->strategy == SLUICE_BRK_SLOW_RATIO && kind == SLUICE_ANS_OK)
+		return;
 	brk_count(cfg, st, kind, known ? &epoch : NULL, sluice_now());
 }
 

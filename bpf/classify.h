@@ -116,35 +116,39 @@ static __always_inline __u32 vlan_lookup(const struct sluice_pkt *p,
 			     false);
 }
 
-/* Returns the rule slot + 1 that judges p, or 0 for none. */
+/* Returns the rule slot + 1 that judges p, or 0 for none, with
+ * SLUICE_REF_WATCH when p's port is watched (sluice_abi.h). */
 static __always_inline __u32 classify(const struct sluice_pkt *p)
 {
 	__u32 gen = set_gen, ref;
 	/* 64-bit, and so compared: older verifiers (6.1) do not carry a
 	 * 32-bit bound over to the 64-bit register that indexes */
 	__u64 idx = p->port_key;
-	__u32 w[4];
+	__u32 w[4], watch;
 
 	if (gen & 1)
 		idx += SLUICE_SET_SPACE;
 	if (idx >= SLUICE_NUM_SETS * SLUICE_SET_SPACE)
 		return SLUICE_REF_NONE;
 	ref = port_table[idx];
+	/* a direct answer keeps SLUICE_REF_WATCH as it is */
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
+	watch = ref & SLUICE_REF_WATCH;
+	ref &= ~SLUICE_REF_WATCH;
 	if (ref & SLUICE_REF_VLAN) {
 		ref = vlan_lookup(p, gen,
 				  ref & ~(SLUICE_REF_LPM | SLUICE_REF_VLAN));
 		if (!(ref & SLUICE_REF_LPM))
-			return ref;
+			return ref | watch;
 	}
 	ref = dst_lookup(p, gen, ref & ~SLUICE_REF_LPM);
 	if (!(ref & SLUICE_REF_LPM))
-		return ref;
+		return ref | watch;
 	addr_words(p, p->saddr, w);
 	ref = lpm_lookup(p->family == 6, ref & ~SLUICE_REF_LPM, w);
 	/* a source-stage answer is always final */
-	return ref & SLUICE_REF_LPM ? SLUICE_REF_NONE : ref;
+	return (ref & SLUICE_REF_LPM ? SLUICE_REF_NONE : ref) | watch;
 }
 
 #endif

@@ -46,9 +46,16 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 
 	ref = classify(&p);
-	if (ref == SLUICE_REF_NONE) {
-		host_stat(SLUICE_ST_UNMATCHED);
-		return XDP_PASS;
+	/* no rule, or a watched port: one compare for both */
+	if (ref - 1 >= SLUICE_MAX_RULE_SLOTS) {
+		if (ref & SLUICE_REF_WATCH) {
+			breaker_segment(ctx);
+			ref &= ~SLUICE_REF_WATCH;
+		}
+		if (ref == SLUICE_REF_NONE) {
+			host_stat(SLUICE_ST_UNMATCHED);
+			return XDP_PASS;
+		}
 	}
 	slot = ref - 1;
 	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot);
@@ -112,7 +119,9 @@ int sluice_egress(struct __sk_buff *skb)
 		ref = answer_ref(eth + 1, data_end, 6, &kind, &k);
 	else
 		return TC_ACT_OK;
-	if (ref != SLUICE_REF_NONE)
+	if (kind >= SEG_DATA)
+		breaker_response(&k, kind == SEG_DATA);
+	else if (ref != SLUICE_REF_NONE)
 		breaker_answer(ref - 1, kind, &k);
 	return TC_ACT_OK;
 }

@@ -58,8 +58,14 @@ sluice_cpu_slot(__u32 cpu, __u32 slot)
 #define SLUICE_REF_LPM	0x80000000u
 /* Only in the port table, with SLUICE_REF_LPM: the class is a VLAN stage,
  * looked up in lpm_v4 with the packet's VID (0 untagged) in the first two
- * bytes of the address. A set's class ids stay below this bit. */
+ * bytes of the address. (Bit 30 tells the sets' class ids apart.) */
 #define SLUICE_REF_VLAN 0x20000000u
+/* Only in the port table's TCP slot, beside the entry's own reference
+ * (a rule, a class, or none): a slow_request_ratio breaker times the
+ * connections to this port, so a client's data (or FIN, RST) looks its
+ * connection up (bpf/breaker.h). classify() passes the bit on. A set's
+ * class ids stay below this bit. */
+#define SLUICE_REF_WATCH 0x10000000u
 
 /* prefixlen counts the 32 bits of class_id plus the address bits. */
 struct sluice_lpm4_key {
@@ -281,16 +287,18 @@ enum sluice_breaker_state {
 enum sluice_breaker_strategy {
 	SLUICE_BRK_ERROR_RATIO = 0, /* threshold in parts per million */
 	SLUICE_BRK_ERROR_COUNT,
+	SLUICE_BRK_SLOW_RATIO,	    /* slow / responses, in ppm */
 };
 
 #define SLUICE_BRK_RATIO_ONE 1000000u
 
 /* What a breaker counts as the answer to a request. */
 enum sluice_breaker_answer {
-	SLUICE_ANS_OK = 0,	  /* a SYN-ACK, a UDP reply */
+	SLUICE_ANS_OK = 0,	  /* a SYN-ACK, a reply, a fast response */
 	SLUICE_ANS_RST,		  /* a RST to a SYN: nothing listens */
 	SLUICE_ANS_ICMP_UNREACH,  /* ICMP port unreachable for a datagram */
 	SLUICE_ANS_TIMEOUT,	  /* a SYN retransmitted: none came */
+	SLUICE_ANS_SLOW,	  /* a response later than max_rt */
 	SLUICE_BRK_ANSWERS,
 };
 
@@ -302,6 +310,7 @@ enum sluice_breaker_answer {
 struct sluice_breaker_cfg {
 	__u64 open_ns;
 	__u64 stat_ns;		/* the statistic's window */
+	__u64 max_rt_ns;	/* slow_request_ratio: a slower response */
 	__u32 strategy;
 	__u32 threshold;
 	__u32 min_requests;
@@ -347,10 +356,13 @@ struct sluice_conn_key {
 };
 
 #define SLUICE_CONN_TIMED_OUT (1u << 0) /* its retransmission counted */
+#define SLUICE_CONN_SYN_ACKED (1u << 1) /* a slow ratio's, kept after it */
 
 /* What the breaker remembers of it, from its SYN on. */
 struct sluice_conn {
 	__u64 syn_ns;		/* when its SYN passed the breaker */
+	/* slow_request_ratio: its first request byte; 0 before */
+	__u64 req_ns;
 	__u64 epoch;		/* the breaker's state word then */
 	__u32 slot;
 	__u32 isn;		/* the SYN's sequence number */

@@ -9,9 +9,12 @@
  * frame's bytes and checksums (IPv4, IPv6, VLAN), open_action drop,
  * retransmitted SYNs as timeouts (once, in the state their first copy
  * passed in; not a new ISN, not after a SYN-ACK) and breaker_conns when
- * full, udp replies counted up to the requests, ICMP errors that are not
- * a datagram's port unreachable ignored, non-SYNs untouched, and rules
- * without a breaker left alone.
+ * full, slow_request_ratio (responses on both sides of max_rt_ms, a
+ * client's FIN or RST, a server's greeting or FIN, the probes' responses
+ * alone deciding half-open, watched ports still judged by their rules in
+ * both rule sets), udp replies counted up to the requests, ICMP errors
+ * that are not a datagram's port unreachable ignored, non-SYNs
+ * untouched, and rules without a breaker left alone.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -573,6 +576,313 @@ static void test_conns_full(struct sl_dataplane *dp)
 			"entries", plain);
 }
 
+/* ---- slow_request_ratio: response times --------------------------------- */
+
+#define SLOW(name, breaker)                                                 \
+	"{\"name\":\"" name "\",\"match\":{\"proto\":\"tcp\",\"dport\":"    \
+	"8080},\"grade\":\"cps\",\"count\":100000000000,\"breaker\":"        \
+	"{\"strategy\":\"slow_request_ratio\",\"threshold\":0.5,"             \
+	"\"max_rt_ms\":100," breaker "}}"
+
+/* A client's segment on its connection from sport (size: pad the frame,
+ * its data), or the server's back to it (from_server). */
+static struct pkt seg(int family, uint16_t sport, uint8_t flags, size_t size,
+		      bool from_server)
+{
+	const char *c = family == 6 ? SRC6 : SRC4;
+	const char *v = family == 6 ? DST6 : DST4;
+	struct pspec s = { .family = family, .proto = TCP_, .flags = flags,
+			   .size = size,
+			   .sport = from_server ? PORT : sport,
+			   .dport = from_server ? sport : PORT,
+			   .src = from_server ? v : c,
+			   .dst = from_server ? c : v };
+	struct pkt p;
+
+	build(&s, &p);
+	return p;
+}
+
+#define DATA (PKT_ACK | PKT_PSH)
+
+/* A connection up to its request: SYN, SYN-ACK, ACK, the request's
+ * first data at the present time. */
+static void request(struct sl_dataplane *dp, int family, uint16_t sport)
+{
+	struct pkt syn = syn_seq(family, sport, 7);
+	struct pkt synack = answer_to(family, sport, false);
+	struct pkt ack = seg(family, sport, PKT_ACK, 0, false);
+	struct pkt req = seg(family, sport, DATA, 120, false);
+
+	run(dp, &syn);
+	egress(dp, &synack);
+	run(dp, &ack);
+	run(dp, &req);
+}
+
+static void respond(struct sl_dataplane *dp, int family, uint16_t sport)
+{
+	struct pkt rsp = seg(family, sport, DATA, 200, true);
+
+	egress(dp, &rsp);
+}
+
+static uint64_t kind_n(struct sl_dataplane *d, const char *name, int kind)
+{
+	return brk_state(d, name).answered[kind];
+}
+
+static void test_slow(struct sl_dataplane *dp)
+{
+	struct sluice_breaker st;
+	uint64_t t;
+
+	next_scenario();
+	t = test_time();
+	if (!tap(apply(dp, RULES(SLOW("api", "\"open_ms\":200,"
+					  "\"min_request_amount\":3"))) == 0,
+		 "slow: rule applies"))
+		return;
+	/* exactly max_rt_ms is not slow, 1 ns more is */
+	request(dp, 4, 42000);
+	set_time(t += 100 * MS);
+	respond(dp, 4, 42000);
+	st = brk_state(dp, "api");
+	tap(st.answered[SLUICE_ANS_OK] == 1 &&
+		    st.answered[SLUICE_ANS_SLOW] == 0,
+	    "slow: a response 100 ms after the request (max_rt_ms 100) is "
+	    "fast; the SYN-ACK is no answer (%llu ok)",
+	    (unsigned long long)st.answered[SLUICE_ANS_OK]);
+	request(dp, 4, 42001);
+	set_time(t += 100 * MS + 1);
+	respond(dp, 4, 42001);
+	tap(kind_n(dp, "api", SLUICE_ANS_SLOW) == 1,
+	    "slow: 100 ms + 1 ns is slow");
+	is_state(dp, "api", SLUICE_BRK_CLOSED,
+		 "slow: 1 of 2, fewer than min_request_amount 3");
+	/* only a connection's first request is timed */
+	set_time(t += 10 * MS);
+	{
+		struct pkt req = seg(4, 42001, DATA, 120, false);
+
+		run(dp, &req);
+		set_time(t += 200 * MS);
+		respond(dp, 4, 42001);
+	}
+	tap(kind_n(dp, "api", SLUICE_ANS_SLOW) == 1,
+	    "slow: a second request on a connection is not timed");
+	request(dp, 6, 42002);
+	/* a request of the closed state, answered in half-open below */
+	request(dp, 4, 42010);
+	set_time(t += 300 * MS);
+	respond(dp, 6, 42002);
+	st = brk_state(dp, "api");
+	is_state(dp, "api", SLUICE_BRK_OPEN,
+		 "slow: a slow IPv6 response: 2 slow of 3 opens it");
+	tap(st.answered[SLUICE_ANS_OK] == 1 &&
+		    st.answered[SLUICE_ANS_SLOW] == 2,
+	    "slow: answered 1 ok, 2 slow (%llu, %llu)",
+	    (unsigned long long)st.answered[SLUICE_ANS_OK],
+	    (unsigned long long)st.answered[SLUICE_ANS_SLOW]);
+	tap(run_syn(dp, 4) == XDP_TX, "slow: open, a SYN gets a RST");
+
+	/* half-open: the probe's response decides, not an older one's */
+	set_time(t += 200 * MS);
+	{
+		struct pkt syn = syn_seq(4, 42004, 7);
+
+		tap(run(dp, &syn) == XDP_PASS, "slow: half-open, probe passes");
+	}
+	is_state(dp, "api", SLUICE_BRK_HALF_OPEN, "slow: then");
+	{
+		struct pkt synack = answer_to(4, 42004, false);
+		struct pkt req = seg(4, 42004, DATA, 120, false);
+
+		egress(dp, &synack);
+		is_state(dp, "api", SLUICE_BRK_HALF_OPEN,
+			 "slow: the probe's SYN-ACK decides nothing");
+		run(dp, &req);
+	}
+	set_time(t += 20 * MS);
+	respond(dp, 4, 42010);
+	st = brk_state(dp, "api");
+	is_state(dp, "api", SLUICE_BRK_HALF_OPEN,
+		 "slow: a response to a connection of the closed state is no "
+		 "probe's");
+	tap(st.answered[SLUICE_ANS_SLOW] == 3,
+	    "slow: (it is counted: 3 slow)");
+	respond(dp, 4, 42004);
+	is_state(dp, "api", SLUICE_BRK_CLOSED,
+		 "slow: the probe's fast response closes it");
+
+	/* a slow probe opens it again */
+	next_scenario();
+	t = test_time();
+	apply(dp, RULES(SLOW("api2", "\"open_ms\":200,"
+				     "\"min_request_amount\":1")));
+	request(dp, 4, 42020);
+	set_time(t += 150 * MS);
+	respond(dp, 4, 42020);
+	is_state(dp, "api2", SLUICE_BRK_OPEN, "slow: one slow response");
+	set_time(t += 200 * MS);
+	request(dp, 4, 42021);
+	set_time(t += 150 * MS);
+	respond(dp, 4, 42021);
+	st = brk_state(dp, "api2");
+	is_state(dp, "api2", SLUICE_BRK_OPEN, "slow: a slow probe reopens it");
+	tap(st.probe_failure == 1, "slow: one probe failure");
+	/* a probe answered by RST fails too */
+	set_time(t += 200 * MS);
+	{
+		struct pkt syn = syn_seq(4, 42022, 7);
+		struct pkt rst = answer_to(4, 42022, true);
+
+		run(dp, &syn);
+		egress(dp, &rst);
+	}
+	is_state(dp, "api2", SLUICE_BRK_OPEN,
+		 "slow: a probe refused by RST reopens it");
+}
+
+/* What a client's end does to a request waiting for its response. */
+static void test_slow_ends(struct sl_dataplane *dp)
+{
+	struct pkt fin, rst;
+	uint64_t t;
+
+	next_scenario();
+	t = test_time();
+	if (!tap(apply(dp, RULES(SLOW("ends",
+				      "\"open_ms\":200,"
+				      "\"min_request_amount\":100"))) == 0,
+		 "ends: rule applies"))
+		return;
+	/* gives up after max_rt_ms: slow */
+	request(dp, 4, 43000);
+	set_time(t += 150 * MS);
+	fin = seg(4, 43000, PKT_FIN | PKT_ACK, 0, false);
+	run(dp, &fin);
+	respond(dp, 4, 43000);
+	tap(kind_n(dp, "ends", SLUICE_ANS_SLOW) == 1 &&
+		    kind_n(dp, "ends", SLUICE_ANS_OK) == 0,
+	    "ends: a client's FIN 150 ms after its request, no response: "
+	    "slow, once");
+	/* a FIN right after the request: the response still counts */
+	request(dp, 4, 43001);
+	fin = seg(4, 43001, PKT_FIN | PKT_ACK, 0, false);
+	run(dp, &fin);
+	set_time(t += 50 * MS);
+	respond(dp, 4, 43001);
+	tap(kind_n(dp, "ends", SLUICE_ANS_OK) == 1,
+	    "ends: a FIN after the request, then a response in 50 ms: ok");
+	/* aborted early: nothing */
+	request(dp, 4, 43002);
+	set_time(t += 10 * MS);
+	rst = seg(4, 43002, PKT_RST | PKT_ACK, 0, false);
+	run(dp, &rst);
+	set_time(t += 300 * MS);
+	respond(dp, 4, 43002);
+	tap(kind_n(dp, "ends", SLUICE_ANS_OK) == 1 &&
+		    kind_n(dp, "ends", SLUICE_ANS_SLOW) == 1,
+	    "ends: a RST 10 ms after the request counts nothing, nor does "
+	    "a response after it");
+	/* RST after max_rt_ms: slow */
+	request(dp, 4, 43003);
+	set_time(t += 120 * MS);
+	rst = seg(4, 43003, PKT_RST | PKT_ACK, 0, false);
+	run(dp, &rst);
+	tap(kind_n(dp, "ends", SLUICE_ANS_SLOW) == 2,
+	    "ends: a RST 120 ms after the request: slow");
+	/* the server's greeting is no response; its FIN ends the wait */
+	{
+		struct pkt syn = syn_seq(4, 43004, 7);
+		struct pkt synack = answer_to(4, 43004, false);
+		struct pkt hello = seg(4, 43004, DATA, 100, true);
+		struct pkt req = seg(4, 43004, DATA, 120, false);
+		struct pkt sfin = seg(4, 43004, PKT_FIN | PKT_ACK, 0, true);
+
+		run(dp, &syn);
+		egress(dp, &synack);
+		egress(dp, &hello);
+		run(dp, &req);
+		set_time(t += 20 * MS);
+		respond(dp, 4, 43004);
+		tap(kind_n(dp, "ends", SLUICE_ANS_OK) == 2,
+		    "ends: a greeting before the request is not its "
+		    "response; the response 20 ms after it is");
+		request(dp, 4, 43005);
+		sfin = seg(4, 43005, PKT_FIN | PKT_ACK, 0, true);
+		egress(dp, &sfin);
+		set_time(t += 300 * MS);
+		respond(dp, 4, 43005);
+		tap(kind_n(dp, "ends", SLUICE_ANS_OK) == 2 &&
+			    kind_n(dp, "ends", SLUICE_ANS_SLOW) == 2,
+		    "ends: a server's FIN without a response counts nothing");
+	}
+	/* answered SYN sent again: no timeout */
+	{
+		struct pkt syn = syn_seq(4, 43006, 7);
+		struct pkt synack = answer_to(4, 43006, false);
+
+		run(dp, &syn);
+		egress(dp, &synack);
+		run(dp, &syn);
+		tap(kind_n(dp, "ends", SLUICE_ANS_TIMEOUT) == 0,
+		    "ends: a SYN sent again after its SYN-ACK is no timeout");
+	}
+}
+
+/* A watched port's packets are still judged by their own rule. */
+static void test_watched_rules(struct sl_dataplane *dp)
+{
+	struct pkt d4 = seg(4, 44000, DATA, 120, false);
+	struct pkt d6 = seg(6, 44000, DATA, 120, false);
+	struct sl_rule_stats a, b;
+
+	next_scenario();
+	if (!tap(apply(dp, RULES(SLOW("w", "\"open_ms\":200") ","
+				 "{\"name\":\"data4\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"pps\","
+				 "\"count\":100000000000,\"priority\":1},"
+				 OPEN("data6", "{\"proto\":\"tcp\",\"dport\":"
+					       "8080,\"dst\":"
+					       "\"2001:db8::/32\"}"))) == 0,
+		 "watched: rules apply"))
+		return;
+	a = rule_stats(dp, "data4");
+	b = rule_stats(dp, "data6");
+	tap(run(dp, &d4) == XDP_PASS && run(dp, &d6) == XDP_PASS,
+	    "watched: data to the watched port passes");
+	tap(rule_stats(dp, "data4").passed_pkts == a.passed_pkts + 2 &&
+		    rule_stats(dp, "data6").passed_pkts == b.passed_pkts,
+	    "watched: and is counted by its rule (a direct answer with the "
+	    "watch bit)");
+	/* both rule sets: their class ids differ in a high bit */
+	for (int set = 0; set < 2; set++) {
+		apply(dp, RULES(SLOW("w", "\"open_ms\":200") ","
+				OPEN("data6", "{\"proto\":\"tcp\",\"dport\":"
+					      "8080,\"dst\":"
+					      "\"2001:db8::/32\"}")));
+		b = rule_stats(dp, "data6");
+		tap(run(dp, &d6) == XDP_PASS &&
+			    rule_stats(dp, "data6").passed_pkts ==
+				    b.passed_pkts + 1,
+		    "watched: a trie class with the watch bit finds its rule "
+		    "(set_gen %u)", dp->skel->bss->set_gen);
+	}
+	{
+		uint64_t h[SLUICE_ST_MAX], h2[SLUICE_ST_MAX];
+
+		host_stats(dp, h);
+		run(dp, &d4);
+		host_stats(dp, h2);
+		tap(h2[SLUICE_ST_UNMATCHED] == h[SLUICE_ST_UNMATCHED] + 1 &&
+			    h2[SLUICE_ST_NO_RULE_CFG] ==
+				    h[SLUICE_ST_NO_RULE_CFG],
+		    "watched: data no rule judges is unmatched");
+	}
+}
+
 /* ---- udp: datagrams, replies, ICMP port unreachable --------------------- */
 
 #define UPORT 5353
@@ -868,6 +1178,9 @@ int main(void)
 		test_drop_and_others(&dp);
 		test_timeout(&dp);
 		test_conns_full(&dp);
+		test_slow(&dp);
+		test_slow_ends(&dp);
+		test_watched_rules(&dp);
 		test_udp(&dp);
 		test_udp_not_answers(&dp);
 		test_rst_frames(&dp);

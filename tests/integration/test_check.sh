@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # `sluice check FILE`: validates a rule file offline (no root, no agent).
 #   - every example in rules/ is valid and listed in precedence order;
-#   - a bad file exits 1 naming the rule and the field (match.vlan too);
+#   - a bad file exits 1 naming the rule and the field (match.vlan and
+#     breaker values too);
 #   - a missing file exits 1 naming it; --help exits 0; an unknown option
 #     or a wrong number of arguments exits 2 with the usage.
 set -u
@@ -44,6 +45,29 @@ grep -q "rule 'vword': field 'match.vlan': 'none' is not a VLAN; use an id 1-409
 check $(( rc == 1 && $? == 0 ? 0 : 1 )) \
 	"bad match.vlan values: exit $rc (want 1), each error names its rule and field"
 show "$T/out" 4
+
+# breaker: each strategy's own fields, and what a udp rule's cannot do
+brk() { printf '{"name":"%s","match":{"proto":"%s","dport":8080},"grade":"pps","count":1,"breaker":%s}' "$@"; }
+printf '{"rules":[%s,%s,%s,%s,%s,%s]}\n' \
+	"$(brk nort tcp '{"strategy":"slow_request_ratio","threshold":0.5,"open_ms":100}')" \
+	"$(brk rtcount tcp '{"strategy":"error_count","threshold":3,"max_rt_ms":50,"open_ms":100}')" \
+	"$(brk rtzero tcp '{"strategy":"slow_request_ratio","threshold":0.5,"max_rt_ms":0,"open_ms":100}')" \
+	"$(brk udpslow udp '{"strategy":"slow_request_ratio","threshold":0.5,"max_rt_ms":50,"open_ms":100}')" \
+	"$(brk udprst udp '{"strategy":"error_ratio","threshold":0.5,"open_ms":100,"open_action":"rst"}')" \
+	"$(printf '{"name":"anybrk","match":{},"grade":"pps","count":1,"breaker":%s}' \
+		'{"strategy":"error_count","threshold":1,"open_ms":100}')" \
+	>"$T/breaker.json"
+"$SLUICE" check "$T/breaker.json" >"$T/out" 2>&1
+rc=$?
+grep -q "rule 'nort': field 'breaker.max_rt_ms': required with slow_request_ratio" "$T/out" &&
+grep -q "rule 'rtcount': field 'breaker.max_rt_ms': only with strategy slow_request_ratio (strategy is 'error_count')" "$T/out" &&
+grep -q "rule 'rtzero': field 'breaker.max_rt_ms': must be between 1 and 60000, got 0" "$T/out" &&
+grep -q "rule 'udpslow': field 'breaker.strategy': slow_request_ratio times TCP responses and needs match.proto \"tcp\" (proto is 'udp')" "$T/out" &&
+grep -q "rule 'udprst': field 'breaker.open_action': 'rst' answers TCP SYNs" "$T/out" &&
+grep -q "rule 'anybrk': field 'breaker': watches the answers to TCP SYNs or UDP datagrams and needs match.proto \"tcp\" or \"udp\" (proto is 'any')" "$T/out"
+check $(( rc == 1 && $? == 0 ? 0 : 1 )) \
+	"bad breaker values: exit $rc (want 1), each error names its rule and field"
+show "$T/out" 6
 
 "$SLUICE" check "$T/none.json" >"$T/out" 2>&1
 rc=$?

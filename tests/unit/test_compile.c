@@ -988,6 +988,72 @@ static void test_differential_vlan(void **state)
 
 /* One VLAN rule: only its packets (innermost VID) see it; untagged and
  * other VLANs keep the rules without a VLAN; no VLAN rule, no stage. */
+/* slow_request_ratio breakers watch their ports' TCP data; the other
+ * entries and slots stay as they were. */
+static void test_watch(void **state)
+{
+	struct sl_ruleset rs = parse_ok(
+		"{\"rules\":["
+		"{\"name\":\"slow\",\"match\":{\"proto\":\"tcp\","
+		"\"dport\":\"8080-8081\"},\"grade\":\"cps\",\"count\":5,"
+		"\"breaker\":{\"strategy\":\"slow_request_ratio\","
+		"\"threshold\":0.5,\"max_rt_ms\":100,\"open_ms\":10}},"
+		"{\"name\":\"slow6\",\"match\":{\"proto\":\"tcp\","
+		"\"dport\":9000,\"dst\":\"2001:db8::/32\"},\"grade\":\"pps\","
+		"\"count\":5,\"breaker\":{\"strategy\":"
+		"\"slow_request_ratio\",\"threshold\":0.5,\"max_rt_ms\":100,"
+		"\"open_ms\":10}},"
+		"{\"name\":\"err\",\"match\":{\"proto\":\"tcp\","
+		"\"dport\":9001},\"grade\":\"cps\",\"count\":5,"
+		"\"breaker\":{\"strategy\":\"error_count\",\"threshold\":1,"
+		"\"open_ms\":10}}"
+		"]}");
+	uint32_t *slots = make_slots(rs.n);
+	uint32_t slow6 = slots[rule_idx(&rs, "slow6")] + 1;
+	struct sluice_breaker_cfg bc;
+	struct sl_compiled c;
+	struct port_refs p;
+	uint8_t dst[16];
+
+	assert_int_equal(sl_compile(&rs, slots, 1, 1000, &c, err, sizeof(err)),
+			 0);
+	/* a cps rule's port: no rule for its data, but watched */
+	p = port_at(&c, SLUICE_SLOT_TCP, 8080);
+	assert_int_equal(p.v4, SLUICE_REF_WATCH);
+	assert_int_equal(p.v6, SLUICE_REF_WATCH);
+	p = port_at(&c, SLUICE_SLOT_TCP, 8081);
+	assert_int_equal(p.v4, SLUICE_REF_WATCH);
+	p = port_at(&c, SLUICE_SLOT_TCP, 8082);
+	assert_int_equal(p.v4, 0);
+	/* its SYNs are judged by the rule, unwatched */
+	p = port_at(&c, SLUICE_SLOT_TCP_SYN, 8080);
+	assert_int_equal(p.v4, slots[rule_idx(&rs, "slow")] + 1);
+	/* an IPv6 rule: its trie class watched in IPv6 only */
+	p = port_at(&c, SLUICE_SLOT_TCP, 9000);
+	assert_int_equal(p.v4, 0);
+	assert_true(p.v6 & SLUICE_REF_WATCH);
+	assert_true(p.v6 & SLUICE_REF_LPM);
+	addr_of(6, "2001:db8::1", dst);
+	assert_int_equal(lpm_find(&c, 6, p.v6 & ~(SLUICE_REF_WATCH |
+						  SLUICE_REF_LPM), dst),
+			 slow6);
+	/* another strategy watches nothing */
+	p = port_at(&c, SLUICE_SLOT_TCP, 9001);
+	assert_int_equal(p.v4, 0);
+	assert_int_equal(p.v6, 0);
+	p = port_at(&c, SLUICE_SLOT_UDP, 8080);
+	assert_int_equal(p.v4, 0);
+
+	sl_breaker_cfg(&rs.rules[rule_idx(&rs, "slow")], &bc);
+	assert_int_equal(bc.strategy, SLUICE_BRK_SLOW_RATIO);
+	assert_int_equal(bc.threshold, 500000);
+	assert_int_equal(bc.max_rt_ns, 100000000ULL);
+	assert_int_equal(bc.udp, 0);
+	sl_compiled_free(&c);
+	free(slots);
+	sl_ruleset_free(&rs);
+}
+
 static void test_vlan_stage(void **state)
 {
 	struct sl_ruleset rs = parse_ok(
@@ -1064,6 +1130,7 @@ int main(void)
 		cmocka_unit_test(test_differential_large),
 		cmocka_unit_test(test_differential_vlan),
 		cmocka_unit_test(test_vlan_stage),
+		cmocka_unit_test(test_watch),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

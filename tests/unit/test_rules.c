@@ -1383,12 +1383,14 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		cJSON *br = add_obj(o, "breaker");
 
 		add_str(br, "strategy", sl_strategy_names[b->strategy]);
-		if (b->strategy == SL_BRK_ERROR_RATIO)
+		if (b->strategy != SL_BRK_ERROR_COUNT)
 			assert_non_null(cJSON_AddNumberToObject(
 			    br, "threshold",
 			    (double)b->threshold / SL_BRK_RATIO_ONE));
 		else
 			add_num(br, "threshold", b->threshold);
+		if (b->strategy == SL_BRK_SLOW_RATIO)
+			add_num(br, "max_rt_ms", b->max_rt_ms);
 		add_num(br, "open_ms", b->open_ms);
 		add_num(br, "min_request_amount", b->min_requests);
 		add_num(br, "stat_interval_ms", b->stat_interval_ms);
@@ -2068,6 +2070,33 @@ static void test_breaker(void **state)
 		sl_ruleset_free(&set);
 	}
 
+	/* slow_request_ratio: a ratio, and max_rt_ms after it */
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"breaker\": {\"strategy\": "
+			   "\"slow_request_ratio\", \"threshold\": 0.25, "
+			   "\"max_rt_ms\": 200, \"open_ms\": 5000}"),
+		  &set);
+	b = &set.rules[0].breaker;
+	assert_int_equal(b->strategy, SL_BRK_SLOW_RATIO);
+	assert_int_equal(b->threshold, 250000);
+	assert_int_equal(b->max_rt_ms, 200);
+	s = rule_text(&set.rules[0]);
+	assert_non_null(strstr(
+	    s, ",\"breaker\":{\"strategy\":\"slow_request_ratio\","
+	       "\"threshold\":0.25,\"max_rt_ms\":200,\"open_ms\":5000,"
+	       "\"min_request_amount\":5,"));
+	cJSON_free(s);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+	expect_ok(one(NAME "," MATCH "," GRADE "," COUNT
+			   ", \"breaker\": {\"strategy\": "
+			   "\"slow_request_ratio\", \"threshold\": 1, "
+			   "\"max_rt_ms\": 60000, \"open_ms\": 1}"),
+		  &set);
+	assert_int_equal(set.rules[0].breaker.max_rt_ms, 60000);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
 	/* udp: datagrams have no RST, so open_action defaults to drop */
 	expect_ok(one(NAME ", " UDP53 "," GRADE "," COUNT
 			   ", \"breaker\": {" BRK_OK "}"),
@@ -2107,12 +2136,12 @@ static void test_breaker_errors(void **state)
 	} cases[] = {
 	    {MATCH, "true", "field 'breaker': must be an object, got boolean"},
 	    {MATCH, "{\"threshold\": 1, \"open_ms\": 1}",
-	     "field 'breaker.strategy': required (error_ratio or "
-	     "error_count)"},
+	     "field 'breaker.strategy': required (error_ratio, error_count "
+	     "or slow_request_ratio)"},
 	    {MATCH, "{\"strategy\": \"slow\", \"threshold\": 1, "
 	     "\"open_ms\": 1}",
 	     "field 'breaker.strategy': must be one of error_ratio, "
-	     "error_count; got 'slow'"},
+	     "error_count, slow_request_ratio; got 'slow'"},
 	    {MATCH, "{\"strategy\": \"error_ratio\", \"open_ms\": 1}",
 	     "field 'breaker.threshold': required"},
 	    {MATCH, "{\"strategy\": \"error_ratio\", \"threshold\": 1.5, "
@@ -2149,6 +2178,9 @@ static void test_breaker_errors(void **state)
 	     "'reset'"},
 	    {MATCH, "{" BRK_OK ", \"max_rt\": 5}",
 	     "field 'breaker': unknown field 'max_rt'"},
+	    {MATCH, "{" BRK_OK ", \"max_rtms\": 5}",
+	     "field 'breaker': unknown field 'max_rtms' (did you mean "
+	     "'max_rt_ms'?)"},
 	    {UDP53, "{" BRK_OK ", \"open_action\": \"rst\"}",
 	     "rule 'web': field 'breaker.open_action': 'rst' answers TCP "
 	     "SYNs; a udp rule's breaker drops datagrams while open "
@@ -2159,6 +2191,32 @@ static void test_breaker_errors(void **state)
 	     "(proto is 'any')"},
 	    {"\"match\": {\"proto\": \"icmp\"}", "{" BRK_OK "}",
 	     "(proto is 'icmp')"},
+	    {MATCH, "{\"strategy\": \"slow_request_ratio\", \"threshold\": "
+	     "0.5, \"open_ms\": 1}",
+	     "rule 'web': field 'breaker.max_rt_ms': required with "
+	     "slow_request_ratio (the response time in ms above which a "
+	     "response is slow)"},
+	    {MATCH, "{" BRK_OK ", \"max_rt_ms\": 100}",
+	     "rule 'web': field 'breaker.max_rt_ms': only with strategy "
+	     "slow_request_ratio (strategy is 'error_ratio')"},
+	    {MATCH, "{\"strategy\": \"error_count\", \"threshold\": 3, "
+	     "\"open_ms\": 1, \"max_rt_ms\": 100}",
+	     "field 'breaker.max_rt_ms': only with strategy "
+	     "slow_request_ratio (strategy is 'error_count')"},
+	    {MATCH, "{\"strategy\": \"slow_request_ratio\", \"threshold\": "
+	     "0.5, \"open_ms\": 1, \"max_rt_ms\": 0}",
+	     "field 'breaker.max_rt_ms': must be between 1 and 60000, got 0"},
+	    {MATCH, "{\"strategy\": \"slow_request_ratio\", \"threshold\": "
+	     "0.5, \"open_ms\": 1, \"max_rt_ms\": 2.5}",
+	     "field 'breaker.max_rt_ms': must be an integer, got 2.5"},
+	    {MATCH, "{\"strategy\": \"slow_request_ratio\", \"threshold\": "
+	     "3, \"open_ms\": 1, \"max_rt_ms\": 10}",
+	     "field 'breaker.threshold': a slow ratio must be above 0 and at "
+	     "most 1, got 3"},
+	    {UDP53, "{\"strategy\": \"slow_request_ratio\", \"threshold\": "
+	     "0.5, \"open_ms\": 1, \"max_rt_ms\": 10}",
+	     "rule 'web': field 'breaker.strategy': slow_request_ratio times "
+	     "TCP responses and needs match.proto \"tcp\" (proto is 'udp')"},
 	};
 
 	(void) state;

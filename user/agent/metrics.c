@@ -184,7 +184,7 @@ static const struct sl_metric
 	brk_answers = { "sluice_breaker_answers_total",
 			"Answers of the service to the requests of a rule "
 			"with a breaker, by kind: ok, rst, icmp_unreach, "
-			"timeout." },
+			"timeout, slow." },
 	malformed = { "sluice_packets_malformed_total",
 		      "Packets with a truncated or invalid header, by the "
 		      "layer at fault (the malformed verdict: pass unless "

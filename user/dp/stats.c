@@ -28,13 +28,13 @@ const char *sl_breaker_answer_str(unsigned int kind)
 {
 	/* in enum order, not designated (above) */
 	static const char *const names[SLUICE_BRK_ANSWERS] = {
-		"ok", "rst", "icmp_unreach", "timeout",
+		"ok", "rst", "icmp_unreach", "timeout", "slow",
 	};
 
 	_Static_assert(SLUICE_ANS_OK == 0 && SLUICE_ANS_RST == 1 &&
 			       SLUICE_ANS_ICMP_UNREACH == 2 &&
 			       SLUICE_ANS_TIMEOUT == 3 &&
-			       SLUICE_BRK_ANSWERS == 4,
+			       SLUICE_ANS_SLOW == 4 && SLUICE_BRK_ANSWERS == 5,
 		       "names in enum order");
 
 	return kind < SLUICE_BRK_ANSWERS ? names[kind] : "?";

@@ -37,7 +37,7 @@ struct sl_rule_stats {
 /* The names of enum sluice_breaker_state ("closed", "open", "half_open"). */
 const char *sl_breaker_state_str(unsigned int state);
 /* The names of enum sluice_breaker_answer ("ok", "rst", "icmp_unreach",
- * "timeout"). */
+ * "timeout", "slow"). */
 const char *sl_breaker_answer_str(unsigned int kind);
 
 int sl_dp_rule_stats(const struct sl_dataplane *dp, size_t rule,

@@ -468,6 +468,32 @@ static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 	return err;
 }
 
+/* The ports of the TCP slot whose connections a slow_request_ratio
+ * breaker times: a client's data there looks its connection up. */
+static void watch_ports(struct ctx *x)
+{
+	uint32_t *port = x->out->port;
+
+	for (size_t i = 0; i < x->rs->n; i++) {
+		const struct sl_rule *r = &x->rs->rules[i];
+		uint32_t lo = r->dport_lo, hi = lo ? r->dport_hi : 65535;
+		bool v4 = rule_in_family(r, AF_INET);
+		bool v6 = rule_in_family(r, AF_INET6);
+
+		if (!r->breaker.enabled ||
+		    r->breaker.strategy != SL_BRK_SLOW_RATIO)
+			continue;
+		for (uint32_t p = lo; p <= hi; p++) {
+			if (v4)
+				port[sluice_port_key(4, SLUICE_SLOT_TCP, p)] |=
+					SLUICE_REF_WATCH;
+			if (v6)
+				port[sluice_port_key(6, SLUICE_SLOT_TCP, p)] |=
+					SLUICE_REF_WATCH;
+		}
+	}
+}
+
 /*
  * The per_source rules of a set share one table of SLUICE_MAX_SOURCES
  * entries: each rule's max_sources and its overflow entry must fit, or
@@ -534,8 +560,10 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 		if (ret)
 			break;
 	}
+	if (!ret)
+		watch_ports(&x);
 	out->n_classes = x.next_class - class_base;
-	if (!ret && out->n_classes >= SLUICE_REF_VLAN) {
+	if (!ret && out->n_classes >= SLUICE_REF_WATCH) {
 		/* unreachable while the tries bound the classes */
 		snprintf(err, errlen, "rule set needs too many classes");
 		ret = -E2BIG;
@@ -589,6 +617,11 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 
 void sl_breaker_cfg(const struct sl_rule *r, struct sluice_breaker_cfg *cfg)
 {
+	static const uint32_t strategy[SL_STRATEGY_COUNT] = {
+		[SL_BRK_ERROR_RATIO] = SLUICE_BRK_ERROR_RATIO,
+		[SL_BRK_ERROR_COUNT] = SLUICE_BRK_ERROR_COUNT,
+		[SL_BRK_SLOW_RATIO] = SLUICE_BRK_SLOW_RATIO,
+	};
 	const struct sl_breaker *b = &r->breaker;
 
 	memset(cfg, 0, sizeof(*cfg));
@@ -596,9 +629,8 @@ void sl_breaker_cfg(const struct sl_rule *r, struct sluice_breaker_cfg *cfg)
 		return;
 	cfg->open_ns = (uint64_t)b->open_ms * 1000000ULL;
 	cfg->stat_ns = (uint64_t)b->stat_interval_ms * 1000000ULL;
-	cfg->strategy = b->strategy == SL_BRK_ERROR_COUNT
-				? SLUICE_BRK_ERROR_COUNT
-				: SLUICE_BRK_ERROR_RATIO;
+	cfg->strategy = strategy[b->strategy];
+	cfg->max_rt_ns = (uint64_t)b->max_rt_ms * 1000000ULL;
 	cfg->threshold = b->threshold;
 	cfg->min_requests = b->min_requests;
 	cfg->probes = b->probes;

@@ -37,6 +37,7 @@ const char *const sl_fallback_names[SL_FALLBACK_COUNT] = {
 const char *const sl_strategy_names[SL_STRATEGY_COUNT] = {
 	[SL_BRK_ERROR_RATIO] = "error_ratio",
 	[SL_BRK_ERROR_COUNT] = "error_count",
+	[SL_BRK_SLOW_RATIO] = "slow_request_ratio",
 };
 const char *const sl_open_action_names[SL_OPEN_ACTION_COUNT] = {
 	[SL_OPEN_RST] = "rst",

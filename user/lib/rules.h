@@ -29,6 +29,7 @@
 #define SL_BRK_MIN_STAT_MS   10
 #define SL_BRK_MAX_STAT_MS   SL_MAX_INTERVAL_MS
 #define SL_BRK_MAX_PROBES    1000
+#define SL_BRK_MAX_RT_MS     SL_MAX_INTERVAL_MS
 #define SL_BRK_DEF_MIN_REQ   5	  /* Sentinel's minRequestAmount default */
 #define SL_BRK_DEF_STAT_MS   1000 /* Sentinel's statIntervalMs default */
 #define SL_BRK_DEF_PROBES    1
@@ -57,6 +58,7 @@ enum sl_mode {
 enum sl_breaker_strategy {
 	SL_BRK_ERROR_RATIO = 0, /* errors / answers, threshold in ppm */
 	SL_BRK_ERROR_COUNT,	/* errors */
+	SL_BRK_SLOW_RATIO,	/* slow / responses, threshold in ppm */
 };
 
 /* breaker.open_action: how a SYN is failed while the breaker is open. */
@@ -65,11 +67,13 @@ enum sl_open_action {
 	SL_OPEN_DROP,
 };
 
-/* A rule's "breaker" (tcp rules only); enabled is false when it has none. */
+/* A rule's "breaker" (tcp and udp rules); enabled is false when it has
+ * none. */
 struct sl_breaker {
 	bool enabled;
 	enum sl_breaker_strategy strategy;
 	uint32_t threshold; /* ratio: parts per million; count: errors */
+	uint32_t max_rt_ms; /* slow_request_ratio: slower is slow; else 0 */
 	uint32_t open_ms;
 	uint32_t min_requests;
 	uint32_t stat_interval_ms;
@@ -176,7 +180,7 @@ void sl_ruleset_free(struct sl_ruleset *set);
 #define SL_MODE_COUNT	   (SL_MODE_SHADOW + 1)
 #define SL_THRESHOLD_COUNT (SL_THRESH_MANUAL + 1)
 #define SL_FALLBACK_COUNT  (SL_FB_FIXED + 1)
-#define SL_STRATEGY_COUNT  (SL_BRK_ERROR_COUNT + 1)
+#define SL_STRATEGY_COUNT  (SL_BRK_SLOW_RATIO + 1)
 #define SL_OPEN_ACTION_COUNT (SL_OPEN_DROP + 1)
 extern const char *const sl_proto_names[SL_PROTO_COUNT];
 extern const char *const sl_grade_names[SL_GRADE_COUNT];

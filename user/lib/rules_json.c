@@ -96,13 +96,15 @@ static void breaker_text(struct sl_text *t, const struct sl_breaker *b)
 		return;
 	text_key_str(t, ",\"breaker\":{\"strategy\":",
 		     sl_strategy_names[b->strategy]);
-	if (b->strategy == SL_BRK_ERROR_RATIO) {
+	if (b->strategy == SL_BRK_ERROR_COUNT) {
+		sl_text_u64(t, ",\"threshold\":", b->threshold);
+	} else {
 		n = snprintf(num, sizeof(num), ",\"threshold\":%.6g",
 			     (double) b->threshold / SL_BRK_RATIO_ONE);
 		sl_text_put(t, num, n);
-	} else {
-		sl_text_u64(t, ",\"threshold\":", b->threshold);
 	}
+	if (b->strategy == SL_BRK_SLOW_RATIO)
+		sl_text_u64(t, ",\"max_rt_ms\":", b->max_rt_ms);
 	sl_text_u64(t, ",\"open_ms\":", b->open_ms);
 	sl_text_u64(t, ",\"min_request_amount\":", b->min_requests);
 	sl_text_u64(t, ",\"stat_interval_ms\":", b->stat_interval_ms);

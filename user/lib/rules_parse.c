@@ -854,9 +854,10 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 
 
 
-/* threshold of an error_ratio breaker: a number in (0, 1], in ppm. */
+/* threshold of a ratio breaker (what: "an error ratio", "a slow
+ * ratio"): a number in (0, 1], in ppm. */
 static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
-		     uint32_t *out)
+		     const char *what, uint32_t *out)
 {
 	double d;
 
@@ -867,8 +868,8 @@ static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
 	d = it->valuedouble;
 	if (!(d > 0 && d <= 1)) {
 		rule_err(rc, field,
-			 "an error ratio must be above 0 and at most 1, "
-			 "got %.15g", d);
+			 "%s must be above 0 and at most 1, got %.15g", what,
+			 d);
 		return -EINVAL;
 	}
 	*out = (uint32_t) (d * SL_BRK_RATIO_ONE + 0.5);
@@ -878,18 +879,19 @@ static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
 }
 
 /*
- * {"strategy", "threshold", "open_ms", "min_request_amount",
+ * {"strategy", "threshold", "max_rt_ms", "open_ms", "min_request_amount",
  * "stat_interval_ms", "probes", "open_action"}: Sentinel's DegradeRule
- * over the answers to a tcp rule's SYNs or a udp rule's datagrams
- * (docs/rules.md).
+ * over the answers to a tcp rule's SYNs or a udp rule's datagrams, or
+ * the response times of a tcp rule's connections (docs/rules.md).
  */
 static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
 			  struct sl_rule *r)
 {
-	enum { B_STRAT, B_THRESH, B_OPEN, B_MINREQ, B_STAT, B_PROBES,
+	enum { B_STRAT, B_THRESH, B_MAXRT, B_OPEN, B_MINREQ, B_STAT, B_PROBES,
 	       B_ACTION, B_N };
 	static const char *const known[] = {
 	    [B_STRAT] = "strategy",	       [B_THRESH] = "threshold",
+	    [B_MAXRT] = "max_rt_ms",
 	    [B_OPEN] = "open_ms",	       [B_MINREQ] = "min_request_amount",
 	    [B_STAT] = "stat_interval_ms", [B_PROBES] = "probes",
 	    [B_ACTION] = "open_action",    [B_N] = NULL};
@@ -912,24 +914,47 @@ static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
 	it = f[B_STRAT];
 	if (!it)
 		rule_err(rc, "breaker.strategy",
-			 "required (error_ratio or error_count)");
+			 "required (error_ratio, error_count or "
+			 "slow_request_ratio)");
 	else
 		e = get_enum(rc, it, "breaker.strategy", sl_strategy_names,
 			     ARRAY_SIZE(sl_strategy_names));
 	if (e >= 0)
 		b->strategy = e;
+	if (e == SL_BRK_SLOW_RATIO && r->proto == SL_PROTO_UDP)
+		rule_err(rc, "breaker.strategy",
+			 "slow_request_ratio times TCP responses and needs "
+			 "match.proto \"tcp\" (proto is 'udp')");
 
 	it = f[B_THRESH];
 	if (!it)
 		rule_err(rc, "breaker.threshold",
-			 "required (a ratio in (0, 1] for error_ratio, a "
-			 "number of errors for error_count)");
+			 "required (a ratio in (0, 1] for error_ratio and "
+			 "slow_request_ratio, a number of errors for "
+			 "error_count)");
 	else if (e == SL_BRK_ERROR_RATIO)
-		get_ratio(rc, it, "breaker.threshold", &b->threshold);
+		get_ratio(rc, it, "breaker.threshold", "an error ratio",
+			  &b->threshold);
+	else if (e == SL_BRK_SLOW_RATIO)
+		get_ratio(rc, it, "breaker.threshold", "a slow ratio",
+			  &b->threshold);
 	else if (e == SL_BRK_ERROR_COUNT &&
 		 get_uint(rc, it, "breaker.threshold", 1, SL_BRK_MAX_COUNT,
 			  &v) == 0)
 		b->threshold = v;
+
+	it = f[B_MAXRT];
+	if (!it && e == SL_BRK_SLOW_RATIO)
+		rule_err(rc, "breaker.max_rt_ms",
+			 "required with slow_request_ratio (the response "
+			 "time in ms above which a response is slow)");
+	else if (it && e >= 0 && e != SL_BRK_SLOW_RATIO)
+		rule_err(rc, "breaker.max_rt_ms",
+			 "only with strategy slow_request_ratio (strategy "
+			 "is '%s')", sl_strategy_names[e]);
+	else if (it && get_uint(rc, it, "breaker.max_rt_ms", 1,
+				SL_BRK_MAX_RT_MS, &v) == 0)
+		b->max_rt_ms = v;
 
 	it = f[B_OPEN];
 	if (!it)
