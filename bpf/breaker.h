@@ -289,7 +289,7 @@ static __always_inline int breaker_rst(struct xdp_md *ctx)
 /*
  * breaker_conns remembers the TCP connections of breaker rules from the
  * SYN that passed the breaker to its answer: SLUICE_BRK_CONNS entries
- * (16384 of a 40-byte key and a 32-byte value: 2.1 MiB as the kernel
+ * (16384 of a 40-byte key and a 40-byte value: 2.25 MiB as the kernel
  * counts it, allocated at load whether or not a rule has a breaker). An
  * answered SYN's entry is deleted, so the map holds the SYNs still
  * waiting. A SYN sent again with the same sequence
@@ -499,8 +499,9 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
  * uncounted. Only the connection's first request is timed.
  */
 
-/* A client's segment to a watched port (SLUICE_REF_WATCH), at XDP. */
-static __always_inline void breaker_segment(struct xdp_md *ctx)
+/* A client's segment to a watched port (SLUICE_REF_WATCH), at XDP; 0.
+ * A global function, as breaker_request(). */
+__noinline int breaker_segment(struct xdp_md *ctx)
 {
 	const struct sluice_breaker_cfg *cfg;
 	struct sluice_conn_key k = {};
@@ -515,22 +516,22 @@ static __always_inline void breaker_segment(struct xdp_md *ctx)
 	th = conn_in((void *)(long)ctx->data, (void *)(long)ctx->data_end,
 		     &k, &len);
 	if (!th)
-		return;
+		return 0;
 	end = ((const __u8 *)th)[13] & (TCPF_FIN | TCPF_RST);
 	/* a bare ACK: no lookup */
 	if (len <= 0 && !end)
-		return;
+		return 0;
 	c = bpf_map_lookup_elem(&breaker_conns, &k);
 	if (!c)
-		return;
+		return 0;
 	now = sluice_now();
 	req = c->req_ns;
 	if (len > 0 && !req) {
 		c->req_ns = now;
-		return;
+		return 0;
 	}
 	if (!end)
-		return;
+		return 0;
 	slot = c->slot;
 	epoch = c->epoch;
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
@@ -538,11 +539,12 @@ static __always_inline void breaker_segment(struct xdp_md *ctx)
 	/* a FIN after the request: the client may wait for the response */
 	if (req && now - req <= (cfg ? cfg->max_rt_ns : 0) &&
 	    !(end & TCPF_RST))
-		return;
+		return 0;
 	bpf_map_delete_elem(&breaker_conns, &k);
 	if (req && cfg && st && cfg->strategy == SLUICE_BRK_SLOW_RATIO &&
 	    cfg->stat_ns && now - req > cfg->max_rt_ns)
 		brk_count(cfg, st, SLUICE_ANS_SLOW, &epoch, now);
+	return 0;
 }
 
 /* A server's segment from a watched port, on egress: its first data is
@@ -588,10 +590,14 @@ static __always_inline bool breaker_asked(__u8 on, __u32 port_key)
 }
 
 /*
- * The verdict for a request that the breaker fails fast, or -1 when it
- * goes on to admission (closed, or a half-open probe).
+ * The verdict for a request that the breaker fails fast (XDP_TX: the
+ * caller answers it with breaker_rst()), or -1 when it goes on to
+ * admission (closed, or a half-open probe). A global function, so that
+ * the verifier checks it once rather than on every path of sluice_xdp
+ * that follows it; it must then leave the packet as it is, since its
+ * caller keeps pointers into it.
  */
-static __always_inline int breaker_request(struct xdp_md *ctx, __u32 slot)
+__noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 {
 	const struct sluice_breaker_cfg *cfg;
 	const struct sluice_rule_cfg *rule;
@@ -657,7 +663,7 @@ fail:
 	/* a udp rule's open_action is always drop (the parser's rule) */
 	if (cfg->open_drop)
 		return XDP_DROP;
-	return breaker_rst(ctx);
+	return XDP_TX;
 }
 
 /* ---- egress: the answers ---------------------------------------------- */

@@ -65,6 +65,8 @@ int sluice_xdp(struct xdp_md *ctx)
 		if (rc->has_breaker &&
 		    breaker_asked(rc->has_breaker, p.port_key)) {
 			verdict = breaker_request(ctx, slot);
+			if (verdict == XDP_TX)
+				return breaker_rst(ctx);
 			if (verdict >= 0)
 				return verdict;
 		}
