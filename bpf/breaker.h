@@ -7,7 +7,10 @@
  *    (the kernel's answer to a SYN that finds no listener) an error, and
  *    so is the SYN sent again (a timeout: see breaker_conns below);
  *  - udp: a request is a datagram; a datagram from the rule's port back
- *    is a success, an ICMP port unreachable quoting one an error.
+ *    is a success, an ICMP port unreachable quoting one an error;
+ *  - slow_request_ratio (tcp): a request is a connection's first request,
+ *    its response a success, or an error (slow) after max_rt_ms (see
+ *    breaker_segment() below).
  *
  *  closed:    requests pass to admission; the answers of each
  *             stat_interval are counted, and with at least min_requests
@@ -288,17 +291,18 @@ static __always_inline int breaker_rst(struct xdp_md *ctx)
 
 /*
  * breaker_conns remembers the TCP connections of breaker rules from the
- * SYN that passed the breaker to its answer: SLUICE_BRK_CONNS entries
- * (16384 of a 40-byte key and a 40-byte value: 2.25 MiB as the kernel
- * counts it, allocated at load whether or not a rule has a breaker). An
- * answered SYN's entry is deleted, so the map holds the SYNs still
- * waiting. A SYN sent again with the same sequence
- * number (a client's retransmission, about 1 s after the first, when no
- * SYN-ACK came: the listen queue was full, or the host lost the SYN)
- * counts as an answer, `timeout`, once per SYN, if its first copy passed
- * in the breaker's present state. When more SYNs wait at once than the
- * map holds, the LRU forgets the oldest and their retransmissions count
- * as new SYNs: timeouts are under-counted, never invented.
+ * SYN that passed the breaker to its answer (slow_request_ratio: to the
+ * response, below): SLUICE_BRK_CONNS entries (16384 of a 40-byte key
+ * and a 40-byte value: 2.25 MiB as the kernel counts it, allocated at
+ * load whether or not a rule has a breaker). An answered SYN's entry is
+ * deleted, so the map holds the SYNs still waiting. A SYN sent again
+ * with the same sequence number (a client's retransmission, about 1 s
+ * after the first, when no SYN-ACK came: the accept queue was full, or
+ * the host lost the SYN) counts as an answer, `timeout`, once per SYN,
+ * if its first copy passed in the breaker's present state. When more
+ * SYNs wait at once than the map holds, the LRU forgets the least
+ * recently touched and their retransmissions count as new SYNs:
+ * timeouts are under-counted, never invented.
  */
 
 /* A TCP segment's connection at XDP (client: its source): the key, the
@@ -496,11 +500,15 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
  * than max_rt_ms without one; a request the client abandons sooner, or
  * the server closes without a response, counts as nothing. A connection
  * whose client waits silently for ever stays until the LRU evicts it,
- * uncounted. Only the connection's first request is timed.
+ * uncounted. Only the connection's first request is timed. With more
+ * connections waiting for their response than the map holds, the least
+ * recently active are forgotten and their responses not counted: the
+ * oldest waiting, so slow ones sooner than fast ones, and the ratio errs
+ * low (the breaker stays closed) rather than high.
  */
 
-/* A client's segment to a watched port (SLUICE_REF_WATCH), at XDP; 0.
- * A global function, as breaker_request(). */
+/* A client's segment to a watched port (SLUICE_REF_WATCH), at XDP, from
+ * classify(); 0. A global function, as breaker_request(). */
 __noinline int breaker_segment(struct xdp_md *ctx)
 {
 	const struct sluice_breaker_cfg *cfg;
@@ -604,8 +612,8 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 	struct sluice_conn_key k = {};
 	struct sluice_breaker *st;
 	enum syn_seen seen = SYN_OTHER;
+	__u32 isn = 0;
 	__u64 s, now;
-	__u32 isn;
 
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);
@@ -833,7 +841,7 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 		k->family = family;
 	if (*kind >= SEG_DATA)
 		return SLUICE_REF_NONE;
-	return classify(&p);
+	return classify(&p, NULL);
 }
 
 /* An answer seen on egress to a request of slot; k: a SYN's connection

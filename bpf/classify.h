@@ -116,39 +116,48 @@ static __always_inline __u32 vlan_lookup(const struct sluice_pkt *p,
 			     false);
 }
 
-/* Returns the rule slot + 1 that judges p, or 0 for none, with
- * SLUICE_REF_WATCH when p's port is watched (sluice_abi.h). */
-static __always_inline __u32 classify(const struct sluice_pkt *p)
+/* A client's segment to a watched port, at XDP (bpf/breaker.h). */
+int breaker_segment(struct xdp_md *ctx);
+
+/*
+ * Returns the rule slot + 1 that judges p, or 0 for none. At XDP (ctx
+ * set), the segment of a port whose connections a breaker times
+ * (SLUICE_REF_WATCH, only ever on a class) goes to the breaker first.
+ */
+static __always_inline __u32 classify(const struct sluice_pkt *p,
+				      struct xdp_md *ctx)
 {
 	__u32 gen = set_gen, ref;
 	/* 64-bit, and so compared: older verifiers (6.1) do not carry a
 	 * 32-bit bound over to the 64-bit register that indexes */
 	__u64 idx = p->port_key;
-	__u32 w[4], watch;
+	__u32 w[4];
 
 	if (gen & 1)
 		idx += SLUICE_SET_SPACE;
 	if (idx >= SLUICE_NUM_SETS * SLUICE_SET_SPACE)
 		return SLUICE_REF_NONE;
 	ref = port_table[idx];
-	/* a direct answer keeps SLUICE_REF_WATCH as it is */
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
-	watch = ref & SLUICE_REF_WATCH;
-	ref &= ~SLUICE_REF_WATCH;
+	if (ref & SLUICE_REF_WATCH) {
+		if (ctx)
+			breaker_segment(ctx);
+		ref &= ~SLUICE_REF_WATCH;
+	}
 	if (ref & SLUICE_REF_VLAN) {
 		ref = vlan_lookup(p, gen,
 				  ref & ~(SLUICE_REF_LPM | SLUICE_REF_VLAN));
 		if (!(ref & SLUICE_REF_LPM))
-			return ref | watch;
+			return ref;
 	}
 	ref = dst_lookup(p, gen, ref & ~SLUICE_REF_LPM);
 	if (!(ref & SLUICE_REF_LPM))
-		return ref | watch;
+		return ref;
 	addr_words(p, p->saddr, w);
 	ref = lpm_lookup(p->family == 6, ref & ~SLUICE_REF_LPM, w);
 	/* a source-stage answer is always final */
-	return (ref & SLUICE_REF_LPM ? SLUICE_REF_NONE : ref) | watch;
+	return ref & SLUICE_REF_LPM ? SLUICE_REF_NONE : ref;
 }
 
 #endif

@@ -45,17 +45,10 @@ int sluice_xdp(struct xdp_md *ctx)
 		return malformed_verdict;
 	}
 
-	ref = classify(&p);
-	/* no rule, or a watched port: one compare for both */
-	if (ref - 1 >= SLUICE_MAX_RULE_SLOTS) {
-		if (ref & SLUICE_REF_WATCH) {
-			breaker_segment(ctx);
-			ref &= ~SLUICE_REF_WATCH;
-		}
-		if (ref == SLUICE_REF_NONE) {
-			host_stat(SLUICE_ST_UNMATCHED);
-			return XDP_PASS;
-		}
+	ref = classify(&p, ctx);
+	if (ref == SLUICE_REF_NONE) {
+		host_stat(SLUICE_ST_UNMATCHED);
+		return XDP_PASS;
 	}
 	slot = ref - 1;
 	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot);
@@ -110,8 +103,8 @@ int sluice_egress(struct __sk_buff *skb)
 	void *data_end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
 	struct sluice_conn_key k = {};
+	int kind = -1;
 	__u32 ref;
-	int kind;
 
 	if ((void *)(eth + 1) > data_end)
 		return TC_ACT_OK;

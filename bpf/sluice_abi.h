@@ -60,10 +60,10 @@ sluice_cpu_slot(__u32 cpu, __u32 slot)
  * looked up in lpm_v4 with the packet's VID (0 untagged) in the first two
  * bytes of the address. (Bit 30 tells the sets' class ids apart.) */
 #define SLUICE_REF_VLAN 0x20000000u
-/* Only in the port table's TCP slot, beside the entry's own reference
- * (a rule, a class, or none): a slow_request_ratio breaker times the
- * connections to this port, so a client's data (or FIN, RST) looks its
- * connection up (bpf/breaker.h). classify() passes the bit on. A set's
+/* Only in the port table's TCP slot, on a class (SLUICE_REF_LPM; a port
+ * that would hold a rule or none gets a class whose /0 holds it): a
+ * slow_request_ratio breaker times the connections to this port, so
+ * classify() hands a client's segment to it (bpf/breaker.h). A set's
  * class ids stay below this bit. */
 #define SLUICE_REF_WATCH 0x10000000u
 

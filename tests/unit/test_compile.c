@@ -1017,18 +1017,23 @@ static void test_watch(void **state)
 
 	assert_int_equal(sl_compile(&rs, slots, 1, 1000, &c, err, sizeof(err)),
 			 0);
-	/* a cps rule's port: no rule for its data, but watched */
+	/* a cps rule's port: no rule for its data, but watched: a class of
+	 * its own without entries, one for both ports */
 	p = port_at(&c, SLUICE_SLOT_TCP, 8080);
-	assert_int_equal(p.v4, SLUICE_REF_WATCH);
-	assert_int_equal(p.v6, SLUICE_REF_WATCH);
-	p = port_at(&c, SLUICE_SLOT_TCP, 8081);
-	assert_int_equal(p.v4, SLUICE_REF_WATCH);
+	assert_true(p.v4 & SLUICE_REF_WATCH);
+	assert_true(p.v4 & SLUICE_REF_LPM);
+	assert_true(p.v6 & SLUICE_REF_WATCH);
+	assert_int_equal(port_at(&c, SLUICE_SLOT_TCP, 8081).v4, p.v4);
+	addr_of(4, "10.1.2.3", dst);
+	assert_int_equal(lpm_find(&c, 4, p.v4 & ~(SLUICE_REF_WATCH |
+						  SLUICE_REF_LPM), dst),
+			 SLUICE_REF_NONE);
 	p = port_at(&c, SLUICE_SLOT_TCP, 8082);
 	assert_int_equal(p.v4, 0);
 	/* its SYNs are judged by the rule, unwatched */
 	p = port_at(&c, SLUICE_SLOT_TCP_SYN, 8080);
 	assert_int_equal(p.v4, slots[rule_idx(&rs, "slow")] + 1);
-	/* an IPv6 rule: its trie class watched in IPv6 only */
+	/* a pps rule's own data: a class whose /0 is the rule */
 	p = port_at(&c, SLUICE_SLOT_TCP, 9000);
 	assert_int_equal(p.v4, 0);
 	assert_true(p.v6 & SLUICE_REF_WATCH);
@@ -1043,6 +1048,37 @@ static void test_watch(void **state)
 	assert_int_equal(p.v6, 0);
 	p = port_at(&c, SLUICE_SLOT_UDP, 8080);
 	assert_int_equal(p.v4, 0);
+	/* a direct answer's class: /0 holds the rule, whatever address */
+	{
+		struct sl_ruleset rs2 = parse_ok(
+		    "{\"rules\":["
+		    "{\"name\":\"s\",\"match\":{\"proto\":\"tcp\","
+		    "\"dport\":80},\"grade\":\"cps\",\"count\":5,"
+		    "\"breaker\":{\"strategy\":\"slow_request_ratio\","
+		    "\"threshold\":0.5,\"max_rt_ms\":100,\"open_ms\":10}},"
+		    OPEN("d", "{\"proto\":\"tcp\",\"dport\":80}") "]}");
+		uint32_t *s2 = make_slots(rs2.n);
+		struct sl_compiled c2;
+		struct port_refs q;
+
+		assert_int_equal(sl_compile(&rs2, s2, 1, 1000, &c2, err,
+					    sizeof(err)), 0);
+		q = port_at(&c2, SLUICE_SLOT_TCP, 80);
+		assert_true(q.v4 & SLUICE_REF_WATCH);
+		addr_of(4, "192.0.2.9", dst);
+		assert_int_equal(lpm_find(&c2, 4, q.v4 & ~(SLUICE_REF_WATCH |
+							   SLUICE_REF_LPM),
+					  dst),
+				 s2[rule_idx(&rs2, "d")] + 1);
+		addr_of(6, "2001:db8:9::9", dst);
+		assert_int_equal(lpm_find(&c2, 6, q.v6 & ~(SLUICE_REF_WATCH |
+							   SLUICE_REF_LPM),
+					  dst),
+				 s2[rule_idx(&rs2, "d")] + 1);
+		sl_compiled_free(&c2);
+		free(s2);
+		sl_ruleset_free(&rs2);
+	}
 
 	sl_breaker_cfg(&rs.rules[rule_idx(&rs, "slow")], &bc);
 	assert_int_equal(bc.strategy, SLUICE_BRK_SLOW_RATIO);

@@ -88,6 +88,12 @@ struct ctx {
 	} *known;
 	size_t n_known, cap_known;
 	struct sl_index index;
+	/* watch_class(): a direct answer's class, by family */
+	struct {
+		uint32_t ref;
+		uint32_t cls[2];
+	} *watch;
+	size_t n_watch;
 };
 
 static const struct sl_rule *by_rank(struct ctx *x, uint32_t rank)
@@ -468,30 +474,76 @@ static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 	return err;
 }
 
-/* The ports of the TCP slot whose connections a slow_request_ratio
- * breaker times: a client's data there looks its connection up. */
-static void watch_ports(struct ctx *x)
+/* A class for a watched port whose entry is a direct answer (a rule, or
+ * none): its /0 holds the answer. One per answer and family. */
+static int watch_class(struct ctx *x, uint32_t ref, int f, uint32_t *cls)
 {
-	uint32_t *port = x->out->port;
+	struct sl_prefix all = { .family = f ? AF_INET6 : AF_INET };
+	size_t m;
 
-	for (size_t i = 0; i < x->rs->n; i++) {
+	for (m = 0; m < x->n_watch; m++)
+		if (x->watch[m].ref == ref)
+			break;
+	if (m == x->n_watch) {
+		void *p = realloc(x->watch, (m + 1) * sizeof(*x->watch));
+
+		if (!p)
+			return -ENOMEM;
+		x->watch = p;
+		x->watch[m].ref = ref;
+		x->watch[m].cls[0] = x->watch[m].cls[1] = 0;
+		x->n_watch++;
+	}
+	if (!x->watch[m].cls[f]) {
+		x->watch[m].cls[f] = x->next_class++;
+		if (ref) {
+			int err = add_lpm(x, all.family, x->watch[m].cls[f],
+					  &all, ref);
+
+			if (err)
+				return err;
+		}
+	}
+	*cls = x->watch[m].cls[f];
+	return 0;
+}
+
+/*
+ * The ports of the TCP slot whose connections a slow_request_ratio
+ * breaker times: a client's data there looks its connection up. Their
+ * entries become classes marked SLUICE_REF_WATCH, so that only packets
+ * already on the tries' path test the mark.
+ */
+static int watch_ports(struct ctx *x)
+{
+	uint32_t *port = x->out->port, cls = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < x->rs->n && !err; i++) {
 		const struct sl_rule *r = &x->rs->rules[i];
 		uint32_t lo = r->dport_lo, hi = lo ? r->dport_hi : 65535;
-		bool v4 = rule_in_family(r, AF_INET);
-		bool v6 = rule_in_family(r, AF_INET6);
 
 		if (!r->breaker.enabled ||
 		    r->breaker.strategy != SL_BRK_SLOW_RATIO)
 			continue;
-		for (uint32_t p = lo; p <= hi; p++) {
-			if (v4)
-				port[sluice_port_key(4, SLUICE_SLOT_TCP, p)] |=
-					SLUICE_REF_WATCH;
-			if (v6)
-				port[sluice_port_key(6, SLUICE_SLOT_TCP, p)] |=
-					SLUICE_REF_WATCH;
+		for (uint32_t p = lo; p <= hi && !err; p++) {
+			for (int f = 0; f < 2 && !err; f++) {
+				int af = f ? AF_INET6 : AF_INET;
+				uint32_t *ref = &port[sluice_port_key(
+				    f ? 6 : 4, SLUICE_SLOT_TCP, p)];
+
+				if (!rule_in_family(r, af) ||
+				    *ref & SLUICE_REF_WATCH)
+					continue;
+				if (!(*ref & SLUICE_REF_LPM)) {
+					err = watch_class(x, *ref, f, &cls);
+					*ref = SLUICE_REF_LPM | cls;
+				}
+				*ref |= SLUICE_REF_WATCH;
+			}
 		}
 	}
+	return err;
 }
 
 /*
@@ -561,7 +613,7 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 			break;
 	}
 	if (!ret)
-		watch_ports(&x);
+		ret = watch_ports(&x);
 	out->n_classes = x.next_class - class_base;
 	if (!ret && out->n_classes >= SLUICE_REF_WATCH) {
 		/* unreachable while the tries bound the classes */
@@ -574,6 +626,7 @@ out:
 	for (size_t i = 0; i < x.n_known; i++)
 		free(x.known[i].ranks);
 	free(x.known);
+	free(x.watch);
 	sl_index_free(&x.index);
 	free(x.order);
 	free(ranks);
