@@ -293,7 +293,7 @@ static __always_inline int breaker_rst(struct xdp_md *ctx)
  * breaker_conns remembers the TCP connections of breaker rules from the
  * SYN that passed the breaker to its answer (slow_request_ratio: to the
  * response, below): SLUICE_BRK_CONNS entries (16384 of a 40-byte key
- * and a 40-byte value: 2.25 MiB as the kernel counts it, allocated at
+ * and a 24-byte value: 2.0 MiB as the kernel counts it, allocated at
  * load whether or not a rule has a breaker). An answered SYN's entry is
  * deleted, so the map holds the SYNs still waiting. A SYN sent again
  * with the same sequence number (a client's retransmission, about 1 s
@@ -374,7 +374,7 @@ static __always_inline enum syn_seen syn_seen(struct xdp_md *ctx, __u32 slot,
 		return SYN_OTHER;
 	*isn = th->seq;
 	c = bpf_map_lookup_elem(&breaker_conns, k);
-	if (!c || c->slot != slot || c->isn != *isn || c->epoch != s)
+	if (!c || c->slot != slot || c->isn != *isn || c->epoch != (__u32)s)
 		return SYN_NEW;
 	/* counted before, or answered (its SYN-ACK lost on the way) */
 	if (c->flags & (SLUICE_CONN_TIMED_OUT | SLUICE_CONN_SYN_ACKED))
@@ -384,12 +384,9 @@ static __always_inline enum syn_seen syn_seen(struct xdp_md *ctx, __u32 slot,
 }
 
 static __always_inline void syn_remember(const struct sluice_conn_key *k,
-					 __u32 isn, __u32 slot, __u64 s,
-					 __u64 now)
+					 __u32 isn, __u32 slot, __u64 s)
 {
-	struct sluice_conn c = {
-		.syn_ns = now, .epoch = s, .slot = slot, .isn = isn,
-	};
+	struct sluice_conn c = { .epoch = s, .slot = slot, .isn = isn };
 
 	bpf_map_update_elem(&breaker_conns, k, &c, BPF_ANY);
 }
@@ -440,11 +437,12 @@ static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
 /*
  * Count an answer (enum sluice_breaker_answer) to a request of a
  * breaker. epoch, when known, is the breaker's state word when the
- * request passed: in half-open only a probe's answer decides.
+ * request passed (its low 32 bits): in half-open only a probe's answer
+ * decides.
  */
 static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
 				      struct sluice_breaker *st, __u32 kind,
-				      const __u64 *epoch, __u64 now)
+				      const __u32 *epoch, __u64 now)
 {
 	__u64 s, answers, errors;
 
@@ -471,7 +469,7 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
 			brk_move(st, s, SLUICE_BRK_OPEN, now);
 		return;
 	case SLUICE_BRK_HALF_OPEN:
-		if (epoch && *epoch != s)
+		if (epoch && *epoch != (__u32)s)
 			return;
 		if (kind != SLUICE_ANS_OK) {
 			__sync_fetch_and_add(&st->probe_failure, 1);
@@ -516,8 +514,8 @@ __noinline int breaker_segment(struct xdp_md *ctx)
 	struct sluice_breaker *st;
 	struct sluice_conn *c;
 	struct tcphdr *th;
-	__u64 now, req, epoch;
-	__u32 slot;
+	__u64 now, req;
+	__u32 slot, epoch;
 	__s32 len;
 	__u8 end;
 
@@ -563,8 +561,8 @@ static __always_inline void breaker_response(const struct sluice_conn_key *k,
 	const struct sluice_breaker_cfg *cfg;
 	struct sluice_breaker *st;
 	struct sluice_conn *c;
-	__u64 now, req, epoch;
-	__u32 slot;
+	__u32 slot, epoch;
+	__u64 now, req;
 
 	c = bpf_map_lookup_elem(&breaker_conns, k);
 	if (!c)
@@ -612,7 +610,7 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 	struct sluice_conn_key k = {};
 	struct sluice_breaker *st;
 	enum syn_seen seen = SYN_OTHER;
-	__u32 isn = 0;
+	__u32 isn = 0, epoch;
 	__u64 s, now;
 
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
@@ -628,10 +626,11 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 			return -1;
 		}
 		seen = syn_seen(ctx, slot, s, &k, &isn);
+		epoch = s;
 		if (seen == SYN_AGAIN)
-			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &s, now);
+			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &epoch, now);
 		else if (seen == SYN_NEW)
-			syn_remember(&k, isn, slot, s, now);
+			syn_remember(&k, isn, slot, s);
 		return -1;
 	}
 	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_OPEN) {
@@ -652,14 +651,15 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 		seen = syn_seen(ctx, slot, s, &k, &isn);
 		/* a probe's retransmission: its first copy got no answer */
 		if (seen == SYN_AGAIN) {
-			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &s, now);
+			epoch = s;
+			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &epoch, now);
 			goto fail;
 		}
 	}
 	if (__sync_fetch_and_add(&st->probes_left, -1) > 0) {
 		__sync_fetch_and_add(&st->probes_passed, 1);
 		if (seen == SYN_NEW)
-			syn_remember(&k, isn, slot, s, now);
+			syn_remember(&k, isn, slot, s);
 		return -1;
 	}
 fail:
@@ -853,7 +853,7 @@ static __always_inline void breaker_answer(__u32 slot, __u32 kind,
 	struct sluice_breaker *st;
 	struct sluice_conn *c;
 	bool known = false, timed_out;
-	__u64 epoch;
+	__u32 epoch;
 
 	cfg = bpf_map_lookup_elem(&breaker_cfg, &slot);
 	st = bpf_map_lookup_elem(&rule_breaker, &slot);

@@ -358,16 +358,18 @@ struct sluice_conn_key {
 #define SLUICE_CONN_TIMED_OUT (1u << 0) /* its retransmission counted */
 #define SLUICE_CONN_SYN_ACKED (1u << 1) /* a slow ratio's, kept after it */
 
-/* What the breaker remembers of it, from its SYN on. */
+/* What the breaker remembers of it, from its SYN on (small: the XDP
+ * functions that build one have a stack of 96 bytes beside the
+ * program's, within 6.1's 512). */
 struct sluice_conn {
-	__u64 syn_ns;		/* when its SYN passed the breaker */
 	/* slow_request_ratio: its first request byte; 0 before */
 	__u64 req_ns;
-	__u64 epoch;		/* the breaker's state word then */
+	/* the breaker's state word when its SYN passed, low 32 bits: the
+	 * state and 2^30 transitions */
+	__u32 epoch;
 	__u32 slot;
 	__u32 isn;		/* the SYN's sequence number */
 	__u32 flags;		/* SLUICE_CONN_* */
-	__u32 pad;
 };
 
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
