@@ -20,6 +20,7 @@ struct rule_row {
 	enum sl_grade grade;
 	bool per_source;
 	bool warming;
+	bool shedding; /* a "system" rule below count */
 	uint64_t threshold;
 	int flow; /* index into the scrape's flows; -1: not a synced flow */
 };
@@ -88,6 +89,7 @@ static int copy_locked(const struct sl_agent_metrics_src *src,
 		row->flow = -1;
 		err = sl_dp_rule_threshold(dp, i, &row->threshold,
 					   &row->warming);
+		row->shedding = sl_guard_shedding(src->guard, dp->slots[i]);
 	}
 	if (!err && src->cluster)
 		sl_cluster_info(src->cluster, s->flows, s->sess, s->cap,
@@ -287,7 +289,7 @@ static enum sl_threshold_source source_of(const struct scrape *s,
 	return sl_threshold_source_of(r->flow >= 0,
 				      r->flow >= 0 ? s->flows[r->flow].state
 						   : SL_LEASE_FALLBACK,
-				      r->warming);
+				      r->warming, r->shedding);
 }
 
 static void put_agent(struct sl_metrics *m, const struct scrape *s,
