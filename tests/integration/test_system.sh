@@ -39,7 +39,8 @@ guard='{"rules":[{"name":"web","match":{"proto":"tcp","dport":8080},"grade":"cps
 echo "$plain" >"$NETNS_TMP/plain.json"
 echo "$guard" >"$NETNS_TMP/guard.json"
 
-sluice_start agent --rules "$NETNS_TMP/plain.json" ||
+MPORT=9474
+sluice_start agent --rules "$NETNS_TMP/plain.json" --metrics 127.0.0.1:$MPORT ||
 	{ echo "Bail out! the agent did not start"; exit 1; }
 netns_bg "$NS_RX" srv python3 "$LOAD" serve $PORT $N 128
 netns_wait_ready srv 5 || { echo "Bail out! server"; exit 1; }
@@ -94,6 +95,8 @@ state=$(sys_field state)
 signal=$(sys_field signal)
 source=$(sluice_cli stats -j | sluice_json "d['rules'][0]['threshold_source']")
 thr=$(sys_field threshold)
+scrape=$(ip netns exec "$NS_RX" curl -s http://127.0.0.1:$MPORT/metrics)
+text=$(sluice_cli status | grep '^system ')
 wait $RUNPID
 read -r qmax qmed nsamp <<<"$(queue_stats guard 1 12)"
 read -r q0 _ _ <<<"$(queue_stats guard 0 1)"
@@ -112,6 +115,18 @@ echo "# system accept_queue $TARGET: queue median $qmed, largest $qmax after the
 check "$([ "$state" = shedding ] && [ "$signal" = accept_queue ] &&
 	[ "$source" = adaptive ]; echo $?)" \
 	"under 5 N: status says shedding on accept_queue, stats the source adaptive ($state, $signal, $source)"
+m_shed=$(grep -c '^sluice_system_shedding{rule="web",signal="accept_queue"} 1$' <<<"$scrape")
+m_src=$(grep -c '^sluice_rule_threshold_source{rule="web",source="adaptive"} 1$' <<<"$scrape")
+m_q=$(sed -n 's/^sluice_system_accept_queue{rule="web"} //p' <<<"$scrape")
+m_rate=$(sed -n 's/^sluice_system_service_rate{rule="web"} //p' <<<"$scrape")
+check "$([ "$m_shed" = 1 ] && [ "$m_src" = 1 ] && [ -n "$m_q" ] &&
+	python3 -c "import sys; sys.exit(0 if 0.8 * $N <= $m_rate <= 1.2 * $N else 1)"; echo $?)" \
+	"metrics: sluice_system_shedding accept_queue 1, threshold source adaptive, queue $m_q, service rate $m_rate (N $N)"
+lint=$(promtool check metrics <<<"$scrape" 2>&1 | grep -iE 'system|host_')
+check "$([ -z "$lint" ]; echo $?)" \
+	"promtool check metrics: nothing to say about the system families${lint:+: $lint}"
+check "$([[ "$text" == "system web: shedding (accept_queue)"* ]]; echo $?)" \
+	"sluice status: ${text:-no system line}"
 check "$([ "$qmax" -lt $TARGET ]; echo $?)" \
 	"the accept queue stays below its target $TARGET from 1 s after the load starts (largest $qmax)"
 check "$(python3 -c "print(0 if $worst <= 0.10 else 1)")" \

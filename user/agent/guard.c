@@ -22,6 +22,7 @@ struct entry {
 	struct sl_sys_sample last; /* for status */
 	uint64_t backlog;
 	uint64_t passed, blocked;  /* read under dp_lock for the step */
+	uint64_t sheds;
 };
 
 struct sl_guard {
@@ -149,6 +150,7 @@ static void step_all(struct sl_guard *g, uint64_t now)
 		e->last = s;
 		__atomic_store_n(&g->shedding[e->slot], e->ctl.shedding,
 				 __ATOMIC_RELAXED);
+		e->sheds += e->ctl.shedding && !was;
 		log_change(e, was);
 	}
 	pthread_mutex_unlock(&g->lock);
@@ -257,6 +259,30 @@ bool sl_guard_shedding(const struct sl_guard *g, uint32_t slot)
 {
 	return g && slot < SLUICE_MAX_RULE_SLOTS &&
 	       __atomic_load_n(&g->shedding[slot], __ATOMIC_RELAXED);
+}
+
+size_t sl_guard_info(struct sl_guard *g, struct sl_guard_info *out,
+		     size_t max)
+{
+	size_t n;
+
+	if (!g)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	n = g->n;
+	for (size_t k = 0; k < n && k < max; k++) {
+		const struct entry *e = &g->e[k];
+
+		memcpy(out[k].name, e->rule.name, sizeof(out[k].name));
+		out[k].shedding = e->ctl.shedding;
+		out[k].why = e->ctl.why;
+		out[k].sheds = e->sheds;
+		out[k].service = e->ctl.shedding ? e->ctl.service : 0;
+		out[k].queue = e->rule.system.accept_queue ? e->last.queue : -1;
+		out[k].host = e->last;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return n;
 }
 
 /* A signal as sampled, or null where the host does not have it. */

@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "adaptive.h"
 #include "loader.h"
 
 #ifndef SL_GUARD_LEASE_MS
@@ -40,5 +41,20 @@ bool sl_guard_shedding(const struct sl_guard *g, uint32_t slot);
 
 /* status's "system": one object per rule with a "system". */
 cJSON *sl_guard_status(struct sl_guard *g);
+
+/* What metrics show of one rule with a "system". */
+struct sl_guard_info {
+	char name[SL_NAME_MAX + 1];
+	bool shedding;
+	enum sl_adapt_signal why; /* while shedding */
+	uint64_t sheds;		  /* times shedding started */
+	double service;		  /* while shedding; 0: not measured */
+	int64_t queue;		  /* -1: not watched, or nothing listens */
+	struct sl_sys_sample host; /* the host's signals as last sampled */
+};
+
+/* Up to max rules' info into out; returns how many there are. */
+size_t sl_guard_info(struct sl_guard *g, struct sl_guard_info *out,
+		     size_t max);
 
 #endif
