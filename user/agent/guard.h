@@ -49,7 +49,7 @@ struct sl_guard_info {
 	enum sl_adapt_signal why; /* while shedding */
 	uint64_t sheds;		  /* times shedding started */
 	double service;		  /* while shedding; 0: not measured */
-	int64_t queue;		  /* -1: not watched, or nothing listens */
+	int64_t queue;		  /* -1: not watched, or none listens */
 	struct sl_sys_sample host; /* the host's signals as last sampled */
 };
 

@@ -100,13 +100,13 @@ static double cpu_limit(struct sl_adaptive *c, const struct sl_rule *r,
 			bool hot, bool calm)
 {
 	const struct sl_system *y = &r->system;
+	const uint64_t hold_ns = SL_ADAPT_MD_HOLD_MS * 1000000ULL;
 
 	if (!y->cpu_pressure && !y->softirq && !y->load)
 		return HUGE_VAL;
 	if (!c->cpu_limit)
 		c->cpu_limit = r->count;
-	if (hot && (!c->cut_ns ||
-		    s->now_ns - c->cut_ns >= SL_ADAPT_MD_HOLD_MS * 1000000ULL)) {
+	if (hot && (!c->cut_ns || s->now_ns - c->cut_ns >= hold_ns)) {
 		c->cpu_point = fmin(c->cpu_limit, rate);
 		c->cpu_limit = c->cpu_point * SL_ADAPT_MD;
 		c->cut_ns = s->now_ns;

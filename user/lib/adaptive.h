@@ -96,7 +96,7 @@ struct sl_adaptive {
 	enum sl_adapt_signal why; /* the signal that started it */
 	uint64_t since_ns;	  /* of the last start or end */
 	uint64_t limit;		  /* the threshold to put in force */
-	double service;		  /* the listeners' rate, /s; 0: unknown */
+	double service;		  /* the listeners' rate /s; 0: unknown */
 	double cpu_limit;	  /* AIMD's threshold; 0: none */
 	double cpu_point;	  /* what was admitted at the last cut */
 	uint64_t cut_ns;	  /* the last cut */
