@@ -35,7 +35,8 @@ bench-peers: all gen bench-bins
 bench-tokend: all $(BENCH_TOKEND)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 
-$(BENCH_TOKEND): tests/bench/bench_tokend.c $(PROG_LIBS) $(LIB)
+$(BENCH_TOKEND): tests/bench/bench_tokend.c tests/bench/redis_limiter.h \
+		$(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS)
 
 $(BENCH_DIR):
