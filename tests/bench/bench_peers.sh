@@ -16,6 +16,8 @@
 #           keep, sluice per_source, nft meter, hashlimit;
 #   cluster   tokend against Redis (INCRBY+EXPIRE, and a Lua sliding
 #           window) at the same flow updates/s: achieved rate, p50, p99;
+#           and at that load, what a fleet admits over time through a
+#           kill -9 and a restart of each (bench_failover.c);
 #   memory  sluice's map memory per rule slot and per source, agent RSS
 #           (1 and 4096 rules), tokend and redis RSS.
 # Every figure is the median, min and max over RUNS runs; drop-path
@@ -31,7 +33,10 @@
 #
 # usage: tests/bench/bench_peers.sh   (root; QUICK=1 fewer, shorter runs;
 #        PLOTS=DIR gnuplot PNGs there; OUT=FILE the tables, default
-#        build/bench-peers.md)
+#        build/bench-peers.md, with the raw results in OUT.tsv and the
+#        failover runs' bins in OUT.failover/; RUNS and the *_S
+#        durations, TOK_AGENTS and FO_* override the
+#        defaults below)
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -65,7 +70,8 @@ for t in nft iptables redis-server bpftool jq python3; do
 done
 [ -z "$PLOTS" ] || command -v gnuplot >/dev/null ||
 	die "PLOTS needs gnuplot: run 'make deps'"
-for b in xdpflood pktsend rxcount xdppass sluice bench_tokend; do
+for b in xdpflood pktsend rxcount xdppass sluice bench_tokend \
+	 bench_failover; do
 	[ -x "$BUILD/$b" ] || die "$BUILD/$b missing: run 'make all gen bench-bins'"
 done
 skip_unless_root_and_xdp "bench-peers"
@@ -448,6 +454,81 @@ for ((run = 1; run <= RUNS; run++)); do
 	done
 done
 
+# ---- 4b. cluster through a kill -9 of the server --------------------
+
+# The same load (TOK_AGENTS x TOK_FLOWS every TOK_PERIOD_MS) as simulated
+# agents that admit what their limiter allows (tests/bench/bench_failover.c),
+# each flow of count 100 x TOK_AGENTS, the fleet offering about twice that.
+# FO_KILL_S after the start (and (run - 1) / RUNS s) the server gets
+# SIGKILL, FO_DOWN_S later it starts again (empty: tokend learns for a
+# TTL, Redis has no persistence).
+FO_KILL_S=${FO_KILL_S:-5} FO_DOWN_S=${FO_DOWN_S:-3} FO_S=${FO_S:-16}
+FODIR=$NETNS_TMP/failover
+mkdir -p "$FODIR/state" "$OUT.failover"
+bench_flows "$FODIR" "$TOK_FLOWS" $((TOK_AGENTS * 100))
+FO_PID=
+fo_server()	# MODE PORT: starts it in the background, its pid in FO_PID
+{
+	if [ "$1" = tokend ]; then
+		taskset -c "$OTHER_CPU" "$SLUICE" tokend --listen "127.0.0.1:$2" \
+			--rules "$FODIR/rules.json" --state-dir "$FODIR/state" \
+			--secrets "$FODIR/secrets" \
+			--max-conns $((TOK_AGENTS + 16)) 2>>"$FODIR/tokend.log" &
+	else
+		taskset -c "$OTHER_CPU" redis-server --port "$2" \
+			--bind 127.0.0.1 --dir "$FODIR" --save '' \
+			--appendonly no --maxclients $((TOK_AGENTS + 64)) \
+			--daemonize no --logfile "$FODIR/redis.log" &
+	fi
+	FO_PID=$!
+}
+fo_server_stop()
+{
+	[ -n "$FO_PID" ] || return 0
+	kill -TERM "$FO_PID" 2>/dev/null
+	wait "$FO_PID" 2>/dev/null
+	FO_PID=
+}
+netns_on_exit fo_server_stop
+echo "# cluster through a kill -9: $RUNS runs, kill ${FO_KILL_S} s after the start, restart ${FO_DOWN_S} s later" >&2
+for ((run = 1; run <= RUNS; run++)); do
+	for mode in tokend redis redis-lua; do
+		port=$(free_port)
+		fo_server "$mode" "$port"
+		wait_port "$port" || die "$mode does not listen"
+		if [ "$mode" = tokend ]; then
+			args=(tokend "$port" "$FODIR/rules.json" "$FODIR/secrets")
+		else
+			args=("$mode" "$port" "$FODIR/rules.json")
+		fi
+		out=$OUT.failover/$mode.$run.out
+		taskset -c "$GEN_CPU" "$BUILD/bench_failover" "${args[@]}" \
+			"$TOK_AGENTS" "$TOK_PERIOD_MS" "$FO_S" >"$out" &
+		bpid=$!
+		until grep -q '^T0' "$out" 2>/dev/null; do
+			kill -0 "$bpid" 2>/dev/null || die "bench_failover failed"
+			sleep 0.01
+		done
+		t0=$(awk '$1 == "T0" { print $2 }' "$out")
+		# run k kills (k - 1) / RUNS s later: the fixed windows of
+		# the Redis counter meet the kill at a different phase each run
+		sleep "$(python3 -c "import time
+print(max(0, $t0 / 1000 + $FO_KILL_S + ($run - 1) / $RUNS - time.time()))")"
+		kill -KILL "$FO_PID"
+		t_kill=$EPOCHREALTIME
+		wait "$FO_PID" 2>/dev/null
+		FO_PID=
+		sleep "$FO_DOWN_S"
+		fo_server "$mode" "$port"
+		t_restart=$EPOCHREALTIME
+		wait "$bpid" || die "bench_failover $mode failed"
+		fo_server_stop
+		printf 'failover\t%s\trun\t%s %s %s %s\n' "$mode" "$out" "$t0" \
+			"$t_kill" "$t_restart" >>"$RES"
+	done
+	echo "# cluster through a kill -9: run $run of $RUNS done" >&2
+done
+
 # ---- 5. memory ---------------------------------------------------------
 
 # the pinned maps of a running agent: name, max_entries, bytes
@@ -494,6 +575,8 @@ with open(sys.argv[2], "a") as out:
     out.write(f"maps\ttotal\t-\t{total}\n")
 PY
 
-python3 tests/bench/bench_peers.py "$RES" "${QUICK:+QUICK}" "$PLOTS" |
+# the raw results beside the tables (bench_peers.py reads them again)
+cp "$RES" "$OUT.tsv"
+python3 tests/bench/bench_peers.py "$OUT.tsv" "${QUICK:+QUICK}" "$PLOTS" |
 	tee "$OUT"
-echo "# tables in $OUT${PLOTS:+, plots in $PLOTS}" >&2
+echo "# tables in $OUT, results in $OUT.tsv and $OUT.failover/${PLOTS:+, plots in $PLOTS}" >&2
