@@ -5,7 +5,7 @@ usage: bench_peers.py RESULTS.tsv [QUICK] [PLOT_DIR]
 RESULTS.tsv: section, config, key, value; the k-th value of a (section,
 config, key) is run k, so ratios pair values of the same run. Section
 failover: value "FILE T0_MS KILL_S RESTART_S", FILE bench_failover's
-output.
+output; tablecache: the slab caches counted.
 """
 import os
 import statistics
@@ -17,6 +17,7 @@ res, quick, plots = sys.argv[1], sys.argv[2] == "QUICK", sys.argv[3]
 vals = defaultdict(list)
 maps = []
 failover = defaultdict(list)  # limiter: [(bins, t0 ms, kill s, restart s)]
+caches = defaultdict(list)    # table config: the slab caches that grew
 for line in open(res):
     sec, cfg, key, val = line.rstrip("\n").split("\t")
     if sec == "maps":
@@ -25,6 +26,9 @@ for line in open(res):
     if sec == "failover":
         path, t0, tk, tr = val.split()
         failover[cfg].append((path, float(t0), float(tk), float(tr)))
+        continue
+    if sec == "tablecache":
+        caches[cfg].append(val)
         continue
     vals[(sec, cfg, key)].append(float(val))
 
@@ -188,6 +192,28 @@ if fo_stats:
           f"restart.")
     P("")
 
+# ---- the tables' own memory
+if any(s == "table" for s, _, _ in vals):
+    P(f"### Kernel memory per tracked source{tag}\n")
+    tlims = ["sluice", "nft-meter", "hashlimit"]
+    ns_ = sorted({int(c.rsplit("-", 1)[1]) for s, c, _ in vals
+                  if s == "table"})
+    P("Slab bytes per source (the caches that grew by half the sources "
+      "or more, / sources), and the entries each limiter reported:\n")
+    P("| sources | " + " | ".join(f"{l} bytes | {l} entries"
+                                  for l in tlims) + " |")
+    P("|---|" + "---|---|" * len(tlims))
+    for n in ns_:
+        P(f"| {n} | " + " | ".join(
+            f"{fmt(vals[('table', f'{l}-{n}', 'slab_bytes')], '{:.0f}')} | "
+            f"{fmt(vals[('table', f'{l}-{n}', 'entries')])}"
+            for l in tlims) + " |")
+    P("\nThe caches counted (each run's):\n")
+    for l in tlims:
+        seen = sorted({c for n in ns_ for c in caches[f"{l}-{n}"]})
+        P(f"- {l}: {', '.join(seen)}")
+    P("")
+
 # ---- memory
 P(f"### Memory{tag}\n")
 P("| what | RSS KiB |")
@@ -198,7 +224,8 @@ P("")
 rule_bytes = sum(b for name, _, b in maps if name.startswith("rule_"))
 P(f"Kernel memory per rule slot (the rule_* maps, preallocated for "
   f"8192 slots): {rule_bytes / 8192:.0f} bytes; per tracked source "
-  f"(src_table's usage before and after 1000 new sources): "
+  f"(src_table's usage as bpftool reports it, before and after the "
+  f"sources of the table above): "
   f"{fmt(vals[('memory', 'per-source', 'bytes')])} bytes; all maps: "
   f"{sum(b for n, _, b in maps if n == 'total') / 2**20:.1f} MiB.\n")
 if maps:
