@@ -11,7 +11,7 @@ CFLAGS    ?= -O2 -g
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -std=gnu11 -D_GNU_SOURCE
 DEPFLAGS  := -MMD -MP
 LDLIBS    += -lbpf -lelf -lz -lcjson -lcrypto -lsystemd -lmicrohttpd -lcurl \
-	     -lncurses -lm -lpthread
+	     -lncurses -lmnl -lm -lpthread
 
 BPF_CFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall -Wno-unused-function \
 	      $(ARCH_INC) -Ibpf $(BPF_EXTRA)
@@ -53,7 +53,7 @@ DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    iproute2 libclang-rt-14-dev python3 jq redis-server scdoc man-db \
 	    bsdextrautils systemd python3-yaml libmicrohttpd-dev prometheus \
 	    curl libncurses-dev tmux libcurl4-openssl-dev etcd-server \
-	    etcd-client nftables iptables gnuplot-nox
+	    etcd-client nftables iptables gnuplot-nox libmnl-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \

@@ -11,13 +11,14 @@ BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
 BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
 BENCH_XDP   := $(BUILD)/bench_xdp
 BENCH_TOKEND := $(BUILD)/bench_tokend
+BENCH_FAILOVER := $(BUILD)/bench_failover
 BENCH_VETH  := $(BUILD)/bench_veth
 ADMIT_SHAPE := $(BUILD)/admit_shape
 BENCH_GC    := $(BUILD)/bench_gc
 
 .PHONY: bench bench-bins bench-tokend bench-peers
 bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE) \
-	    $(BENCH_GC)
+	    $(BENCH_GC) $(BENCH_FAILOVER)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
@@ -35,8 +36,14 @@ bench-peers: all gen bench-bins
 bench-tokend: all $(BENCH_TOKEND)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 
-$(BENCH_TOKEND): tests/bench/bench_tokend.c $(PROG_LIBS) $(LIB)
+$(BENCH_TOKEND): tests/bench/bench_tokend.c tests/bench/redis_limiter.h \
+		$(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS)
+
+# a fleet through a kill -9 of tokend or Redis (bench_peers.sh)
+$(BENCH_FAILOVER): tests/bench/bench_failover.c tests/bench/redis_limiter.h \
+		$(LIB)
+	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BENCH_DIR):
 	mkdir -p $@

@@ -16,8 +16,13 @@
 #           keep, sluice per_source, nft meter, hashlimit;
 #   cluster   tokend against Redis (INCRBY+EXPIRE, and a Lua sliding
 #           window) at the same flow updates/s: achieved rate, p50, p99;
+#           and at that load, what a fleet admits over time through a
+#           kill -9 and a restart of each (bench_failover.c);
 #   memory  sluice's map memory per rule slot and per source, agent RSS
-#           (1 and 4096 rules), tokend and redis RSS.
+#           (1 and 4096 rules), tokend and redis RSS;
+#   tables  the kernel's slab memory per tracked source of sluice
+#           per_source, an nft meter and an iptables hashlimit table with
+#           1000, 10000 and 100000 sources.
 # Every figure is the median, min and max over RUNS runs; drop-path
 # figures are also given as ratios to the bare XDP_DROP of the same run.
 #
@@ -31,7 +36,10 @@
 #
 # usage: tests/bench/bench_peers.sh   (root; QUICK=1 fewer, shorter runs;
 #        PLOTS=DIR gnuplot PNGs there; OUT=FILE the tables, default
-#        build/bench-peers.md)
+#        build/bench-peers.md, with the raw results in OUT.tsv and the
+#        failover runs' bins in OUT.failover/; RUNS and the *_S
+#        durations, TOK_AGENTS, FO_*, TABLE_SOURCES override the
+#        defaults below)
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -65,7 +73,8 @@ for t in nft iptables redis-server bpftool jq python3; do
 done
 [ -z "$PLOTS" ] || command -v gnuplot >/dev/null ||
 	die "PLOTS needs gnuplot: run 'make deps'"
-for b in xdpflood pktsend rxcount xdppass sluice bench_tokend; do
+for b in xdpflood pktsend rxcount xdppass sluice bench_tokend \
+	 bench_failover; do
 	[ -x "$BUILD/$b" ] || die "$BUILD/$b missing: run 'make all gen bench-bins'"
 done
 skip_unless_root_and_xdp "bench-peers"
@@ -448,6 +457,84 @@ for ((run = 1; run <= RUNS; run++)); do
 	done
 done
 
+# ---- 4b. cluster through a kill -9 of the server --------------------
+
+# The same load (TOK_AGENTS x TOK_FLOWS every TOK_PERIOD_MS) as simulated
+# agents that admit what their limiter allows (tests/bench/bench_failover.c),
+# each flow of count 100 x TOK_AGENTS, the fleet offering about twice that.
+# FO_KILL_S after the start (and (run - 1) / RUNS s) the server gets
+# SIGKILL, FO_DOWN_S later it starts again (empty: tokend learns for a
+# TTL, Redis has no persistence).
+FO_KILL_S=${FO_KILL_S:-5} FO_DOWN_S=${FO_DOWN_S:-3} FO_S=${FO_S:-16}
+FODIR=$NETNS_TMP/failover
+mkdir -p "$FODIR/state" "$OUT.failover"
+bench_flows "$FODIR" "$TOK_FLOWS" $((TOK_AGENTS * 100))
+FO_PID=
+fo_server()	# MODE PORT: starts it in the background, its pid in FO_PID
+{
+	if [ "$1" = tokend ]; then
+		taskset -c "$OTHER_CPU" "$SLUICE" tokend \
+			--listen "127.0.0.1:$2" --rules "$FODIR/rules.json" \
+			--state-dir "$FODIR/state" --secrets "$FODIR/secrets" \
+			--max-conns $((TOK_AGENTS + 16)) 2>>"$FODIR/tokend.log" &
+	else
+		taskset -c "$OTHER_CPU" redis-server --port "$2" \
+			--bind 127.0.0.1 --dir "$FODIR" --save '' \
+			--appendonly no --maxclients $((TOK_AGENTS + 64)) \
+			--daemonize no --logfile "$FODIR/redis.log" &
+	fi
+	FO_PID=$!
+}
+fo_server_stop()
+{
+	[ -n "$FO_PID" ] || return 0
+	kill -TERM "$FO_PID" 2>/dev/null
+	wait "$FO_PID" 2>/dev/null
+	FO_PID=
+}
+netns_on_exit fo_server_stop
+echo "# cluster through a kill -9: $RUNS runs, kill ${FO_KILL_S} s after" \
+	"the start, restart ${FO_DOWN_S} s later" >&2
+for ((run = 1; run <= RUNS; run++)); do
+	for mode in tokend redis redis-lua; do
+		port=$(free_port)
+		fo_server "$mode" "$port"
+		wait_port "$port" || die "$mode does not listen"
+		if [ "$mode" = tokend ]; then
+			args=(tokend "$port" "$FODIR/rules.json"
+			      "$FODIR/secrets")
+		else
+			args=("$mode" "$port" "$FODIR/rules.json")
+		fi
+		out=$OUT.failover/$mode.$run.out
+		taskset -c "$GEN_CPU" "$BUILD/bench_failover" "${args[@]}" \
+			"$TOK_AGENTS" "$TOK_PERIOD_MS" "$FO_S" >"$out" &
+		bpid=$!
+		until grep -q '^T0' "$out" 2>/dev/null; do
+			kill -0 "$bpid" 2>/dev/null ||
+				die "bench_failover failed"
+			sleep 0.01
+		done
+		t0=$(awk '$1 == "T0" { print $2 }' "$out")
+		# run k kills (k - 1) / RUNS s later: the fixed windows of
+		# the Redis counter meet the kill at a different phase each run
+		sleep "$(python3 -c "import time
+print(max(0, $t0 / 1000 + $FO_KILL_S + ($run - 1) / $RUNS - time.time()))")"
+		kill -KILL "$FO_PID"
+		t_kill=$EPOCHREALTIME
+		wait "$FO_PID" 2>/dev/null
+		FO_PID=
+		sleep "$FO_DOWN_S"
+		fo_server "$mode" "$port"
+		t_restart=$EPOCHREALTIME
+		wait "$bpid" || die "bench_failover $mode failed"
+		fo_server_stop
+		printf 'failover\t%s\trun\t%s %s %s %s\n' "$mode" "$out" "$t0" \
+			"$t_kill" "$t_restart" >>"$RES"
+	done
+	echo "# cluster through a kill -9: run $run of $RUNS done" >&2
+done
+
 # ---- 5. memory ---------------------------------------------------------
 
 # the pinned maps of a running agent: name, max_entries, bytes
@@ -460,25 +547,18 @@ map_memory()
 			jq -r '"\(.name) \(.max_entries) \(.bytes_memlock // 0)"'
 	done
 }
+# src_table's usage (bpftool's memlock is the map's memory usage on 5.19+)
+src_bytes() { map_memory | awk '$1 == "src_table" { print $3 }'; }
 python3 - >"$NETNS_TMP/4096.json" <<'PY'
 import json
 print(json.dumps({"rules": [{"name": "r%d" % i, "match": {"proto": "udp",
     "dport": 20000 + i}, "grade": "pps", "count": 1000 + i}
     for i in range(4096)]}))
 PY
-src_bytes() { map_memory | awk '$1 == "src_table" { print $3 }'; }
 for ((run = 1; run <= RUNS; run++)); do
 	receiver_up sluice "$SRC_RULE"
 	record memory agent-1-rule rss_kb "$(rss_kb "${NETNS_PID[agent]}")"
 	map_memory >"$NETNS_TMP/maps.txt"
-	# a source's kernel memory: the table's usage (bpftool's memlock is
-	# the map's memory usage on 5.19+) before and after 1000 new sources
-	b0=$(src_bytes)
-	TX "$BUILD/pktsend" --dev veth-tx --dst-mac "$RX_MAC" --src 198.18.16.0 \
-		--sources 1000 --count 1000 --rate 20000 --dport 9000 >/dev/null 2>&1
-	sleep 0.2
-	b1=$(src_bytes)
-	record memory per-source bytes $(((b1 - b0) / 1000))
 	receiver_down
 	receiver_up sluice "$NETNS_TMP/4096.json"
 	record memory agent-4096-rules rss_kb "$(rss_kb "${NETNS_PID[agent]}")"
@@ -494,6 +574,88 @@ with open(sys.argv[2], "a") as out:
     out.write(f"maps\ttotal\t-\t{total}\n")
 PY
 
-python3 tests/bench/bench_peers.py "$RES" "${QUICK:+QUICK}" "$PLOTS" |
+# ---- 6. each limiter's own table: kernel memory per tracked source ----
+
+# N sources sending 1 packet/s each, every source allowed 2/s: sluice
+# per_source (count 2, so that one packet is the count / 2 that takes an
+# entry past the sketch tier), nftables `meter` (a dynamic set with a
+# limit per element), iptables `hashlimit` (mode srcip). The kernel's slab
+# usage (/proc/slabinfo: active objects x object size) before the sources
+# and while all of them send; a cache that holds an object per source
+# grows by N objects, so only the caches that grew by N/2 or more are
+# counted (the machine's other work moves the rest). Hash bucket arrays
+# are allocated per table, not per source, and not from the slab caches.
+slab_snapshot() { cat /proc/slabinfo >"$1"; }
+slab_per_source()	# BEFORE AFTER N: "bytes-per-source cache+cache"
+{
+	python3 - "$@" <<'PY'
+import sys
+def read(f):
+    return {p[0]: (int(p[1]), int(p[3])) for p in
+            (l.split() for l in open(f)) if len(p) > 3 and p[1].isdigit()}
+a, b, n = read(sys.argv[1]), read(sys.argv[2]), int(sys.argv[3])
+grew = {k: (b[k][0] - a.get(k, (0, 0))[0], b[k][1]) for k in b}
+per = {k: d for k, d in grew.items() if d[0] >= n / 2}
+total = sum(d * size for d, size in per.values())
+print(f"{total / n:.1f}", "+".join(sorted(per)) or "-")
+PY
+}
+table_up()	# LIMITER
+{
+	case $1 in
+	sluice) receiver_up sluice "$(rules_file table '{"proto":"udp","dport":9000}' 2 \
+			',"per_source":{"max_sources":262143}')" ;;
+	nft-meter) receiver_up xdp-pass
+		nft_up ingress "udp dport 9000 meter m size 262144 { ip saddr limit rate over 2/second } drop" 9000 ;;
+	hashlimit) receiver_up xdp-pass
+		ipt_up "-p udp --dport 9000 -m hashlimit --hashlimit-above 2/sec --hashlimit-mode srcip --hashlimit-name table --hashlimit-htable-max 262144" 9000 ;;
+	esac
+}
+table_entries()	# LIMITER: the sources it tracks, as it says
+{
+	case $1 in
+	sluice) sluice_cli stats -j | jq '.rules[0].sources' ;;
+	nft-meter) RX nft list meter netdev peers m |
+			grep -oE '198\.1[89]\.[0-9]+\.[0-9]+ limit' | wc -l ;;
+	hashlimit) RX cat /proc/net/ipt_hashlimit/table | wc -l ;;
+	esac
+}
+TABLE_SOURCES=${TABLE_SOURCES:-1000 10000 100000}
+echo "# tables: $RUNS runs, sources $TABLE_SOURCES" >&2
+for ((run = 1; run <= RUNS; run++)); do
+	for n in $TABLE_SOURCES; do
+		for lim in sluice nft-meter hashlimit; do
+			table_up "$lim"
+			[ "$lim" = sluice ] && m0=$(src_bytes)
+			sleep 0.5
+			slab_snapshot "$NETNS_TMP/slab.0"
+			TX "$BUILD/pktsend" --dev veth-tx --dst-mac "$RX_MAC" \
+				--src 198.18.16.0 --sources "$n" --rate "$n" \
+				--dport 9000 --duration 4 --cpu "$GEN_CPU" \
+				>/dev/null 2>&1 &
+			gen=$!
+			sleep 3
+			slab_snapshot "$NETNS_TMP/slab.1"
+			[ "$lim" = sluice ] && m1=$(src_bytes)
+			entries=$(table_entries "$lim")
+			wait "$gen"
+			read -r per caches < <(slab_per_source \
+				"$NETNS_TMP/slab.0" "$NETNS_TMP/slab.1" "$n")
+			record table "$lim-$n" entries "${entries:-0}"
+			record table "$lim-$n" slab_bytes "$per"
+			printf 'tablecache\t%s\tcaches\t%s\n' "$lim-$n" \
+				"$caches" >>"$RES"
+			[ "$lim" = sluice ] &&
+				record memory per-source bytes $(((m1 - m0) / n))
+			receiver_down
+		done
+	done
+	echo "# tables: run $run of $RUNS done" >&2
+done
+
+# the raw results beside the tables (bench_peers.py reads them again)
+cp "$RES" "$OUT.tsv"
+python3 tests/bench/bench_peers.py "$OUT.tsv" "${QUICK:+QUICK}" "$PLOTS" |
 	tee "$OUT"
-echo "# tables in $OUT${PLOTS:+, plots in $PLOTS}" >&2
+msg="# tables in $OUT, results in $OUT.tsv and $OUT.failover/"
+echo "$msg${PLOTS:+, plots in $PLOTS}" >&2

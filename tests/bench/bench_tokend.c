@@ -4,8 +4,7 @@
  * connections, each syncing FLOWS flows every PERIOD ms, staggered evenly;
  * or the same load as a Redis counter per flow (INCRBY + EXPIRE,
  * pipelined per sync), or as the usual Redis limiter, a Lua sliding
- * window (two fixed windows, the previous one weighted by how much of it
- * the sliding window still covers), one EVALSHA per flow, pipelined.
+ * window (redis_limiter.h), one EVALSHA per flow, pipelined.
  * Prints achieved flow updates/s and the latency of each sync (request
  * written to last answer byte read).
  *
@@ -29,6 +28,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "redis_limiter.h"
 
 #define WARMUP_S 2
 #define BUF_MAX	 (SL_PROTO_MAX_FRAME * 2)
@@ -47,20 +47,6 @@ struct agent {
 
 static bool redis, lua;
 static char lua_sha[41];
-
-/* KEYS[1] flow; ARGV now_ms, window_ms, limit, cost: 1 admitted, 0 not */
-static const char lua_script[] =
-	"local now, win = tonumber(ARGV[1]), tonumber(ARGV[2]) "
-	"local cur = math.floor(now / win) "
-	"local k1 = KEYS[1] .. ':' .. cur "
-	"local prev = tonumber(redis.call('GET', KEYS[1] .. ':' .. (cur - 1)) "
-	"or '0') "
-	"local c1 = tonumber(redis.call('GET', k1) or '0') "
-	"local w = (win - now % win) / win "
-	"if prev * w + c1 + tonumber(ARGV[4]) > tonumber(ARGV[3]) then "
-	"return 0 end "
-	"redis.call('INCRBY', k1, ARGV[4]) "
-	"redis.call('PEXPIRE', k1, 2 * win) return 1";
 static unsigned int n_agents, n_flows;
 static struct agent *agents;
 static uint8_t *out;
@@ -221,7 +207,8 @@ static void lua_load(struct agent *a)
 
 	len = sprintf((char *)out, "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"
 				    "$%zu\r\n%s\r\n",
-		      strlen(lua_script), lua_script);
+		      strlen(redis_sliding_window_lua),
+		      redis_sliding_window_lua);
 	send_all(a->fd, out, len);
 	/* "$40\r\n" + 40 hex digits + "\r\n" */
 	while (got < 47) {

@@ -24,15 +24,16 @@ wait_port() # PORT
 	return 1
 }
 
-# DIR/rules.json with N global flows of namespace bench, DIR/secrets.
-bench_flows() # DIR N
+# DIR/rules.json with N global flows of namespace bench, each of COUNT
+# (default 1000000) with the default fallback (share), DIR/secrets.
+bench_flows() # DIR N [COUNT]
 {
-	python3 - "$2" >"$1/rules.json" <<'PY'
+	python3 - "$2" "${3:-1000000}" >"$1/rules.json" <<'PY'
 import json, sys
-n = int(sys.argv[1])
+n, count = int(sys.argv[1]), int(sys.argv[2])
 print(json.dumps({"rules": [{"name": "f%d" % i,
     "match": {"proto": "udp", "dport": 1000 + i}, "grade": "pps",
-    "count": 1000000, "cluster": {"namespace": "bench", "flow_id": i + 1,
+    "count": count, "cluster": {"namespace": "bench", "flow_id": i + 1,
     "threshold_type": "global"}} for i in range(n)]}))
 PY
 	(umask 077 && echo "bench $BENCH_SECRET" >"$1/secrets")

@@ -71,21 +71,32 @@ static uint64_t to_cluster(struct sl_lease *l, const struct sl_rule *r,
 static void test_threshold_source(void **state)
 {
 	(void)state;
-	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_CLUSTER, false),
+	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_CLUSTER, false,
+						false),
 			 SL_THRESHOLD_LEASE);
 	/* a flow's lease state decides, a warm-up ramp does not */
-	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_EXPIRED, true),
+	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_EXPIRED, true,
+						false),
 			 SL_THRESHOLD_FALLBACK);
-	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_FALLBACK, false),
+	assert_int_equal(sl_threshold_source_of(true, SL_LEASE_FALLBACK, false,
+						false),
 			 SL_THRESHOLD_FALLBACK);
-	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_CLUSTER, true),
+	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_CLUSTER, true,
+						false),
 			 SL_THRESHOLD_WARMUP);
-	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_CLUSTER, false),
+	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_CLUSTER, false,
+						false),
 			 SL_THRESHOLD_STATIC);
+	/* a system rule that sheds */
+	assert_int_equal(sl_threshold_source_of(false, SL_LEASE_FALLBACK,
+						false, true),
+			 SL_THRESHOLD_ADAPTIVE);
 	for (int k = 0; k < SL_THRESHOLD_SOURCES; k++)
 		assert_non_null(sl_threshold_source_names[k]);
 	assert_string_equal(sl_threshold_source_names[SL_THRESHOLD_WARMUP],
 			    "warmup");
+	assert_string_equal(sl_threshold_source_names[SL_THRESHOLD_ADAPTIVE],
+			    "adaptive");
 }
 
 static void test_fallback_thresholds(void **state)

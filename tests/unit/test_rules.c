@@ -1397,6 +1397,23 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		add_num(br, "probes", b->probes);
 		add_str(br, "open_action", sl_open_action_names[b->open_action]);
 	}
+	if (r->system.enabled) {
+		const struct sl_system *y = &r->system;
+		cJSON *sy = add_obj(o, "system");
+
+		if (y->accept_queue)
+			add_num(sy, "accept_queue", y->accept_queue);
+		if (y->cpu_pressure)
+			assert_non_null(cJSON_AddNumberToObject(
+			    sy, "cpu_pressure", (double)y->cpu_pressure / 1e6));
+		if (y->softirq)
+			assert_non_null(cJSON_AddNumberToObject(
+			    sy, "softirq", (double)y->softirq / 1e6));
+		if (y->load)
+			assert_non_null(cJSON_AddNumberToObject(
+			    sy, "load", (double)y->load / 1e3));
+		add_num(sy, "floor", y->floor);
+	}
 	return o;
 }
 
@@ -2230,6 +2247,133 @@ static void test_breaker_errors(void **state)
 	}
 }
 
+#define CPS "\"grade\": \"cps\", \"count\": 5000"
+
+static void test_system(void **state)
+{
+	struct sl_ruleset set;
+	const struct sl_system *y;
+	char *s;
+
+	(void) state;
+	/* floor defaults to count / 100 */
+	expect_ok(one(NAME "," MATCH "," CPS
+			   ", \"system\": {\"accept_queue\": 64}"),
+		  &set);
+	y = &set.rules[0].system;
+	assert_true(y->enabled);
+	assert_int_equal(y->accept_queue, 64);
+	assert_int_equal(y->cpu_pressure, 0);
+	assert_int_equal(y->floor, 50);
+	s = rule_text(&set.rules[0]);
+	assert_non_null(strstr(s, ",\"behavior\":\"reject\",\"system\":{"
+				  "\"accept_queue\":64,\"floor\":50}}"));
+	cJSON_free(s);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	expect_ok(one(NAME "," MATCH "," CPS
+			   ", \"system\": {\"cpu_pressure\": 0.4, "
+			   "\"softirq\": 0.25, \"load\": 1.5, \"floor\": 7}"),
+		  &set);
+	y = &set.rules[0].system;
+	assert_int_equal(y->cpu_pressure, 400000);
+	assert_int_equal(y->softirq, 250000);
+	assert_int_equal(y->load, 1500);
+	assert_int_equal(y->floor, 7);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	/* the CPU signals on packets of any protocol; a count of 1 */
+	expect_ok(one(NAME ", \"match\": {}, \"grade\": \"pps\", "
+			   "\"count\": 1, \"system\": {\"load\": 1000}"),
+		  &set);
+	assert_int_equal(set.rules[0].system.floor, 1);
+	assert_int_equal(set.rules[0].system.load, 1000000);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	/* part of the definition */
+	{
+		struct sl_ruleset a, c;
+
+		expect_ok(one(NAME "," MATCH "," CPS
+				   ", \"system\": {\"accept_queue\": 64}"),
+			  &a);
+		expect_ok(one(NAME "," MATCH "," CPS
+				   ", \"system\": {\"accept_queue\": 32}"),
+			  &c);
+		assert_int_not_equal(sl_rule_def_hash(&a.rules[0]),
+				     sl_rule_def_hash(&c.rules[0]));
+		sl_ruleset_free(&a);
+		sl_ruleset_free(&c);
+	}
+}
+
+static void test_system_errors(void **state)
+{
+	static const struct {
+		const char *rest; /* match, grade, count, ... */
+		const char *sys;
+		const char *msg;
+	} cases[] = {
+	    {MATCH "," CPS, "[]",
+	     "field 'system': must be an object, got array"},
+	    {MATCH "," CPS, "{}",
+	     "field 'system': needs a signal: accept_queue, cpu_pressure, "
+	     "softirq or load"},
+	    {MATCH "," CPS, "{\"floor\": 5}",
+	     "field 'system': needs a signal"},
+	    {MATCH "," CPS, "{\"accept_queue\": 1}",
+	     "field 'system.accept_queue': must be between 2 and 1000000, "
+	     "got 1"},
+	    {MATCH "," CPS, "{\"accept_queue\": 8.5}",
+	     "field 'system.accept_queue': must be an integer, got 8.5"},
+	    {MATCH "," CPS, "{\"cpu_pressure\": 0}",
+	     "field 'system.cpu_pressure': a share of time must be above 0 "
+	     "and at most 1, got 0"},
+	    {MATCH "," CPS, "{\"softirq\": 1.2}",
+	     "field 'system.softirq': a share of time must be above 0 and "
+	     "at most 1, got 1.2"},
+	    {MATCH "," CPS, "{\"load\": -1}",
+	     "field 'system.load': a load average per CPU must be above 0 "
+	     "and at most 1000, got -1"},
+	    {MATCH "," CPS, "{\"load\": \"high\"}",
+	     "field 'system.load': must be a number, got string"},
+	    {MATCH "," CPS, "{\"load\": 2, \"floor\": 0}",
+	     "field 'system.floor': must be between 1 and"},
+	    {MATCH "," CPS, "{\"load\": 2, \"floor\": 5001}",
+	     "field 'system.floor': 5001 is above count 5000 (the threshold "
+	     "moves between floor and count)"},
+	    {MATCH "," CPS, "{\"load\": 2, \"queue\": 5}",
+	     "field 'system': unknown field 'queue'"},
+	    {MATCH "," GRADE "," COUNT, "{\"accept_queue\": 64}",
+	     "field 'system.accept_queue': watches the listeners the rule's "
+	     "SYNs go to and needs match.proto \"tcp\" and grade \"cps\""},
+	    {"\"match\": {\"proto\": \"tcp\"}," CPS,
+	     "{\"accept_queue\": 64}",
+	     "field 'system.accept_queue': needs match.dport (the listeners' "
+	     "ports)"},
+	    {MATCH "," CPS ", \"cluster\": {\"namespace\": \"a\", "
+	     "\"flow_id\": 1}", "{\"load\": 2}",
+	     "field 'system': cannot be combined with cluster"},
+	    {MATCH "," CPS ", \"per_source\": {}", "{\"load\": 2}",
+	     "field 'system': cannot be combined with per_source"},
+	    {MATCH "," CPS ", \"behavior\": {\"warm_up\": {\"period_s\": "
+	     "10}}", "{\"load\": 2}",
+	     "field 'system': cannot be combined with behavior.warm_up"},
+	};
+
+	(void) state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char m[1024];
+
+		snprintf(m, sizeof(m), NAME ", %s, \"system\": %s",
+			 cases[i].rest, cases[i].sys);
+		expect_err_in(one(m), cases[i].msg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2274,6 +2418,8 @@ int main(void)
 	    cmocka_unit_test(test_from_cjson),
 	    cmocka_unit_test(test_breaker),
 	    cmocka_unit_test(test_breaker_errors),
+	    cmocka_unit_test(test_system),
+	    cmocka_unit_test(test_system_errors),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

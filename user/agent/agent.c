@@ -25,6 +25,7 @@
 #include "ctl.h"
 #include "etcd.h"
 #include "etcd_source.h"
+#include "guard.h"
 #include "http_metrics.h"
 #include "json_text.h"
 #include "loader.h"
@@ -85,6 +86,8 @@ struct agent {
 	const char *etcd_endpoints;
 	const char *etcd_key;
 	struct sl_etcd_source *etcd;
+	/* rules with "system" (docs/rules.md) */
+	struct sl_guard *guard;
 	/* breakers' state words as last logged, by slot (log_breakers) */
 	uint64_t *breaker_seen;
 	uint64_t breaker_gen; /* dp.rules_gen they were read under */
@@ -423,6 +426,7 @@ static cJSON *do_status(struct agent *a)
 	cJSON_AddNumberToObject(r, "in_force_version", a->in_force_version);
 	cJSON_AddItemToObject(r, "interfaces", ifs);
 	add_breaker_status(a, r);
+	cJSON_AddItemToObject(r, "system", sl_guard_status(a->guard));
 	add_control_status(a, r);
 	if (a->cluster)
 		cJSON_AddItemToObject(r, "cluster",
@@ -540,8 +544,9 @@ static char *do_stats(struct agent *a)
 		th.cluster_flow = ru->cluster.enabled && a->cluster &&
 				  sl_cluster_rule_state(a->cluster, ru->name,
 							&th.state);
-		th.source = sl_threshold_source_of(th.cluster_flow, th.state,
-						   warming);
+		th.source = sl_threshold_source_of(
+			th.cluster_flow, th.state, warming,
+			sl_guard_shedding(a->guard, a->dp.slots[i]));
 		if (i)
 			sl_text_printf(&t, ",");
 		add_rule_stats(&t, ru, &st[i], &th);
@@ -1061,6 +1066,7 @@ static int serve_metrics(struct agent *a)
 		.dp_lock = &a->dp_lock,
 		.cluster = a->cluster,
 		.tokend = a->tokend,
+		.guard = a->guard,
 		.status = metrics_status,
 		.arg = a,
 	};
@@ -1187,6 +1193,12 @@ static int start(struct agent *a)
 		err = sl_cluster_start(a->cluster);
 		if (err)
 			return err;
+	}
+	err = sl_guard_start(&a->dp, &a->dp_lock, "/proc", &a->guard);
+	if (err) {
+		pr_err("system rules: cannot start the thread: %s",
+		       strerror(-err));
+		return err;
 	}
 
 	for (int i = 0; i < a->ifaces.n; i++) {
@@ -1375,6 +1387,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	}
 	/* the thresholds in force stay: the data plane outlives us */
 	sl_cluster_free(a->cluster);
+	sl_guard_free(a->guard);
 	if (a->tokend) {
 		sl_tokend_command(a->tokend, SL_TOKEND_STOP);
 		pthread_join(a->tokend_thread, NULL);

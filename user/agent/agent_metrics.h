@@ -16,6 +16,7 @@
 
 #include "cluster.h"
 #include "etcd_source.h"
+#include "guard.h"
 #include "json_text.h"
 #include "loader.h"
 #include "tokend.h"
@@ -36,6 +37,7 @@ struct sl_agent_metrics_src {
 	pthread_mutex_t *dp_lock;
 	struct sl_cluster_sync *cluster; /* NULL: no cluster sync */
 	struct sl_tokend *tokend;	  /* NULL: no embedded token server */
+	struct sl_guard *guard;		  /* the "system" rules */
 	/* fills st, with dp_lock held; attached[i] is dp->ifaces[i]'s */
 	void (*status)(void *arg, const bool *attached,
 		       struct sl_agent_status *st);

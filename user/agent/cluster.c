@@ -1110,8 +1110,7 @@ static void add_time(cJSON *o, const char *name, uint64_t mono, uint64_t now)
 {
 	char buf[SL_UTC_MS_LEN + 1];
 
-	sl_format_utc(sl_wall_ms() - (int64_t)((now - mono) / NSEC_PER_MSEC),
-		      true, buf);
+	sl_format_mono(mono, now, buf);
 	cJSON_AddStringToObject(o, name, buf);
 }
 

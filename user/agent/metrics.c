@@ -20,6 +20,7 @@ struct rule_row {
 	enum sl_grade grade;
 	bool per_source;
 	bool warming;
+	bool shedding; /* a "system" rule below count */
 	uint64_t threshold;
 	int flow; /* index into the scrape's flows; -1: not a synced flow */
 };
@@ -37,6 +38,8 @@ struct scrape {
 	struct sl_agent_status status;
 	uint64_t host[SLUICE_ST_MAX];
 	bool have_host;
+	struct sl_guard_info *sys; /* cap of them */
+	size_t n_sys;
 };
 
 static int grow(struct scrape *s, size_t n)
@@ -54,6 +57,7 @@ static int grow(struct scrape *s, size_t n)
 	GROW(st);
 	GROW(flows);
 	GROW(sess);
+	GROW(sys);
 #undef GROW
 	s->cap = n;
 	return 0;
@@ -65,6 +69,7 @@ static void scrape_free(struct scrape *s)
 	free(s->st);
 	free(s->flows);
 	free(s->sess);
+	free(s->sys);
 }
 
 /* Everything that needs dp_lock, copied while it is held. */
@@ -88,6 +93,7 @@ static int copy_locked(const struct sl_agent_metrics_src *src,
 		row->flow = -1;
 		err = sl_dp_rule_threshold(dp, i, &row->threshold,
 					   &row->warming);
+		row->shedding = sl_guard_shedding(src->guard, dp->slots[i]);
 	}
 	if (!err && src->cluster)
 		sl_cluster_info(src->cluster, s->flows, s->sess, s->cap,
@@ -131,6 +137,10 @@ static int copy(const struct sl_agent_metrics_src *src, struct scrape *s)
 	}
 	s->n_flows = kept;
 	s->have_host = !sl_dp_host_stats(dp, s->host);
+	/* the guard's rules are the data plane's (s->cap is enough) */
+	s->n_sys = sl_guard_info(src->guard, s->sys, s->cap);
+	if (s->n_sys > s->cap)
+		s->n_sys = s->cap;
 	return 0;
 }
 
@@ -163,7 +173,8 @@ static const struct sl_metric
 	threshold_source = { "sluice_rule_threshold_source",
 			     "1 for where the threshold in force comes from: "
 			     "the rule's count (static), its warm-up ramp, a "
-			     "cluster lease, or the cluster fallback." },
+			     "cluster lease, the cluster fallback, or a system "
+			     "rule shedding (adaptive)." },
 	sources = { "sluice_rule_sources",
 		    "Live per-source entries of a per_source rule." },
 	overflow = { "sluice_rule_source_overflow_packets_total",
@@ -171,7 +182,8 @@ static const struct sl_metric
 		     "its shared overflow budget." },
 	brk_state = { "sluice_breaker_state",
 		      "1 for the state of a rule's breaker: closed, open "
-		      "(new SYNs failed fast) or half_open (probes pass)." },
+		      "(new requests failed fast) or half_open (probes "
+		      "pass)." },
 	brk_transitions = { "sluice_breaker_transitions_total",
 			    "Transitions of a rule's breaker, by the state "
 			    "entered." },
@@ -185,6 +197,27 @@ static const struct sl_metric
 			"Answers of the service to the requests of a rule "
 			"with a breaker, by kind: ok, rst, icmp_unreach, "
 			"timeout, slow." },
+	sys_shedding = { "sluice_system_shedding",
+			 "1 while a system rule sheds, for the signal that "
+			 "started it: accept_queue, cpu_pressure, softirq or "
+			 "load." },
+	sys_sheds = { "sluice_system_sheds_total",
+		      "Times a system rule started shedding." },
+	sys_service = { "sluice_system_service_rate",
+			"What the listeners of a shedding system rule take, "
+			"per second, as measured; 0 when idle." },
+	sys_queue = { "sluice_system_accept_queue",
+		      "The accept queues of a system rule's listeners, "
+		      "summed, as last sampled." },
+	host_psi = { "sluice_host_cpu_pressure_ratio",
+		     "Share of time some task waited for a CPU (PSI) over "
+		     "the last 100 ms, sampled for system rules." },
+	host_softirq = { "sluice_host_softirq_ratio",
+			 "Share of the CPUs' time in softirq over the last "
+			 "100 ms, sampled for system rules." },
+	host_load = { "sluice_host_load_per_cpu",
+		      "The 1-minute load average per CPU, sampled for system "
+		      "rules." },
 	malformed = { "sluice_packets_malformed_total",
 		      "Packets with a truncated or invalid header, by the "
 		      "layer at fault (the malformed verdict: pass unless "
@@ -288,7 +321,7 @@ static enum sl_threshold_source source_of(const struct scrape *s,
 	return sl_threshold_source_of(r->flow >= 0,
 				      r->flow >= 0 ? s->flows[r->flow].state
 						   : SL_LEASE_FALLBACK,
-				      r->warming);
+				      r->warming, r->shedding);
 }
 
 static void put_agent(struct sl_metrics *m, const struct scrape *s,
@@ -414,6 +447,44 @@ static void put_breakers(struct sl_metrics *m, const struct scrape *s)
 #undef EACH_BREAKER
 }
 
+/* Each family's samples together, over the rules with a "system"; the
+ * host's signals as the guard last sampled them (when it has rules). */
+static void put_system(struct sl_metrics *m, const struct scrape *s)
+{
+	const struct sl_guard_info *g = s->sys;
+
+	for (size_t i = 0; i < s->n_sys; i++)
+		for (int k = SL_ADAPT_QUEUE; k < SL_ADAPT_SIGNALS; k++)
+			sl_metrics_gauge(m, &sys_shedding,
+					 SL_LABELS({ "rule", g[i].name },
+						   { "signal",
+						     sl_adapt_signal_names[k] }),
+					 g[i].shedding && (int)g[i].why == k);
+	for (size_t i = 0; i < s->n_sys; i++)
+		sl_metrics_counter(m, &sys_sheds,
+				   SL_LABELS({ "rule", g[i].name }),
+				   g[i].sheds);
+	for (size_t i = 0; i < s->n_sys; i++)
+		sl_metrics_gauge(m, &sys_service,
+				 SL_LABELS({ "rule", g[i].name }),
+				 (uint64_t)g[i].service);
+	for (size_t i = 0; i < s->n_sys; i++)
+		if (g[i].queue >= 0)
+			sl_metrics_gauge(m, &sys_queue,
+					 SL_LABELS({ "rule", g[i].name }),
+					 (uint64_t)g[i].queue);
+	if (!s->n_sys)
+		return;
+	if (g[0].host.cpu_pressure >= 0)
+		sl_metrics_gauge(m, &host_psi, NULL, 0,
+				   g[0].host.cpu_pressure);
+	if (g[0].host.softirq >= 0)
+		sl_metrics_gauge(m, &host_softirq, NULL, 0,
+				   g[0].host.softirq);
+	if (g[0].host.load >= 0)
+		sl_metrics_gauge(m, &host_load, NULL, 0, g[0].host.load);
+}
+
 static void put_host(struct sl_metrics *m, const struct scrape *s)
 {
 	static const char prefix[] = "malformed_";
@@ -521,6 +592,7 @@ int sl_agent_metrics(void *arg, struct sl_text *out)
 	put_agent(&m, &s, src->dp);
 	put_rules(&m, &s);
 	put_breakers(&m, &s);
+	put_system(&m, &s);
 	put_host(&m, &s);
 	if (src->cluster)
 		put_cluster(&m, &s, src->cluster);

@@ -89,6 +89,38 @@ static void print_source(const cJSON *cs)
 	putchar('\n');
 }
 
+/* A line per rule with a "system": its state and what it sees. */
+static void print_system(const cJSON *arr)
+{
+	const cJSON *o;
+	char a[32], b[32];
+
+	cJSON_ArrayForEach(o, arr) {
+		const cJSON *q = cli_get(o, "accept_queue");
+		bool shed = !strcmp(cli_get_str(o, "state", ""), "shedding");
+
+		printf("system %s: %s", cli_get_str(o, "name", "?"),
+		       cli_get_str(o, "state", "?"));
+		if (shed)
+			printf(" (%s) since %s, threshold %s of %s",
+			       cli_get_str(o, "signal", "?"),
+			       cli_get_str(o, "since", "-"),
+			       cli_cell(cli_get(o, "threshold"), a, sizeof(a)),
+			       cli_cell(cli_get(o, "count"), b, sizeof(b)));
+		if (shed && cli_get(o, "service_rate"))
+			printf(", listeners take %s/s",
+			       cli_cell(cli_get(o, "service_rate"), a,
+					sizeof(a)));
+		if (cJSON_IsNumber(q))
+			printf(", accept queue %s of backlog %s",
+			       cli_cell(q, a, sizeof(a)),
+			       cli_cell(cli_get(o, "backlog"), b, sizeof(b)));
+		else if (q)
+			printf(", no listener");
+		putchar('\n');
+	}
+}
+
 static void print_status(const cJSON *resp)
 {
 	const cJSON *snap = cli_get(resp, "snapshot"), *ifs, *why;
@@ -148,6 +180,7 @@ static void print_status(const cJSON *resp)
 			       cJSON_IsString(b) ? b->valuestring : "?",
 			       b->next ? ", " : "\n");
 	}
+	print_system(cli_get(resp, "system"));
 	if (cJSON_IsObject(cli_get(resp, "cluster")))
 		print_cluster(cli_get(resp, "cluster"));
 }

@@ -142,7 +142,7 @@ int sl_dp_rule_threshold(const struct sl_dataplane *dp, size_t rule,
 	/* sl_dp_set_limit() keeps count as rule_limit holds it */
 	*limit = r->count;
 	*warming = false;
-	if (r->cluster.enabled) {
+	if (r->cluster.enabled || r->system.enabled) {
 		if (bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_lease),
 					&dp->slots[rule], &lease))
 			return -errno;

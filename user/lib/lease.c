@@ -218,14 +218,17 @@ const char *const sl_threshold_source_names[SL_THRESHOLD_SOURCES] = {
 	[SL_THRESHOLD_LEASE] = "lease",
 	[SL_THRESHOLD_FALLBACK] = "fallback",
 	[SL_THRESHOLD_WARMUP] = "warmup",
+	[SL_THRESHOLD_ADAPTIVE] = "adaptive",
 };
 
 enum sl_threshold_source sl_threshold_source_of(bool cluster_flow,
 						enum sl_lease_state state,
-						bool warming)
+						bool warming, bool shedding)
 {
 	if (cluster_flow)
 		return state == SL_LEASE_CLUSTER ? SL_THRESHOLD_LEASE
 						 : SL_THRESHOLD_FALLBACK;
+	if (shedding)
+		return SL_THRESHOLD_ADAPTIVE;
 	return warming ? SL_THRESHOLD_WARMUP : SL_THRESHOLD_STATIC;
 }

@@ -116,15 +116,16 @@ enum sl_threshold_source {
 	SL_THRESHOLD_LEASE,    /* a cluster lease's grant */
 	SL_THRESHOLD_FALLBACK, /* a cluster flow without a lease */
 	SL_THRESHOLD_WARMUP,   /* a local warm-up ramp */
+	SL_THRESHOLD_ADAPTIVE, /* a "system" rule shedding (guard.h) */
 	SL_THRESHOLD_SOURCES,
 };
 
 extern const char *const sl_threshold_source_names[SL_THRESHOLD_SOURCES];
 
 /* A synced cluster flow's source follows its lease state (state is
- * ignored otherwise); a local rule's, whether it is ramping. */
+ * ignored otherwise); a local rule's, whether it is ramping or shedding. */
 enum sl_threshold_source sl_threshold_source_of(bool cluster_flow,
 						enum sl_lease_state state,
-						bool warming);
+						bool warming, bool shedding);
 
 #endif

@@ -34,6 +34,11 @@
 #define SL_BRK_DEF_STAT_MS   1000 /* Sentinel's statIntervalMs default */
 #define SL_BRK_DEF_PROBES    1
 #define SL_MAX_VLAN	     4094 /* 802.1Q VIDs 1..4094; 0 and 4095 are reserved */
+#define SL_PPM		     1000000 /* a share of 1.0, in parts per million */
+#define SL_SYS_MAX_QUEUE     1000000 /* system.accept_queue */
+#define SL_SYS_MAX_LOAD	     1000 /* system.load, per CPU */
+#define SL_SYS_MILLI	     1000 /* system.load is kept in thousandths */
+#define SL_SYS_FLOOR_DIV     100 /* the default floor: count / 100 */
 
 enum sl_proto {
 	SL_PROTO_ANY = 0,
@@ -79,6 +84,21 @@ struct sl_breaker {
 	uint32_t stat_interval_ms;
 	uint32_t probes;
 	enum sl_open_action open_action;
+};
+
+/*
+ * A rule's "system" (adaptive protection, docs/rules.md): while one of its
+ * signals is past its threshold, the agent lowers the rule's threshold to
+ * what the host serves, between floor and count. A signal of 0 is not
+ * watched; enabled is false when the rule has none.
+ */
+struct sl_system {
+	bool enabled;
+	uint32_t accept_queue; /* target of the listeners' accept queues */
+	uint32_t cpu_pressure; /* PSI cpu "some", ppm of the time */
+	uint32_t softirq;      /* ppm of the CPUs' time in softirq */
+	uint32_t load;	       /* 1-minute load average per CPU, x 1000 */
+	uint64_t floor;	       /* per second, never shed below */
 };
 
 /* cluster.threshold_type: what count means for a cluster flow. */
@@ -153,6 +173,7 @@ struct sl_rule {
 	uint32_t cold_factor;
 	struct sl_cluster cluster;
 	struct sl_breaker breaker;
+	struct sl_system system;
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 

@@ -85,13 +85,20 @@ static void cluster_text(struct sl_text *t, const struct sl_cluster *c)
 	sl_text_put(t, "}", 1);
 }
 
+/* A share or a load kept as a multiple of 1/scale, as a JSON number. */
+static void text_fraction(struct sl_text *t, const char *key, uint32_t v,
+			  uint32_t scale)
+{
+	char num[48];
+	int n = snprintf(num, sizeof(num), "%s%.6g", key, (double) v / scale);
+
+	sl_text_put(t, num, n);
+}
+
 /* The canonical text of r (rules_json.h), with or without its priority;
  * test_rules checks it against a cJSON tree printed by cJSON. */
 static void breaker_text(struct sl_text *t, const struct sl_breaker *b)
 {
-	char num[32];
-	int n;
-
 	if (!b->enabled)
 		return;
 	text_key_str(t, ",\"breaker\":{\"strategy\":",
@@ -99,9 +106,8 @@ static void breaker_text(struct sl_text *t, const struct sl_breaker *b)
 	if (b->strategy == SL_BRK_ERROR_COUNT) {
 		sl_text_u64(t, ",\"threshold\":", b->threshold);
 	} else {
-		n = snprintf(num, sizeof(num), ",\"threshold\":%.6g",
-			     (double) b->threshold / SL_BRK_RATIO_ONE);
-		sl_text_put(t, num, n);
+		text_fraction(t, ",\"threshold\":", b->threshold,
+			      SL_BRK_RATIO_ONE);
 	}
 	if (b->strategy == SL_BRK_SLOW_RATIO)
 		sl_text_u64(t, ",\"max_rt_ms\":", b->max_rt_ms);
@@ -111,6 +117,35 @@ static void breaker_text(struct sl_text *t, const struct sl_breaker *b)
 	sl_text_u64(t, ",\"probes\":", b->probes);
 	text_key_str(t, ",\"open_action\":",
 		     sl_open_action_names[b->open_action]);
+	sl_text_put(t, "}", 1);
+}
+
+static void system_text(struct sl_text *t, const struct sl_system *y)
+{
+	const char *sep = "";
+
+	if (!y->enabled)
+		return;
+	sl_text_put(t, ",\"system\":{", 11);
+	if (y->accept_queue) {
+		sl_text_u64(t, "\"accept_queue\":", y->accept_queue);
+		sep = ",";
+	}
+	if (y->cpu_pressure) {
+		sl_text_put(t, sep, strlen(sep));
+		text_fraction(t, "\"cpu_pressure\":", y->cpu_pressure, SL_PPM);
+		sep = ",";
+	}
+	if (y->softirq) {
+		sl_text_put(t, sep, strlen(sep));
+		text_fraction(t, "\"softirq\":", y->softirq, SL_PPM);
+		sep = ",";
+	}
+	if (y->load) {
+		sl_text_put(t, sep, strlen(sep));
+		text_fraction(t, "\"load\":", y->load, SL_SYS_MILLI);
+	}
+	sl_text_u64(t, ",\"floor\":", y->floor);
 	sl_text_put(t, "}", 1);
 }
 
@@ -165,6 +200,7 @@ static void rule_text(struct sl_text *t, const struct sl_rule *r,
 	}
 	cluster_text(t, &r->cluster);
 	breaker_text(t, &r->breaker);
+	system_text(t, &r->system);
 	sl_text_put(t, "}", 1);
 }
 

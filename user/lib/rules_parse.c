@@ -854,10 +854,11 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 
 
 
-/* threshold of a ratio breaker (what: "an error ratio", "a slow
- * ratio"): a number in (0, 1], in ppm. */
-static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
-		     const char *what, uint32_t *out)
+/* A number in (0, max], as a multiple of 1/scale (at least 1); what
+ * names the quantity in the error. */
+static int get_fraction(struct rule_ctx *rc, const cJSON *it,
+			const char *field, const char *what, double max,
+			uint32_t scale, uint32_t *out)
 {
 	double d;
 
@@ -866,16 +867,22 @@ static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
 		return -EINVAL;
 	}
 	d = it->valuedouble;
-	if (!(d > 0 && d <= 1)) {
-		rule_err(rc, field,
-			 "%s must be above 0 and at most 1, got %.15g", what,
-			 d);
+	if (!(d > 0 && d <= max)) {
+		rule_err(rc, field, "%s must be above 0 and at most %g, got %.15g",
+			 what, max, d);
 		return -EINVAL;
 	}
-	*out = (uint32_t) (d * SL_BRK_RATIO_ONE + 0.5);
+	*out = (uint32_t) (d * scale + 0.5);
 	if (!*out)
 		*out = 1;
 	return 0;
+}
+
+/* A share of time or of errors: a number in (0, 1], in ppm. */
+static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
+		     const char *what, uint32_t *out)
+{
+	return get_fraction(rc, it, field, what, 1, SL_PPM, out);
 }
 
 /*
@@ -989,6 +996,88 @@ static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
 		else if (e >= 0)
 			b->open_action = e;
 	}
+}
+
+/*
+ * {"accept_queue", "cpu_pressure", "softirq", "load", "floor"}: adaptive
+ * protection of the host (docs/rules.md); at least one signal.
+ */
+static void parse_system(struct rule_ctx *rc, const cJSON *sy,
+			 struct sl_rule *r)
+{
+	enum { S_QUEUE, S_PSI, S_SOFTIRQ, S_LOAD, S_FLOOR, S_N };
+	static const char *const known[] = {
+	    [S_QUEUE] = "accept_queue", [S_PSI] = "cpu_pressure",
+	    [S_SOFTIRQ] = "softirq",	[S_LOAD] = "load",
+	    [S_FLOOR] = "floor",	[S_N] = NULL};
+	struct sl_system *y = &r->system;
+	const cJSON *f[S_N];
+	uint64_t v;
+
+	memset(y, 0, sizeof(*y));
+	if (!sy || !get_object(rc, sy, "system"))
+		return;
+	y->enabled = true;
+	get_fields(rc, sy, "system", known, f);
+	if (!f[S_QUEUE] && !f[S_PSI] && !f[S_SOFTIRQ] && !f[S_LOAD])
+		rule_err(rc, "system",
+			 "needs a signal: accept_queue, cpu_pressure, "
+			 "softirq or load");
+	/* the controller holds the queue at half the target */
+	if (f[S_QUEUE] && get_uint(rc, f[S_QUEUE], "system.accept_queue", 2,
+				   SL_SYS_MAX_QUEUE, &v) == 0)
+		y->accept_queue = v;
+	if (f[S_PSI])
+		get_ratio(rc, f[S_PSI], "system.cpu_pressure",
+			  "a share of time", &y->cpu_pressure);
+	if (f[S_SOFTIRQ])
+		get_ratio(rc, f[S_SOFTIRQ], "system.softirq",
+			  "a share of time", &y->softirq);
+	if (f[S_LOAD])
+		get_fraction(rc, f[S_LOAD], "system.load",
+			     "a load average per CPU", SL_SYS_MAX_LOAD,
+			     SL_SYS_MILLI, &y->load);
+	if (f[S_FLOOR] && get_uint(rc, f[S_FLOOR], "system.floor", 1,
+				   SL_MAX_COUNT, &v) == 0)
+		y->floor = v;
+	else if (!f[S_FLOOR])
+		y->floor = r->count / SL_SYS_FLOOR_DIV ?: 1;
+}
+
+/* What a system rule cannot be combined with, once the rule is parsed. */
+static void check_system(struct rule_ctx *rc, const struct sl_rule *r,
+			 bool proto_known)
+{
+	const struct sl_system *y = &r->system;
+
+	if (!y->enabled)
+		return;
+	if (y->accept_queue && proto_known &&
+	    (r->proto != SL_PROTO_TCP || r->grade != SL_GRADE_CPS))
+		rule_err(rc, "system.accept_queue",
+			 "watches the listeners the rule's SYNs go to and "
+			 "needs match.proto \"tcp\" and grade \"cps\"");
+	if (y->accept_queue && !r->dport_lo)
+		rule_err(rc, "system.accept_queue",
+			 "needs match.dport (the listeners' ports)");
+	if (y->floor && r->count && y->floor > r->count)
+		rule_err(rc, "system.floor",
+			 "%llu is above count %llu (the threshold moves "
+			 "between floor and count)",
+			 (unsigned long long) y->floor,
+			 (unsigned long long) r->count);
+	/* each of these writes the threshold too */
+	if (r->cluster.enabled)
+		rule_err(rc, "system",
+			 "cannot be combined with cluster (the threshold "
+			 "is the cluster's grant)");
+	if (r->warm_up)
+		rule_err(rc, "system",
+			 "cannot be combined with behavior.warm_up");
+	if (r->per_source)
+		rule_err(rc, "system",
+			 "cannot be combined with per_source (the "
+			 "controller sheds the rule's whole traffic)");
 }
 
 /* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
@@ -1163,14 +1252,16 @@ static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
 static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 {
 	enum { R_NAME, R_MATCH, R_GRADE, R_COUNT, R_WINDOW, R_PER_SOURCE,
-	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_BREAKER, R_N };
+	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_BREAKER, R_SYSTEM,
+	       R_N };
 	static const char *const known[] = {
 	    [R_NAME] = "name",		   [R_MATCH] = "match",
 	    [R_GRADE] = "grade",	   [R_COUNT] = "count",
 	    [R_WINDOW] = "window",	   [R_PER_SOURCE] = "per_source",
 	    [R_MODE] = "mode",		   [R_PRIORITY] = "priority",
 	    [R_BEHAVIOR] = "behavior",	   [R_CLUSTER] = "cluster",
-	    [R_BREAKER] = "breaker",	   [R_N] = NULL};
+	    [R_BREAKER] = "breaker",	   [R_SYSTEM] = "system",
+	    [R_N] = NULL};
 	const cJSON *f[R_N], *name, *match, *grade, *count, *mode, *prio;
 	bool proto_known;
 	uint64_t v;
@@ -1259,6 +1350,8 @@ static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
 			 "and needs match.proto \"tcp\" or \"udp\" (proto "
 			 "is '%s')",
 			 sl_proto_str(r->proto));
+	parse_system(rc, f[R_SYSTEM], r);
+	check_system(rc, r, proto_known);
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
 			 "cannot be combined with per_source (a cluster "

@@ -342,6 +342,12 @@ void sl_format_utc(int64_t unix_ms, bool millis, char out[SL_UTC_MS_LEN + 1])
 	*out = '\0';
 }
 
+void sl_format_mono(uint64_t mono, uint64_t now, char out[SL_UTC_MS_LEN + 1])
+{
+	sl_format_utc(sl_wall_ms() - (int64_t)((now - mono) / NSEC_PER_MSEC),
+		      true, out);
+}
+
 uint32_t sl_backoff_ms(uint32_t min_ms, uint32_t max_ms, uint32_t failures,
 		       uint32_t rnd)
 {

@@ -165,4 +165,7 @@ static inline uint64_t sl_now_ms(void)
 #define SL_UTC_MS_LEN	  24
 void sl_format_utc(int64_t unix_ms, bool millis, char out[SL_UTC_MS_LEN + 1]);
 
+/* The UTC time, with millis, of sl_now_ns() value mono, now being now. */
+void sl_format_mono(uint64_t mono, uint64_t now, char out[SL_UTC_MS_LEN + 1]);
+
 #endif
