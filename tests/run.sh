@@ -5,6 +5,8 @@
 #   N passed, N failed, N skipped
 # Usage: tests/run.sh SUITE_CMD...   (each argument is one shell command)
 set -u
+# Debian's python3 first, as tests/lib/tap.sh says why
+[ -x /usr/bin/python3 ] && export PATH=/usr/bin:$PATH
 logdir=${SLUICE_TEST_LOGS:-build/test-logs}
 mkdir -p "$logdir"
 pass=0 fail=0 skip=0

@@ -113,7 +113,7 @@ netns_bg "$NS_RX" rx "$GEN_BIN/rxcount" --dev veth-rx --proto udp \
 rx_wait_ready rx seen_rx 5 || { echo "Bail out! rxcount did not start"; exit 1; }
 sl_mark t_flood
 sl_bg FLOOD_PID ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
-	--dst-mac "$RX_MAC" --dport 9000 --rate "$RATE" --duration 19 \
+	--dst-mac "$RX_MAC" --dport 9000 --rate "$RATE" --duration 26 \
 	--cpu 0 >"$NETNS_TMP/flood.gen"
 sleep 2.5
 

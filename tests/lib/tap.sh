@@ -19,5 +19,10 @@ skip()
 }
 show() { sed 's/^/#   /' "$1" | head -n "${2:-6}"; }
 
+# Debian's python3 (make deps) before any other: a version manager's shim
+# (pyenv's) spends about 0.4 s starting each interpreter, and the suites
+# start hundreds, some of them inside timed windows
+[ -x /usr/bin/python3 ] && PATH=/usr/bin:$PATH
+
 VM=${SLUICE_VM:-}
 VMWHY="measures rates against the wall clock, and a TCG guest runs 10-100x slower"
