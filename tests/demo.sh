@@ -295,7 +295,7 @@ for ((k = 1; k <= TICKS; k++)); do
 		"$s_off" "$s_adm" "$s_tc" "$s_drop" "$state"
 	if [ "$k" -eq "$KILL_AT" ]; then
 		# the last counts before the kill, to compare after the restart
-		K_UP=$S_UP K_SP=$S_SP K_UTC=$S_UTC K_STC=$S_STC
+		K_UP=$S_UP K_SP=$S_SP K_UTC=$S_UTC K_STC=$S_STC K_T=$S_T
 		pid=${NETNS_PID[agent]}
 		kill -KILL "$pid"
 		wait "$pid" 2>/dev/null
@@ -307,7 +307,7 @@ for ((k = 1; k <= TICKS; k++)); do
 			die "the new agent did not adopt the running data plane"
 		sample
 		[ "$S_AGENT" = 1 ] || die "the new agent stopped"
-		R_UP=$S_UP R_SP=$S_SP R_UTC=$S_UTC R_STC=$S_STC
+		R_UP=$S_UP R_SP=$S_SP R_UTC=$S_UTC R_STC=$S_STC R_T=$S_T
 		echo ">>> start the agent again (pid ${NETNS_PID[agent]}):" \
 			"ready in $READY_MS ms, it adopted the running data" \
 			"plane; the rules kept their counters."
@@ -338,41 +338,50 @@ check()	# CONDITION (awk) MESSAGE
 # summary RULE LIMIT SENT_JSON RXCOUNT_JSON "ROWS" "ROWS WITHOUT AGENT"
 #         SLUICE_PASSED TC_COUNTED (totals once the senders stopped)
 #         SLUICE_GAP TC_GAP (from the last reading before the kill to the
-#         first after the restart)
+#         first after the restart; GAP_US long)
 summary()
 {
-	local sent max1 top ratio mean down
+	local sent max1 top ratio mean down gap
 
 	sent=$(jq '.pps | round' "$3")
 	# rxcount: the largest count in any 1 s window, from arrival times
 	max1=$(jq '.max_1s_pkt // .max_1s' "$4")
 	top=$(tr ' ' '\n' <<<"$5" | sort -n | tail -n1)
 	ratio=$(awk -v m="$max1" -v l="$2" 'BEGIN { printf "%.3f", m / l }')
-	mean=$(awk -v r="$5" -v t="$TICKS" \
-		'BEGIN { n = split(r, a, " "); for (i = 1; i <= n; i++) s += a[i]
-			 printf "%d", s / t }')
+	# the first row holds the senders' start
+	mean=$(awk -v r="$5" \
+		'BEGIN { n = split(r, a, " "); for (i = 2; i <= n; i++) s += a[i]
+			 printf "%d", s / (n - 1) }')
 	printf '  %-14s offered %5d/s, limit %5d/s: largest 1 s admitted %5d' \
 		"$1" "$sent" "$2" "$max1"
-	printf ' (%s x the limit), mean %d/s\n' "$ratio" "$mean"
+	printf ' (%s x the limit), mean %d/s from the second second\n' "$ratio" "$mean"
 	printf '  %-14s per second: largest row %s; with no agent: %s\n' "" \
 		"$top" "${6// /, }"
 	printf '  %-14s admitted in all: %d by sluice'"'"'s count, %d at tc;' \
 		"" "$7" "$8"
-	printf ' while no agent ran: %d and %d\n' "$9" "${10}"
+	gap=$(awk -v n="${10}" -v us="$GAP_US" 'BEGIN { printf "%d", n * 1e6 / us }')
+	printf ' while no agent ran: %d and %d (%d/s at tc)\n' "$9" "${10}" \
+		"$gap"
 	check "$max1 <= 1.05 * $2" \
 		"$1: a 1 s window admitted $max1, above 1.05 x the limit $2"
 	check "$mean >= 0.95 * $2" \
 		"$1: admitted $mean/s on average, under 0.95 x the limit $2"
+	# no second over the limit; the rate over the whole gap within 5 %
+	# (a single second at 1000/s is off by up to a tenth where its edges
+	# cut through the admitted chunks, docs/architecture.md)
 	for down in $6; do
-		check "$down <= 1.05 * $2 && $down >= 0.9 * $2" \
-			"$1: $down/s with no agent, not within 0.9-1.05 x $2"
+		check "$down <= 1.05 * $2" \
+			"$1: $down/s in a second with no agent, above 1.05 x $2"
 	done
+	check "$gap <= 1.05 * $2 && $gap >= 0.95 * $2" \
+		"$1: $gap/s while no agent ran, not within 0.95-1.05 x $2"
 	check "$7 == $8" "$1: sluice counted $7 admitted in all, tc $8"
 }
 
 echo
 echo "summary: admitted = counted at tc ingress, over the whole run," \
 	"the kill and the restart included"
+GAP_US=$((R_T - K_T))
 summary "$UDP_RULE" "$UDP_LIMIT" "$NETNS_TMP/tx_udp.out" \
 	"$NETNS_TMP/rx_udp.out" "${UDP_ROWS[*]}" "${UDP_DOWN[*]}" \
 	"$S_UP" "$S_UTC" $((R_UP - K_UP)) $((R_UTC - K_UTC))
