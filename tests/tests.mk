@@ -48,7 +48,12 @@ $(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
 		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
 
-TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO)
+# A token server that holds the secret and lies (test_cluster_trust.sh).
+ROGUE_TOKEND := $(BUILD)/tests/rogue_tokend
+$(ROGUE_TOKEND): tests/lib/rogue_tokend.c $(LIB) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Iuser/lib -o $@ $< $(LIB) $(LDLIBS)
+
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO) $(ROGUE_TOKEND)
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")

@@ -13,8 +13,13 @@
 # SIGHUP changes nothing, and once the old secret is gone it is refused.
 # Then an attacker (tests/lib/mitm.py): a server on the address without
 # the secret, a bit flipped in a GRANTS frame on the path, a GRANTS frame
-# replayed; each refused by reason, nothing of it applied. Last, a term
+# replayed; each refused by reason, nothing of it applied. Then a term
 # older than one seen: an elected replica's term, then a server of term 0.
+# Then a member of the namespace that lies (tests/lib/rogue_tokend.c):
+# more grants than flows asked, frames stripped of their seal, a REDIRECT
+# and an AUTH_OK of term 2^63. Last, a token server's name with a
+# resolver that never answers (the CLI still served), and no --secrets
+# with a server off loopback (refused at the start).
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -311,4 +316,104 @@ check $([ "$n_term" -ge 1 ] && [ "$(flow local state)" = fallback ] &&
 	"a server of term 0 after term $term: refused ($n_term times, term), the flow in fallback"
 netns_stop old >/dev/null 2>&1
 etcd_kill
+
+# ---- a member of the namespace that lies (tests/lib/rogue_tokend.c) ----
+# It holds the secret, so its frames open; what they say is checked.
+ROGUE=$(dirname "$SLUICE")/tests/rogue_tokend
+rogue() # MODE LISTEN [ADDR]: the liar, restarted
+{
+	netns_stop rogue >/dev/null 2>&1
+	netns_bg "$NS_RX" rogue "$ROGUE" "$1" "$2" web "$NEW" 60 ${3:+"$3"}
+	netns_wait_ready rogue 5
+}
+TD_LISTEN=$TD_UP tokend "$T/agent.json" --secrets "$T/td.sec" --lease-ttl-ms 1000
+
+# GRANTS with one entry more than the SYNC asked for: no entry is read
+# past what was sent (an ASAN build read past its array here)
+rogue extra "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+seen=$(limits_seen 2)
+n_bad=$(refused malformed)
+check $([ "$n_bad" -ge 1 ] && ! grep -qw 300 <<<"$seen" &&
+	grep -qF 'refused: 3 grants for the 2 flows of the SYNC' "$T/agent.err" &&
+	echo 0 || echo 1) \
+	"GRANTS of 3 entries for 2 flows: refused ($n_bad times, malformed), 300 never in force (thresholds seen: $seen)"
+
+# frames that must be sealed, without their seal: refused and counted
+rogue unsealed-grants "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+n0=$(refused unsealed)
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+seen=$(limits_seen 2)
+n1=$(refused unsealed)
+check $([ "$n1" -gt 0 ] && ! grep -qw 300 <<<"$seen" &&
+	grep -qF 'refused: a frame without a seal' "$T/agent.err" &&
+	echo 0 || echo 1) \
+	"GRANTS without a seal: refused, counted as unsealed ($n1), never in force (thresholds seen: $seen)"
+rogue unsealed-auth-ok "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+sleep 1.5
+n2=$(refused unsealed)
+check $([ "$n2" -gt "$n1" ] && [ "$(flow local state)" = fallback ] && echo 0 || echo 1) \
+	"AUTH_OK without a seal: refused, counted as unsealed ($n1 -> $n2)"
+
+# a REDIRECT of term 2^63 only points: the real leader (term 0) it names
+# is believed
+rogue redirect "$TD" "$TD_UP" || { echo "Bail out! the rogue server did not start"; exit 1; }
+agent --secrets "$T/ag.sec" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+wait_state local cluster "$WAIT_S"
+check $? "a REDIRECT of term 2^63 to the real server: followed, its term not learned, cluster state"
+
+# a server answering at term 2^63, then gone: the real server's term 0
+# is refused while a lease of term 2^63 may last (--max-lease-ttl-ms),
+# then believed
+rogue high-term "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+n0=$(refused term)
+agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP" --max-lease-ttl-ms 2000 ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+netns_stop rogue >/dev/null 2>&1
+t0=$(date +%s%N)
+wait_state local cluster $((WAIT_S + 5))
+ok=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+n1=$(refused term)
+check $([ $ok = 0 ] && [ "$n1" -gt "$n0" ] &&
+	grep -qF 'term 9223372036854775808 unheard for 2000 ms (--max-lease-ttl-ms): no lease of it is left, term 0 believed' "$T/agent.err" &&
+	echo 0 || echo 1) \
+	"term 2^63, then gone: term 0 refused ($n0 -> $n1), believed after --max-lease-ttl-ms (cluster state in $ms ms)"
+netns_stop agent >/dev/null 2>&1
+netns_stop tokend >/dev/null 2>&1
+
+# ---- a token server's name, and a resolver that never answers ----
+# DNS goes to the other namespace, where port 53 drops everything; the
+# control socket must answer meanwhile (the lookup holds no lock)
+mkdir -p "/etc/netns/$NS_RX"
+netns_on_exit "rm -rf '/etc/netns/$NS_RX'"
+printf 'nameserver 198.18.0.1\n' >"/etc/netns/$NS_RX/resolv.conf"
+printf '%s\n' 'table inet blackhole {' \
+	'chain input { type filter hook input priority 0; udp dport 53 drop; tcp dport 53 drop; }' \
+	'}' | ip netns exec "$NS_TX" nft -f -
+agent --secrets "$T/ag.sec" --token-server tokens.sluice.test:7070 ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+worst=0
+for ((i = 0; i < 12; i++)); do
+	t0=$(date +%s%N)
+	sluice_cli stats -j >/dev/null 2>&1 || worst=99999
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	[ "$ms" -gt "$worst" ] && worst=$ms
+	sleep 0.4
+done
+err=$(last_error)
+check $([ "$worst" -lt 1000 ] && grep -qF 'cannot resolve: no answer in 2000 ms' <<<"$err" &&
+	echo 0 || echo 1) \
+	"a resolver that never answers: \`sluice stats\` answered in at most $worst ms over 7 s ($err)"
+netns_stop agent >/dev/null 2>&1
+
+# ---- no secrets, a token server off loopback: refused at the start ----
+sluice_agent_fg "$T/unkeyed" --rules "$T/agent.json" --token-server 198.18.0.1:7070
+rc=$?
+grep -qF 'token server 198.18.0.1:7070 is not a loopback address: a session with it needs --secrets' "$T/unkeyed"
+check $((rc != 0 && rc != 124 && $? == 0 ? 0 : 1)) \
+	"no --secrets and a token server off loopback: exit $rc, the reason given"
 echo "1..$n"

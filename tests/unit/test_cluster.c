@@ -435,7 +435,15 @@ static void test_new_errors(void **state)
 	assert_int_equal(sl_cluster_new(&cfg, &dp, &lock, &c, err,
 					sizeof(err)),
 			 -EINVAL);
-	cfg.servers = "198.18.0.1:7070";
+	/* without secrets, only a loopback server is trusted */
+	cfg.servers = "127.0.0.1:7070,198.18.0.1:7070";
+	assert_int_equal(sl_cluster_new(&cfg, &dp, &lock, &c, err,
+					sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "198.18.0.1:7070 is not a loopback "
+				    "address: a session with it needs "
+				    "--secrets"));
+	cfg.servers = "127.0.0.1:7070,localhost:7070,[::1]:7070";
 	cfg.sync_ms = 0;
 	assert_int_equal(sl_cluster_new(&cfg, &dp, &lock, &c, err,
 					sizeof(err)),

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +38,26 @@ static const double sync_rtt_bounds[] = {
 
 enum sess_state {
 	SESS_IDLE,	 /* waiting for retry_ns */
+	SESS_RESOLVING,	 /* a host name being resolved */
 	SESS_CONNECTING, /* TCP connect in progress */
 	SESS_HELLO,	 /* HELLO sent, waiting for CHALLENGE */
 	SESS_AUTH,	 /* AUTH sent, waiting for AUTH_OK */
 	SESS_READY,	 /* syncing */
+};
+
+/*
+ * A host name resolved by glibc's getaddrinfo_a, off the locks the data
+ * plane's users wait on (a resolver that does not answer holds a lookup
+ * for seconds). glibc may still write it after the session gave up on
+ * it, so it lives apart from the session.
+ */
+struct resolve {
+	struct gaicb cb;
+	struct gaicb *list[1];
+	struct addrinfo hints;
+	char host[256];
+	char port[8];
+	struct resolve *next; /* on c->abandoned */
 };
 
 struct session {
@@ -69,6 +86,10 @@ struct session {
 	uint8_t nonce[SL_PROTO_NONCE_LEN]; /* this connection's, in HELLO */
 	struct sl_proto_session keys;	   /* from the CHALLENGE on */
 	uint64_t term;	/* the newest leader's term seen; older is refused */
+	uint64_t term_heard_ns; /* an answer of that term last came */
+	struct resolve *res;	/* while SESS_RESOLVING */
+	size_t *sent;	/* flow index of each entry of the last SYNC */
+	uint32_t n_sent;
 	/* a follower named the leader: the next connection goes there */
 	struct sl_cluster_server redirect;
 	bool redirected;
@@ -106,7 +127,7 @@ struct sl_cluster_sync {
 	uint32_t rnd;
 	/* scratch for a SYNC and its flows */
 	struct sl_flow_report *reports;
-	size_t *sent; /* flow index of each entry of the last SYNC */
+	struct resolve *abandoned; /* lookups given up, still in glibc's hands */
 };
 
 void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
@@ -115,6 +136,7 @@ void sl_cluster_cfg_default(struct sl_cluster_cfg *cfg)
 	cfg->sync_ms = SL_CLUSTER_SYNC_MS;
 	cfg->miss_limit = SL_LEASE_MISS_LIMIT;
 	cfg->good_needed = SL_LEASE_GOOD_NEEDED;
+	cfg->resolve_ms = SL_CLUSTER_RESOLVE_MS;
 	cfg->connect_ms = SL_CLUSTER_CONNECT_MS;
 	cfg->handshake_ms = SL_CLUSTER_HANDSHAKE_MS;
 	cfg->backoff_min_ms = SL_CLUSTER_BACKOFF_MIN_MS;
@@ -130,6 +152,7 @@ const char *const sl_cluster_refusal_names[SL_REFUSALS] = {
 	[SL_REFUSED_SEQUENCE] = "sequence",
 	[SL_REFUSED_UNSEALED] = "unsealed",
 	[SL_REFUSED_TERM] = "term",
+	[SL_REFUSED_MALFORMED] = "malformed",
 };
 
 int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
@@ -161,6 +184,34 @@ int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 		(*n)++;
 	}
 	return 0;
+}
+
+/*
+ * Without secrets the token protocol has no key: a peer is trusted only
+ * on loopback, as tokend listens only there then. A name other than
+ * localhost is checked again once resolved.
+ */
+static int check_unkeyed(const struct sl_cluster_server *sv, char *err,
+			 size_t errlen)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	bool loopback;
+
+	if (!strcmp(sv->host, "localhost"))
+		return 0;
+	if (getaddrinfo(sv->host, sv->port, &hints, &ai))
+		loopback = false;
+	else {
+		loopback = sl_sockaddr_is_loopback(ai->ai_addr);
+		freeaddrinfo(ai);
+	}
+	if (loopback)
+		return 0;
+	snprintf(err, errlen, "token server %s:%s is not a loopback address: "
+		 "a session with it needs --secrets", sv->host, sv->port);
+	return -EINVAL;
 }
 
 static uint32_t next_rand(struct sl_cluster_sync *c)
@@ -231,6 +282,11 @@ int sl_cluster_new(const struct sl_cluster_cfg *cfg, struct sl_dataplane *dp,
 		ret = -EINVAL;
 		goto fail;
 	}
+	for (size_t i = 0; i < c->n_servers && !cfg->secrets; i++) {
+		ret = check_unkeyed(&c->servers[i], err, errlen);
+		if (ret)
+			goto fail;
+	}
 	if (!cfg->sync_ms || !cfg->miss_limit || !cfg->good_needed ||
 	    !cfg->backoff_min_ms || cfg->backoff_max_ms < cfg->backoff_min_ms) {
 		snprintf(err, errlen, "sync period, N, K and the backoff "
@@ -239,9 +295,8 @@ int sl_cluster_new(const struct sl_cluster_cfg *cfg, struct sl_dataplane *dp,
 		goto fail;
 	}
 	c->reports = calloc(SL_PROTO_MAX_REPORTS, sizeof(*c->reports));
-	c->sent = calloc(SL_PROTO_MAX_REPORTS, sizeof(*c->sent));
 	c->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (!c->reports || !c->sent || c->wake_fd < 0) {
+	if (!c->reports || c->wake_fd < 0) {
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -257,7 +312,6 @@ fail:
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 	free(c->reports);
-	free(c->sent);
 	free(c);
 	return ret;
 }
@@ -332,14 +386,55 @@ static struct session *find_sess(struct session *s, size_t n, const char *ns)
 	return NULL;
 }
 
-static void sess_close(struct session *s)
+static void resolve_free(struct resolve *r)
 {
+	if (r->cb.ar_result)
+		freeaddrinfo(r->cb.ar_result);
+	free(r);
+}
+
+/* Lookups given up that glibc has finished with since. */
+static void reap_abandoned(struct sl_cluster_sync *c)
+{
+	struct resolve **p = &c->abandoned;
+
+	while (*p) {
+		struct resolve *r = *p;
+
+		if (gai_error(&r->cb) == EAI_INPROGRESS) {
+			p = &r->next;
+			continue;
+		}
+		*p = r->next;
+		resolve_free(r);
+	}
+}
+
+static void sess_close(struct sl_cluster_sync *c, struct session *s)
+{
+	struct resolve *r = s->res;
+
+	if (r && gai_error(&r->cb) == EAI_INPROGRESS &&
+	    gai_cancel(&r->cb) == EAI_NOTCANCELED) {
+		r->next = c->abandoned;
+		c->abandoned = r;
+	} else if (r) {
+		resolve_free(r);
+	}
+	s->res = NULL;
 	if (s->fd >= 0)
 		close(s->fd);
 	s->fd = -1;
 	s->in_len = s->out_len = 0;
 	s->waiting = 0;
 	sl_proto_session_clear(&s->keys);
+}
+
+static void sess_free(struct session *s)
+{
+	free(s->in);
+	free(s->out);
+	free(s->sent);
 }
 
 static int sess_init(struct sl_cluster_sync *c, struct session *s, const char *ns)
@@ -352,9 +447,9 @@ static int sess_init(struct sl_cluster_sync *c, struct session *s, const char *n
 			  ARRAY_SIZE(sync_rtt_bounds));
 	s->in = malloc(SL_PROTO_MAX_FRAME);
 	s->out = malloc(SL_PROTO_MAX_FRAME);
-	if (!s->in || !s->out) {
-		free(s->in);
-		free(s->out);
+	s->sent = calloc(SL_PROTO_MAX_REPORTS, sizeof(*s->sent));
+	if (!s->in || !s->out || !s->sent) {
+		sess_free(s);
 		return -ENOMEM;
 	}
 	return 0;
@@ -419,9 +514,8 @@ void sl_cluster_rules_changed(struct sl_cluster_sync *c)
 	for (size_t i = 0; i < c->n_sess; i++) {
 		if (c->sess[i].alive)
 			continue;
-		sess_close(&c->sess[i]);
-		free(c->sess[i].in);
-		free(c->sess[i].out);
+		sess_close(c, &c->sess[i]);
+		sess_free(&c->sess[i]);
 	}
 	for (size_t i = 0; i < ns; i++)
 		sess[i].alive = false;
@@ -479,7 +573,7 @@ static void sess_fail(struct sl_cluster_sync *c, struct session *s, uint64_t now
 	va_end(ap);
 	pr_warn("cluster: namespace %s, token server %s:%s: %s", s->ns,
 		sv->host, sv->port, s->last_error);
-	sess_close(s);
+	sess_close(c, s);
 	s->st = SESS_IDLE;
 	for (size_t i = 0; i < c->n_flows; i++)
 		if (&c->sess[c->flows[i].sess] == s)
@@ -526,37 +620,99 @@ static int sess_flush(struct session *s)
 	return 0;
 }
 
-static void sess_connect(struct sl_cluster_sync *c, struct session *s,
-			 uint64_t now)
+/* Connect to the first address of ai (resolved, or a numeric host). */
+static void sess_dial(struct sl_cluster_sync *c, struct session *s,
+		      const struct addrinfo *ai, uint64_t now)
 {
-	const struct sl_cluster_server *sv = sess_server(c, s);
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICSERV };
-	struct addrinfo *ai;
-	int one = 1, ret;
+	int one = 1;
 
-	ret = getaddrinfo(sv->host, sv->port, &hints, &ai);
-	if (ret) {
-		sess_fail(c, s, now, false, "cannot resolve: %s",
-			  gai_strerror(ret));
+	if (!c->cfg.secrets && !sl_sockaddr_is_loopback(ai->ai_addr)) {
+		sess_fail(c, s, now, false, "not a loopback address: a "
+			  "session with it needs --secrets");
 		return;
 	}
 	s->fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK |
 					      SOCK_CLOEXEC, 0);
 	if (s->fd < 0) {
-		freeaddrinfo(ai);
 		sess_fail(c, s, now, false, "socket: %s", strerror(errno));
 		return;
 	}
 	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	ret = connect(s->fd, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-	if (ret && errno != EINPROGRESS) {
+	if (connect(s->fd, ai->ai_addr, ai->ai_addrlen) &&
+	    errno != EINPROGRESS) {
 		sess_fail(c, s, now, false, "connect: %s", strerror(errno));
 		return;
 	}
 	s->st = SESS_CONNECTING;
 	s->deadline_ns = now + c->cfg.connect_ms * NSEC_PER_MSEC;
+}
+
+/* A numeric host is dialled at once; a name is looked up in the
+ * background (struct resolve) and dialled when sess_drive sees it done. */
+static void sess_connect(struct sl_cluster_sync *c, struct session *s,
+			 uint64_t now)
+{
+	const struct sl_cluster_server *sv = sess_server(c, s);
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct sigevent none = { .sigev_notify = SIGEV_NONE };
+	struct addrinfo *ai;
+	struct resolve *r;
+	int ret;
+
+	if (!getaddrinfo(sv->host, sv->port, &hints, &ai)) {
+		sess_dial(c, s, ai, now);
+		freeaddrinfo(ai);
+		return;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		sess_fail(c, s, now, false, "cannot resolve: out of memory");
+		return;
+	}
+	snprintf(r->host, sizeof(r->host), "%s", sv->host);
+	snprintf(r->port, sizeof(r->port), "%s", sv->port);
+	r->hints = (struct addrinfo){ .ai_socktype = SOCK_STREAM,
+				      .ai_flags = AI_NUMERICSERV };
+	r->cb = (struct gaicb){ .ar_name = r->host, .ar_service = r->port,
+				.ar_request = &r->hints };
+	r->list[0] = &r->cb;
+	ret = getaddrinfo_a(GAI_NOWAIT, r->list, 1, &none);
+	if (ret) {
+		free(r);
+		sess_fail(c, s, now, false, "cannot resolve: %s",
+			  gai_strerror(ret));
+		return;
+	}
+	s->res = r;
+	s->st = SESS_RESOLVING;
+	s->deadline_ns = now + c->cfg.resolve_ms * NSEC_PER_MSEC;
+}
+
+/* A lookup in progress: dial its answer once it has one. */
+static uint64_t sess_resolving(struct sl_cluster_sync *c, struct session *s,
+			       uint64_t now)
+{
+	int ret = gai_error(&s->res->cb);
+
+	if (ret == EAI_INPROGRESS) {
+		if (now < s->deadline_ns)
+			return now + SL_CLUSTER_RESOLVE_POLL_NS < s->deadline_ns
+				       ? now + SL_CLUSTER_RESOLVE_POLL_NS
+				       : s->deadline_ns;
+		sess_fail(c, s, now, false, "cannot resolve: no answer in "
+			  "%u ms", c->cfg.resolve_ms);
+	} else if (ret) {
+		sess_fail(c, s, now, false, "cannot resolve: %s",
+			  gai_strerror(ret));
+	} else {
+		struct resolve *r = s->res;
+
+		s->res = NULL;
+		sess_dial(c, s, r->cb.ar_result, now);
+		resolve_free(r);
+	}
+	return s->st == SESS_IDLE ? s->retry_ns : s->deadline_ns;
 }
 
 static void sess_hello(struct sl_cluster_sync *c, struct session *s, uint64_t now)
@@ -612,7 +768,7 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 			.used = f->used,
 			.held = sl_lease_held(&f->l),
 		};
-		c->sent[n++] = i;
+		s->sent[n++] = i;
 	}
 	err = sl_proto_put_sync(s->out + s->out_len,
 				SL_PROTO_MAX_FRAME - s->out_len, ++s->req_id,
@@ -626,6 +782,7 @@ static void send_sync(struct sl_cluster_sync *c, struct session *s, uint64_t now
 		return;
 	}
 	s->out_len += len;
+	s->n_sent = n;
 	s->waiting = s->req_id;
 	s->sent_ns = now;
 	s->gen = c->gen;
@@ -650,7 +807,14 @@ static int out_of_bounds(const struct sl_cluster_sync *c,
 			 "%u", m->grants.ttl_ms, c->cfg.max_ttl_ms);
 		return SL_REFUSED_TTL;
 	}
-	if (m->grants.flags & SL_SRV_KEEP || s->gen != c->gen)
+	if (m->grants.flags & SL_SRV_KEEP)
+		return -1;
+	if (m->grants.n != s->n_sent) {
+		snprintf(why, len, "%u grants for the %u flows of the SYNC",
+			 m->grants.n, s->n_sent);
+		return SL_REFUSED_MALFORMED;
+	}
+	if (s->gen != c->gen)
 		return -1;
 	for (uint32_t i = 0; i < m->grants.n; i++) {
 		struct sl_flow_grant g;
@@ -658,7 +822,7 @@ static int out_of_bounds(const struct sl_cluster_sync *c,
 		uint64_t bound;
 
 		sl_proto_grant(m, i, &g);
-		f = &c->flows[c->sent[i]];
+		f = &c->flows[s->sent[i]];
 		if (g.flow_id != f->r.cluster.flow_id ||
 		    (g.flags & SL_GRANT_UNKNOWN))
 			continue;
@@ -731,7 +895,7 @@ static void on_grants(struct sl_cluster_sync *c, struct session *s,
 		struct flow *f;
 
 		sl_proto_grant(m, i, &g);
-		f = &c->flows[c->sent[i]];
+		f = &c->flows[s->sent[i]];
 		if (g.flow_id != f->r.cluster.flow_id)
 			continue;
 		if ((g.flags & SL_GRANT_UNKNOWN) &&
@@ -805,20 +969,37 @@ static bool sess_open(struct sl_cluster_sync *c, struct session *s,
 
 /*
  * A term older than the newest this namespace has seen comes from a
- * deposed leader: refused, nothing of it applied. A newer one is learned.
+ * deposed leader: refused, nothing of it applied, for as long as a lease
+ * of the newer term may last (--max-lease-ttl-ms since that term was last
+ * heard). After that no lease of the newer term is left to overlap, and
+ * a term nobody answers in (or a forged one) locks nobody out for good.
+ * Only the server's own answers teach a term (learn); a REDIRECT only
+ * points.
  */
 static bool term_ok(struct sl_cluster_sync *c, struct session *s,
-		    uint64_t term, uint64_t now)
+		    uint64_t term, bool learn, uint64_t now)
 {
 	if (term < s->term) {
-		s->refused[SL_REFUSED_TERM]++;
-		sess_fail(c, s, now, false, "refused: an answer of term %llu, "
-			  "older than term %llu seen (a deposed leader)",
-			  (unsigned long long)term,
-			  (unsigned long long)s->term);
-		return false;
+		if (now - s->term_heard_ns <
+		    c->cfg.max_ttl_ms * (uint64_t)NSEC_PER_MSEC) {
+			s->refused[SL_REFUSED_TERM]++;
+			sess_fail(c, s, now, false, "refused: an answer of "
+				  "term %llu, older than term %llu seen (a "
+				  "deposed leader)", (unsigned long long)term,
+				  (unsigned long long)s->term);
+			return false;
+		}
+		if (learn)
+			pr_warn("cluster: namespace %s: term %llu unheard for "
+				"%u ms (--max-lease-ttl-ms): no lease of it "
+				"is left, term %llu believed", s->ns,
+				(unsigned long long)s->term,
+				c->cfg.max_ttl_ms, (unsigned long long)term);
 	}
-	s->term = term;
+	if (learn) {
+		s->term = term;
+		s->term_heard_ns = now;
+	}
 	return true;
 }
 
@@ -862,7 +1043,7 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 
 	if (m->type == SL_MSG_REDIRECT &&
 	    (s->st == SESS_AUTH || s->st == SESS_READY)) {
-		if (term_ok(c, s, m->redirect.term, now))
+		if (term_ok(c, s, m->redirect.term, false, now))
 			on_redirect(c, s, m, now);
 		return;
 	}
@@ -895,7 +1076,7 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 	case SESS_AUTH:
 		if (m->type != SL_MSG_AUTH_OK)
 			break;
-		if (!term_ok(c, s, m->auth_ok.term, now))
+		if (!term_ok(c, s, m->auth_ok.term, true, now))
 			return;
 		s->ttl_ms = m->auth_ok.ttl_ms;
 		if (m->auth_ok.sync_ms)
@@ -910,7 +1091,7 @@ static void on_frame(struct sl_cluster_sync *c, struct session *s,
 	case SESS_READY:
 		if (m->type != SL_MSG_GRANTS)
 			break;
-		if (term_ok(c, s, m->grants.term, now))
+		if (term_ok(c, s, m->grants.term, true, now))
 			on_grants(c, s, m, now);
 		return;
 	default:
@@ -946,6 +1127,12 @@ static void sess_read(struct sl_cluster_sync *c, struct session *s, uint64_t now
 				break;
 			if (!err)
 				err = sl_proto_decode(s->in + off, len, &m);
+			if (err == -EPERM) {
+				s->refused[SL_REFUSED_UNSEALED]++;
+				sess_fail(c, s, now, false, "refused: a frame "
+					  "without a seal");
+				return;
+			}
 			if (err) {
 				sess_fail(c, s, now, false, "bad frame: %s",
 					  strerror(-err));
@@ -973,6 +1160,8 @@ static uint64_t sess_drive(struct sl_cluster_sync *c, struct session *s,
 			return s->retry_ns;
 		sess_connect(c, s, now);
 		return s->st == SESS_IDLE ? s->retry_ns : s->deadline_ns;
+	case SESS_RESOLVING:
+		return sess_resolving(c, s, now);
 	case SESS_CONNECTING:
 	case SESS_HELLO:
 	case SESS_AUTH:
@@ -1008,6 +1197,7 @@ static void *run(void *arg)
 		pthread_mutex_lock(&c->lock);
 		now = sl_now_ns();
 		next = now + 50 * NSEC_PER_MSEC;
+		reap_abandoned(c);
 		if (cap < c->n_sess + 1) {
 			free(pfd);
 			cap = c->n_sess + 1;
@@ -1117,7 +1307,8 @@ static void add_time(cJSON *o, const char *name, uint64_t mono, uint64_t now)
 static const char *sess_state_str(enum sess_state s)
 {
 	static const char *const names[] = {
-		[SESS_IDLE] = "retrying",     [SESS_CONNECTING] = "connecting",
+		[SESS_IDLE] = "retrying",     [SESS_RESOLVING] = "resolving",
+		[SESS_CONNECTING] = "connecting",
 		[SESS_HELLO] = "handshake",   [SESS_AUTH] = "handshake",
 		[SESS_READY] = "ready",
 	};
@@ -1297,16 +1488,16 @@ void sl_cluster_free(struct sl_cluster_sync *c)
 	}
 	c->dp->first_limit = NULL;
 	for (size_t i = 0; i < c->n_sess; i++) {
-		sess_close(&c->sess[i]);
-		free(c->sess[i].in);
-		free(c->sess[i].out);
+		sess_close(c, &c->sess[i]);
+		sess_free(&c->sess[i]);
 	}
 	free(c->sess);
+	/* a lookup glibc still runs is left to the exit */
+	reap_abandoned(c);
 	for (size_t i = 0; i < c->n_flows; i++)
 		sl_rule_release(&c->flows[i].r);
 	free(c->flows);
 	free(c->reports);
-	free(c->sent);
 	close(c->wake_fd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);

@@ -24,6 +24,11 @@
 #ifndef SL_CLUSTER_SYNC_MS
 #define SL_CLUSTER_SYNC_MS 100 /* until AUTH_OK advises a period */
 #endif
+#ifndef SL_CLUSTER_RESOLVE_MS
+#define SL_CLUSTER_RESOLVE_MS 2000 /* a token server's host name */
+#endif
+/* how often a lookup in progress is looked at */
+#define SL_CLUSTER_RESOLVE_POLL_NS (5 * NSEC_PER_MSEC)
 #ifndef SL_CLUSTER_CONNECT_MS
 #define SL_CLUSTER_CONNECT_MS 500 /* TCP connect */
 #endif
@@ -53,6 +58,7 @@ struct sl_cluster_cfg {
 	uint32_t sync_ms;
 	uint32_t miss_limit;  /* N: missed syncs before a lease is dropped */
 	uint32_t good_needed; /* K: good syncs before leaving fallback */
+	uint32_t resolve_ms;
 	uint32_t connect_ms;
 	uint32_t handshake_ms;
 	uint32_t backoff_min_ms;
@@ -117,7 +123,8 @@ struct sl_cluster_flow_info {
  * an AUTH_OK not sealed with the namespace secret (the server does not
  * hold it); after the handshake, a frame with a wrong MAC, a sequence
  * number out of order (replayed), or without a seal; an answer from a
- * term older than one the namespace has seen (a deposed leader). */
+ * term older than one the namespace has seen (a deposed leader); GRANTS
+ * whose entries do not answer the SYNC's flows one for one. */
 enum sl_cluster_refusal {
 	SL_REFUSED_OVER_COUNT,
 	SL_REFUSED_TTL,
@@ -126,6 +133,7 @@ enum sl_cluster_refusal {
 	SL_REFUSED_SEQUENCE,
 	SL_REFUSED_UNSEALED,
 	SL_REFUSED_TERM,
+	SL_REFUSED_MALFORMED,
 	SL_REFUSALS,
 };
 

@@ -226,7 +226,7 @@ int sl_proto_decode(const void *buf, size_t len, struct sl_msg *m)
 	}
 	ret = decode_body(p + SL_PROTO_HDR_LEN, end, m);
 	if (!ret && !seal_ok(m->type, m->sealed))
-		return -EBADMSG;
+		return m->sealed ? -EBADMSG : -EPERM;
 	return ret;
 }
 

@@ -156,9 +156,10 @@ int sl_proto_frame_len(const void *buf, size_t avail, uint32_t *len);
 /*
  * Decode exactly one frame of len bytes. Returns 0, -EBADMSG (length,
  * truncated or trailing bytes, nonzero reserved field, bad name, count
- * larger than the frame, a HELLO or CHALLENGE sealed or another type
- * but ERROR not), -EMSGSIZE, -EPROTONOSUPPORT (version) or -EPROTO
- * (unknown type). A seal is parsed, not checked: see sl_proto_open().
+ * larger than the frame, a HELLO or CHALLENGE sealed), -EPERM (a type
+ * that travels sealed, all but those two and ERROR, without a seal),
+ * -EMSGSIZE, -EPROTONOSUPPORT (version) or -EPROTO (unknown type). A
+ * seal is parsed, not checked: see sl_proto_open().
  */
 int sl_proto_decode(const void *buf, size_t len, struct sl_msg *m);
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
@@ -216,6 +217,17 @@ int sl_parse_sockaddr(const char *s, struct sockaddr_storage *ss,
 	*len = ai->ai_addrlen;
 	freeaddrinfo(ai);
 	return 0;
+}
+
+bool sl_sockaddr_is_loopback(const struct sockaddr *sa)
+{
+	const struct sockaddr_in *in4 = (const struct sockaddr_in *)sa;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+	if (sa->sa_family == AF_INET)
+		return ntohl(in4->sin_addr.s_addr) >> 24 == 127;
+	return sa->sa_family == AF_INET6 &&
+	       IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
 }
 
 int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max,

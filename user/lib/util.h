@@ -110,6 +110,9 @@ int sl_parse_hostport(const char *s, size_t len, struct sl_hostport *out);
 int sl_parse_sockaddr(const char *s, struct sockaddr_storage *ss,
 		      socklen_t *len);
 
+/* 127.0.0.0/8 or ::1: where a peer without a secret may be trusted. */
+bool sl_sockaddr_is_loopback(const struct sockaddr *sa);
+
 #define SL_MAX_IFACES 16 /* interfaces one agent attaches to */
 
 /*

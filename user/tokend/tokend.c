@@ -1194,16 +1194,6 @@ static int parse_listen(const char *s, struct sockaddr_storage *ss,
 	return 0;
 }
 
-static bool is_loopback(const struct sockaddr_storage *ss)
-{
-	const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
-	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
-
-	if (ss->ss_family == AF_INET)
-		return ntohl(in4->sin_addr.s_addr) >> 24 == 127;
-	return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
-}
-
 static int flow_cmp(const void *a, const void *b)
 {
 	uint32_t x = ((const struct flow *)a)->id,
@@ -1429,7 +1419,7 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	ret = parse_listen(cfg->listen, &ss, &sl, err, errlen);
 	if (ret)
 		return ret;
-	if (!secrets && !is_loopback(&ss)) {
+	if (!secrets && !sl_sockaddr_is_loopback((struct sockaddr *)&ss)) {
 		snprintf(err, errlen,
 			 "without --secrets clients are not authenticated: "
 			 "listen on a loopback address only");
