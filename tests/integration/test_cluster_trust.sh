@@ -317,6 +317,55 @@ check $([ "$n_term" -ge 1 ] && [ "$(flow local state)" = fallback ] &&
 netns_stop old >/dev/null 2>&1
 etcd_kill
 
+# ---- one agent in two namespaces, under traffic ----
+# alpha and beta each have a flow 1 (counts 900 and 1000) on their own
+# port: each session's GRANTS apply to its own flows, whichever session
+# syncs in the same pass as the other
+cat >"$T/two.json" <<EOF
+{"rules": [
+ {"name": "a", "match": {"proto": "udp", "dport": 9000}, "grade": "pps",
+  "count": 900, "cluster": {"namespace": "alpha", "flow_id": 1,
+  "threshold_type": "global", "fallback": {"fixed": 100}}},
+ {"name": "b", "match": {"proto": "udp", "dport": 9001}, "grade": "pps",
+  "count": 1000, "cluster": {"namespace": "beta", "flow_id": 1,
+  "threshold_type": "global", "fallback": {"fixed": 100}}}
+]}
+EOF
+secrets "$T/two.sec" "alpha $OLD" "beta $NEW"
+tokend "$T/two.json" --secrets "$T/two.sec"
+netns_stop agent >/dev/null 2>&1
+sluice_bg agent --rules "$T/two.json" --token-server "$TD" --node-id h1 \
+	--secrets "$T/two.sec" --metrics "$METRICS"
+sluice_wait_ready agent "$WAIT_S" ||
+	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+netns_bg "$NS_RX" rxb "$GEN_BIN/rxcount" --dev veth-rx --proto udp \
+	--dport 9001 --duration 9
+netns_wait_ready rxb 5 || { echo "Bail out! rxcount did not start"; exit 1; }
+gens=()
+for p in 9000 9001; do
+	ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
+		--dst-mac "$RX_MAC" --dport "$p" --rate 2000 --duration 7 \
+		>/dev/null 2>&1 &
+	gens+=($!)
+done
+wait_state a cluster "$WAIT_S" && wait_state b cluster "$WAIT_S"
+ok=$?
+lims_a="" lims_b=""
+for ((i = 0; i < 30; i++)); do
+	lims_a+=" $(flow a limit)" lims_b+=" $(flow b limit)"
+	sleep 0.1
+done
+lims_a=$(tr ' ' '\n' <<<"$lims_a" | sort -un | tr '\n' ' ')
+lims_b=$(tr ' ' '\n' <<<"$lims_b" | sort -un | tr '\n' ' ')
+check $([ $ok = 0 ] && [ "$lims_a" = " 900 " ] && [ "$lims_b" = " 1000 " ] &&
+	echo 0 || echo 1) \
+	"two namespaces, one agent: alpha's flow at 900 only (seen:$lims_a), beta's at 1000 only (seen:$lims_b)"
+wait "${gens[@]}"
+netns_stop rxb
+rate=$(sluice_json 'max(d["per_second"][2:-2])' <"$T/rxb.out")
+check $([ -n "$rate" ] && [ "$rate" -le 1050 ] && [ "$rate" -ge 900 ] && echo 0 || echo 1) \
+	"... beta admitted at most $rate pps in a second of 2000 offered (count 1000, at rxcount)"
+
 # ---- a member of the namespace that lies (tests/lib/rogue_tokend.c) ----
 # It holds the secret, so its frames open; what they say is checked.
 ROGUE=$(dirname "$SLUICE")/tests/rogue_tokend
@@ -372,6 +421,11 @@ rogue high-term "$TD" || { echo "Bail out! the rogue server did not start"; exit
 n0=$(refused term)
 agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP" --max-lease-ttl-ms 2000 ||
 	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+for ((i = 0; i < WAIT_S * 10; i++)); do
+	term=$(sluice_cli status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')
+	[ "$term" = 9223372036854775808 ] && break
+	sleep 0.1
+done
 netns_stop rogue >/dev/null 2>&1
 t0=$(date +%s%N)
 wait_state local cluster $((WAIT_S + 5))
