@@ -163,12 +163,71 @@ static void test_frames(void **state)
 			 -EPROTO);
 }
 
+struct frames {
+	size_t n;
+	size_t len[4];
+	char first[8];
+};
+
+static int count_frame(void *arg, const char *text, size_t len)
+{
+	struct frames *fr = arg;
+
+	if (fr->n < 4)
+		fr->len[fr->n] = len;
+	if (!fr->n)
+		memcpy(fr->first, text, sizeof(fr->first));
+	fr->n++;
+	return 0;
+}
+
+/* A 32 MiB frame in 16 KiB chunks, then two frames and an empty line in
+ * one chunk: every frame whole, and every byte searched once. */
+static void test_stream_chunks(void **state)
+{
+	const size_t big = 32u << 20, chunk = 16u << 10;
+	struct sl_etcd_stream s = { 0 };
+	struct frames fr = { 0 };
+	char *text = malloc(big + 1);
+	const char *tail = "{\"b\":1}\n\n{\"c\":2}\n";
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, 'x', big);
+	memcpy(text, "{\"a\":\"", 6);
+	text[big - 2] = '"';
+	text[big - 1] = '}';
+	text[big] = '\n';
+	for (size_t off = 0; off < big + 1; off += chunk)
+		assert_int_equal(sl_etcd_stream_feed(&s, text + off,
+						     off + chunk > big + 1
+							     ? big + 1 - off
+							     : chunk,
+						     count_frame, &fr),
+				 0);
+	assert_int_equal(fr.n, 1);
+	assert_int_equal(fr.len[0], big);
+	assert_memory_equal(fr.first, "{\"a\":\"xx", 8);
+	assert_int_equal(s.searched, big + 1);
+	assert_int_equal(sl_etcd_stream_feed(&s, tail, strlen(tail),
+					     count_frame, &fr),
+			 0);
+	assert_int_equal(fr.n, 3);
+	assert_int_equal(fr.len[1], 7);
+	assert_int_equal(fr.len[2], 7);
+	assert_int_equal(s.searched, big + 1 + strlen(tail));
+	assert_int_equal(s.pending.len, 0);
+	sl_etcd_stream_free(&s);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_b64_round_trip),
 		cmocka_unit_test(test_endpoints),
 		cmocka_unit_test(test_frames),
+		cmocka_unit_test(test_stream_chunks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -130,15 +130,9 @@ void sl_etcd_kv_free(struct sl_etcd_kv *kv)
 	memset(kv, 0, sizeof(*kv));
 }
 
-struct answer {
-	char *buf;
-	size_t len, cap;
-	bool too_big;
-};
-
 static size_t collect(char *p, size_t size, size_t n, void *arg)
 {
-	struct answer *a = arg;
+	struct sl_etcd_buf *a = arg;
 	size_t add = size * n;
 
 	if (a->len + add + 1 > ANSWER_MAX) {
@@ -209,7 +203,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 
 	for (int k = 0; k < e->n_urls; k++) {
 		int i = (e->cur + k) % e->n_urls;
-		struct answer a = { 0 };
+		struct sl_etcd_buf a = { 0 };
 		struct curl_slist *hdrs;
 		char url[SL_ETCD_URL_MAX + 32];
 		long status = 0;
@@ -699,19 +693,56 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 	return ret;
 }
 
+int sl_etcd_stream_feed(struct sl_etcd_stream *s, const char *p, size_t n,
+			int (*frame)(void *arg, const char *text, size_t len),
+			void *arg)
+{
+	struct sl_etcd_buf *b = &s->pending;
+	size_t start = 0;
+	char *nl;
+	int ret;
+
+	if (collect((char *)p, 1, n, b) != n)
+		return b->too_big ? -EMSGSIZE : -ENOMEM;
+	/* what earlier chunks brought holds no newline: search the rest */
+	while ((nl = memchr(b->buf + s->scanned, '\n',
+			    b->len - s->scanned))) {
+		size_t len = nl - (b->buf + start);
+
+		s->searched += nl + 1 - (b->buf + s->scanned);
+		s->scanned = nl + 1 - b->buf;
+		ret = len ? frame(arg, b->buf + start, len) : 0;
+		start += len + 1;
+		if (ret)
+			return ret;
+	}
+	s->searched += b->len - s->scanned;
+	memmove(b->buf, b->buf + start, b->len - start);
+	b->len -= start;
+	s->scanned = b->len;
+	return 0;
+}
+
+void sl_etcd_stream_free(struct sl_etcd_stream *s)
+{
+	free(s->pending.buf);
+	memset(s, 0, sizeof(*s));
+}
+
 struct watch {
 	struct sl_etcd *e;
 	const struct sl_etcd_watch_cb *cb;
-	struct answer buf; /* the part of a frame not yet complete */
-	int ret;	   /* why the stream was cut by us */
+	struct sl_etcd_stream stream;
+	int ret; /* why the stream was cut by us */
 	int64_t compact_revision;
 	char *err;
 	size_t errlen;
 };
 
 /* One complete frame. */
-static int on_frame(struct watch *w, const char *text, size_t len)
+static int on_frame(void *arg, const char *text, size_t len)
 {
+	struct watch *w = arg;
 	struct sl_etcd_frame f;
 	int ret;
 
@@ -737,28 +768,16 @@ static int on_frame(struct watch *w, const char *text, size_t len)
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
 	struct watch *w = arg;
-	size_t add = size * n, start = 0;
-	char *nl;
 
-	if (collect(p, size, n, &w->buf) != add) {
-		sl_set_err(w->err, w->errlen, "%s", w->buf.too_big
-				? "a watch frame larger than 96 MiB"
-				: "out of memory");
-		w->ret = w->buf.too_big ? -EPROTO : -ENOMEM;
-		return 0;
+	w->ret = sl_etcd_stream_feed(&w->stream, p, size * n, on_frame, w);
+	if (w->ret == -EMSGSIZE) {
+		sl_set_err(w->err, w->errlen,
+			"a watch frame larger than 96 MiB");
+		w->ret = -EPROTO;
+	} else if (w->ret == -ENOMEM) {
+		sl_set_err(w->err, w->errlen, "out of memory");
 	}
-	while ((nl = memchr(w->buf.buf + start, '\n', w->buf.len - start))) {
-		size_t len = nl - (w->buf.buf + start);
-
-		if (len)
-			w->ret = on_frame(w, w->buf.buf + start, len);
-		start += len + 1;
-		if (w->ret)
-			return 0;
-	}
-	memmove(w->buf.buf, w->buf.buf + start, w->buf.len - start);
-	w->buf.len -= start;
-	return add;
+	return w->ret ? 0 : size * n;
 }
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn,
@@ -804,9 +823,10 @@ int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 	curl_slist_free_all(hdrs);
 	free(body);
 	/* an error answer that ends without a newline: its message */
-	if (!w.ret && rc == CURLE_OK && w.buf.len)
-		w.ret = on_frame(&w, w.buf.buf, w.buf.len);
-	free(w.buf.buf);
+	if (!w.ret && rc == CURLE_OK && w.stream.pending.len)
+		w.ret = on_frame(&w, w.stream.pending.buf,
+				 w.stream.pending.len);
+	sl_etcd_stream_free(&w.stream);
 	if (w.ret == -ESTALE)
 		*compact_revision = w.compact_revision;
 	if (w.ret)

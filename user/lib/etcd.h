@@ -92,6 +92,34 @@ void sl_etcd_frame_free(struct sl_etcd_frame *f);
 int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 			struct sl_etcd_frame *out, char *err, size_t errlen);
 
+/* A growing buffer of received bytes, NUL-terminated. */
+struct sl_etcd_buf {
+	char *buf;
+	size_t len, cap;
+	bool too_big; /* it would have passed SL_ETCD_FRAME_MAX */
+};
+
+/*
+ * The watch stream cut into its frames, one a line. A frame that comes in
+ * many chunks is searched for its end once, not once a chunk: searched
+ * counts the bytes searched since the start (tests).
+ */
+struct sl_etcd_stream {
+	struct sl_etcd_buf pending; /* the frame not yet complete */
+	size_t scanned;		    /* of pending, known to hold no newline */
+	uint64_t searched;
+};
+
+/*
+ * Append a chunk and call frame() with every line now complete (empty
+ * lines skipped); the first non-zero return of frame() stops and is
+ * returned. -EMSGSIZE: a frame larger than SL_ETCD_FRAME_MAX.
+ */
+int sl_etcd_stream_feed(struct sl_etcd_stream *s, const char *p, size_t n,
+			int (*frame)(void *arg, const char *text, size_t len),
+			void *arg);
+void sl_etcd_stream_free(struct sl_etcd_stream *s);
+
 /*
  * Called with every event in revision order; a non-zero return ends the
  * watch with that value. stop() is polled about once a second (libcurl's
