@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -50,25 +51,107 @@ static void test_endpoints(void **state)
 	(void)state;
 	assert_int_equal(sl_etcd_init(&e, "http://127.0.0.1:2379/,"
 					  "https://etcd-2:2379",
-				      "/k", err, sizeof(err)),
+				      NULL, "/k", err, sizeof(err)),
 			 0);
 	assert_int_equal(e.n_urls, 2);
 	assert_string_equal(e.url[0], "http://127.0.0.1:2379");
 	assert_string_equal(e.url[1], "https://etcd-2:2379");
 	sl_etcd_free(&e);
-	assert_int_equal(sl_etcd_init(&e, "127.0.0.1:2379", "/k", err,
+	assert_int_equal(sl_etcd_init(&e, "127.0.0.1:2379", NULL, "/k", err,
 				      sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "'127.0.0.1:2379': not a URL"));
-	assert_int_equal(sl_etcd_init(&e, "http://a:1,,http://b:1", "/k",
+	assert_int_equal(sl_etcd_init(&e, "http://a:1,,http://b:1", NULL, "/k",
 				      err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "an empty URL"));
-	assert_int_equal(sl_etcd_init(&e, "http://", "/k", err, sizeof(err)),
+	assert_int_equal(sl_etcd_init(&e, "http://", NULL, "/k", err,
+				      sizeof(err)),
 			 -EINVAL);
-	assert_int_equal(sl_etcd_init(&e, "http://a:1", "", err, sizeof(err)),
+	assert_int_equal(sl_etcd_init(&e, "http://a:1", NULL, "", err,
+				      sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "empty key"));
+}
+
+static int init_auth(const char *endpoints, const struct sl_etcd_auth *auth)
+{
+	struct sl_etcd e;
+	int ret = sl_etcd_init(&e, endpoints, auth, "/k", err, sizeof(err));
+
+	if (!ret)
+		sl_etcd_free(&e);
+	return ret;
+}
+
+/* TLS and a user: files checked and named, the password read, never a
+ * half-given pair. */
+static void test_auth_options(void **state)
+{
+	char dir[] = "/tmp/test_etcd.XXXXXX", pw[64], missing[64];
+	const char *https = "https://127.0.0.1:2379";
+	struct sl_etcd e;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(pw, sizeof(pw), "%s/pw", dir);
+	snprintf(missing, sizeof(missing), "%s/missing.pem", dir);
+	f = fopen(pw, "w");
+	assert_non_null(f);
+	fputs("s3cr\"et\n", f);
+	fclose(f);
+	unsetenv(SL_ETCD_PASSWORD_ENV);
+
+	assert_int_equal(sl_etcd_init(&e, https,
+				      &(struct sl_etcd_auth){
+					      .cacert = pw, .cert = pw,
+					      .user = "sl", .password_file = pw },
+				      "/k", err, sizeof(err)),
+			 0);
+	assert_string_equal(e.password, "s3cr\"et");
+	assert_string_equal(e.user, "sl");
+	assert_null(e.token);
+	sl_etcd_free(&e);
+
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .cacert = missing }),
+			 -ENOENT);
+	assert_non_null(strstr(err, "--etcd-cacert"));
+	assert_non_null(strstr(err, missing));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .cert_key = pw }),
+			 -EINVAL);
+	assert_non_null(strstr(err, "--etcd-cert-key needs --etcd-cert"));
+	assert_int_equal(init_auth("http://127.0.0.1:2379",
+				   &(struct sl_etcd_auth){ .cacert = pw }),
+			 -EINVAL);
+	assert_non_null(strstr(err, "https://"));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .password_file = pw }),
+			 -EINVAL);
+	assert_non_null(strstr(err, "needs --etcd-user"));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .user = "sl" }),
+			 -EINVAL);
+	assert_non_null(strstr(err, SL_ETCD_PASSWORD_ENV));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .user = "sl",
+						  .password_file = missing }),
+			 -ENOENT);
+	assert_non_null(strstr(err, missing));
+
+	setenv(SL_ETCD_PASSWORD_ENV, "from-env", 1);
+	assert_int_equal(sl_etcd_init(&e, https,
+				      &(struct sl_etcd_auth){ .user = "sl" },
+				      "/k", err, sizeof(err)),
+			 0);
+	assert_string_equal(e.password, "from-env");
+	sl_etcd_free(&e);
+	unsetenv(SL_ETCD_PASSWORD_ENV);
+
+	unlink(pw);
+	rmdir(dir);
 }
 
 #define HDR "\"header\":{\"cluster_id\":\"1\",\"member_id\":\"2\"," \
@@ -226,6 +309,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_b64_round_trip),
 		cmocka_unit_test(test_endpoints),
+		cmocka_unit_test(test_auth_options),
 		cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_stream_chunks),
 	};

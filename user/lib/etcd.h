@@ -18,20 +18,65 @@
 #define SL_ETCD_FRAME_MAX (96u << 20)
 #define SL_ETCD_TIMEOUT_MS 5000 /* a range or a txn, connecting included */
 
+/* The password of --etcd-user when there is no --etcd-password-file. */
+#define SL_ETCD_PASSWORD_ENV "SLUICE_ETCD_PASSWORD"
+
+/* TLS and a user to reach etcd with (docs/fleet.md); NULL: not given. */
+struct sl_etcd_auth {
+	const char *cacert;	   /* PEM CAs for etcd's certificate; NULL:
+				    * the system's */
+	const char *cert;	   /* a PEM client certificate */
+	const char *cert_key;	   /* its key; NULL: in the cert's file */
+	const char *user;
+	const char *password_file; /* NULL: $SLUICE_ETCD_PASSWORD */
+};
+
+/* The options of a struct sl_etcd_auth, member m of the options struct t,
+ * in a command's table (params.h): the same on every program. */
+#define SL_ETCD_AUTH_OPTS(t, m)                                               \
+	{ .name = "etcd-cacert", .type = SL_OPT_STRING,                       \
+	  .field = SL_FIELD(t, m.cacert), .metavar = "FILE",                  \
+	  .help = "CAs (PEM) to check etcd's certificate (the system's)" },  \
+	{ .name = "etcd-cert", .type = SL_OPT_STRING,                         \
+	  .field = SL_FIELD(t, m.cert), .metavar = "FILE",                    \
+	  .help = "a client certificate (PEM), no CommonName" },            \
+	{ .name = "etcd-cert-key", .type = SL_OPT_STRING,                     \
+	  .field = SL_FIELD(t, m.cert_key), .metavar = "FILE",                \
+	  .help = "its private key (else in --etcd-cert's file)" },         \
+	{ .name = "etcd-user", .type = SL_OPT_STRING,                         \
+	  .field = SL_FIELD(t, m.user), .metavar = "USER",                    \
+	  .help = "an etcd user (etcd with auth enabled)" },                  \
+	{ .name = "etcd-password-file", .type = SL_OPT_STRING,                \
+	  .field = SL_FIELD(t, m.password_file), .metavar = "FILE",           \
+	  .help = "the password of --etcd-user (else $" SL_ETCD_PASSWORD_ENV  \
+		  ")" }
+
+static inline bool sl_etcd_auth_given(const struct sl_etcd_auth *a)
+{
+	return a->cacert || a->cert || a->cert_key || a->user ||
+	       a->password_file;
+}
+
 struct sl_etcd {
 	char url[SL_ETCD_MAX_ENDPOINTS][SL_ETCD_URL_MAX]; /* no trailing / */
 	int n_urls;
 	int cur; /* the endpoint tried first: the last one that answered */
 	char *key;
 	unsigned int timeout_ms; /* of one request; SL_ETCD_TIMEOUT_MS */
+	char *cacert, *cert, *cert_key, *user; /* struct sl_etcd_auth's */
+	char *password;
+	char *token; /* of the user, sent with every request; NULL: none yet */
 };
 
 /*
- * endpoints "URL[,URL...]" (http:// or https://), key not empty. -EINVAL
- * with the reason in err. Free with sl_etcd_free().
+ * endpoints "URL[,URL...]" (http:// or https://), key not empty; auth
+ * (NULL: none) is copied, its files checked and the password read.
+ * -EINVAL (or -errno of a file) with the reason in err. Free with
+ * sl_etcd_free().
  */
-int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
-		 char *err, size_t errlen);
+int sl_etcd_init(struct sl_etcd *e, const char *endpoints,
+		 const struct sl_etcd_auth *auth, const char *key, char *err,
+		 size_t errlen);
 void sl_etcd_free(struct sl_etcd *e);
 
 /* The endpoint last used, for messages. */
@@ -47,7 +92,8 @@ struct sl_etcd_kv {
 
 void sl_etcd_kv_free(struct sl_etcd_kv *kv);
 
-/* Read the key. 0, or -errno with the reason (endpoint named) in err. */
+/* Read the key. 0, or -errno with the reason (endpoint named) in err;
+ * -EACCES: etcd refused the user (a wrong password). */
 int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 		size_t errlen);
 
@@ -78,6 +124,7 @@ struct sl_etcd_frame {
 	bool canceled;
 	int64_t compact_revision; /* > 0: the start revision was compacted */
 	int64_t revision;	  /* of the header */
+	char *cancel_reason;	  /* malloc'd; NULL: none given */
 	struct sl_etcd_event *events;
 	size_t n_events;
 };
@@ -135,8 +182,9 @@ struct sl_etcd_watch_cb {
 /*
  * Watch the key from start_revision until stopped, an event callback
  * fails, or the stream ends: 0 (stopped), the callback's value, -ESTALE
- * when start_revision was compacted (*compact_revision set), or -errno
- * with the reason in err (connection refused or lost, an error frame).
+ * when start_revision was compacted (*compact_revision set), -EACCES when
+ * etcd refuses the user, or -errno with the reason in err (connection
+ * refused or lost, an error frame).
  */
 int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,
