@@ -536,11 +536,41 @@ static int parse_kv(const cJSON *kv, const char *key,
 	return ret == -EINVAL ? -EPROTO : ret;
 }
 
+int sl_etcd_range_answer(const cJSON *doc, const char *key,
+			 struct sl_etcd_kv *out)
+{
+	const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(doc, "kvs"), *kv;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+		      "revision", &out->revision);
+	cJSON_ArrayForEach(kv, kvs) {
+		struct sl_etcd_event ev = { 0 };
+		bool ours = false;
+
+		if (ret)
+			break;
+		ret = parse_kv(kv, key, &ev, &ours);
+		if (!ret && ours) {
+			free(out->value);
+			out->exists = true;
+			out->mod_revision = ev.mod_revision;
+			out->value = ev.value;
+			out->len = ev.len;
+		}
+	}
+	if (!ret && kvs && !cJSON_IsArray(kvs))
+		ret = -EPROTO;
+	if (ret)
+		sl_etcd_kv_free(out);
+	return ret;
+}
+
 int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 		size_t errlen)
 {
 	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key)), *body = NULL;
-	const cJSON *kvs, *kv;
 	cJSON *doc = NULL;
 	int ret;
 
@@ -554,32 +584,11 @@ int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 	free(body);
 	if (ret)
 		return ret;
-	kvs = cJSON_GetObjectItemCaseSensitive(doc, "kvs");
-	ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
-		      "revision", &out->revision);
-	cJSON_ArrayForEach(kv, kvs) {
-		struct sl_etcd_event ev = { 0 };
-		bool ours = false;
-
-		if (ret)
-			break;
-		ret = parse_kv(kv, e->key, &ev, &ours);
-		if (!ret && ours) {
-			free(out->value);
-			out->exists = true;
-			out->mod_revision = ev.mod_revision;
-			out->value = ev.value;
-			out->len = ev.len;
-		}
-	}
-	if (!ret && kvs && !cJSON_IsArray(kvs))
-		ret = -EPROTO;
+	ret = sl_etcd_range_answer(doc, e->key, out);
 	cJSON_Delete(doc);
 	if (ret == -EPROTO)
 		sl_set_err(err, errlen, "%s/v3/kv/range: not a range answer",
 			sl_etcd_endpoint(e));
-	if (ret)
-		sl_etcd_kv_free(out);
 	return ret;
 }
 
@@ -594,13 +603,26 @@ static const cJSON *txn_failure_kv(const cJSON *doc)
 	return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "kvs"), 0);
 }
 
+int sl_etcd_txn_answer(const cJSON *doc, int64_t *revision)
+{
+	const cJSON *kv;
+	int ret;
+
+	*revision = 0;
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "succeeded")))
+		return get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+			       "revision", revision);
+	kv = txn_failure_kv(doc);
+	ret = kv ? get_i64(kv, "mod_revision", revision) : 0;
+	return ret ? ret : -ECANCELED;
+}
+
 int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 		int64_t if_revision, int64_t *revision, char *err,
 		size_t errlen)
 {
 	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key));
 	char *v64 = sl_etcd_b64_encode(value, len), *body = NULL;
-	const cJSON *ok, *rs;
 	cJSON *doc = NULL;
 	int ret = -ENOMEM;
 
@@ -624,16 +646,7 @@ int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 	free(body);
 	if (ret)
 		return ret;
-	ok = cJSON_GetObjectItemCaseSensitive(doc, "succeeded");
-	if (cJSON_IsTrue(ok)) {
-		ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
-			      "revision", revision);
-	} else {
-		rs = txn_failure_kv(doc);
-		ret = rs ? get_i64(rs, "mod_revision", revision) : 0;
-		if (!ret)
-			ret = -ECANCELED;
-	}
+	ret = sl_etcd_txn_answer(doc, revision);
 	cJSON_Delete(doc);
 	if (ret == -EPROTO)
 		sl_set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",

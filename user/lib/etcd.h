@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #define SL_ETCD_MAX_ENDPOINTS 8
 #define SL_ETCD_URL_MAX	      256
 /* A rule file (64 MiB) in base64 and its JSON frame. */
@@ -106,6 +108,16 @@ int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 		int64_t if_revision, int64_t *revision, char *err,
 		size_t errlen);
+
+/*
+ * The answers of sl_etcd_get() and sl_etcd_put(), parsed (exposed for the
+ * fuzzer): a range answer's value of key; a txn answer's revision, or
+ * -ECANCELED with the key's current mod_revision (0: none). -EPROTO for
+ * what is not such an answer.
+ */
+int sl_etcd_range_answer(const cJSON *doc, const char *key,
+			 struct sl_etcd_kv *out);
+int sl_etcd_txn_answer(const cJSON *doc, int64_t *revision);
 
 /* ---- the watch ---- */
 
