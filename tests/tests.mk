@@ -48,7 +48,14 @@ $(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
 		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
 
-TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO)
+FUZZ_ETCD := $(BUILD)/fuzz/fuzz_etcd
+FUZZ_ETCD_SRCS := tests/fuzz/fuzz_etcd.c user/lib/etcd.c user/lib/util.c
+$(FUZZ_ETCD): $(FUZZ_ETCD_SRCS) user/lib/etcd.h user/lib/util.h
+	mkdir -p $(dir $@)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
+		-D_GNU_SOURCE -o $@ $(FUZZ_ETCD_SRCS) -lcjson -lcurl -lcrypto
+
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO) $(FUZZ_ETCD)
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
