@@ -337,12 +337,12 @@ static const char *gateway_error(const cJSON *doc)
 	return cJSON_IsString(m) ? m->valuestring : NULL;
 }
 
-/* "where: curl's text for rc (its details)" */
+/* "where: curl's reason": its details (TLS's words), else rc's text */
 static void curl_failed(char *err, size_t errlen, const char *where,
 			CURLcode rc, const char *detail)
 {
-	sl_set_err(err, errlen, "%s: %s%s%s%s", where, curl_easy_strerror(rc),
-		*detail ? " (" : "", detail, *detail ? ")" : "");
+	sl_set_err(err, errlen, "%s: %s", where,
+		*detail ? detail : curl_easy_strerror(rc));
 }
 
 /*
