@@ -43,13 +43,9 @@ ETCD_TLS=(--client-cert-auth --trusted-ca-file "$P/ca.crt"
 ECTL_ARGS=(--cacert "$P/ca.crt" --cert "$P/client.crt" --key "$P/client.key")
 TLS=(--etcd-cacert "$P/ca.crt" --etcd-cert "$P/client.crt" --etcd-cert-key "$P/client.key")
 
-rule() # NAME PORT COUNT
-{
-	printf '{"name":"%s","match":{"proto":"udp","dport":%s},"grade":"pps","count":%s}' "$1" "$2" "$3"
-}
-echo "{\"rules\":[$(rule r1 9000 1000)]}" >"$T/v1.json"
-echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 2000)]}" >"$T/v2.json"
-echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 3000)]}" >"$T/v3.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000)]}" >"$T/v1.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000),$(etcd_rule r2 9001 2000)]}" >"$T/v2.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000),$(etcd_rule r2 9001 3000)]}" >"$T/v3.json"
 echo '{"rules":[{"name":"fleet","match":{"proto":"udp","dport":9000},"grade":"pps","count":1000,"cluster":{"namespace":"web","flow_id":1,"threshold_type":"global","fallback":"share"}}]}' >"$T/tokend.json"
 
 push() { ip netns exec "$NS_RX" "$SLUICE" push "$1" --etcd "$EP" --etcd-key "$KEY" "${@:2}"; }
@@ -58,16 +54,6 @@ names() { sluice_cli rule list -j | sluice_json '",".join(r["name"] for r in d["
 # the key's value is FILE's
 holds() { [ "$(ectl get "$KEY" --print-value-only)" = "$(cat "$1")" ]; }
 erev() { ectl get "$KEY" -w fields | awk '$1 == "\"ModRevision\"" { print $3 }'; }
-wait_for() # SECS EXPR: poll `status -j` every 50 ms until EXPR is true
-{
-	local deadline=$(( ${EPOCHREALTIME//[.,]/} + $1 * 1000000 ))
-
-	while (( ${EPOCHREALTIME//[.,]/} < deadline )); do
-		[ "$(st "$2" 2>/dev/null)" = true ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 agent_start() # ARGS...: the agent on the key, with ARGS for etcd
 {
 	sluice_bg agent --etcd "$EP" --etcd-key "$KEY" "$@"
@@ -75,7 +61,7 @@ agent_start() # ARGS...: the agent on the key, with ARGS for etcd
 }
 in_force() # FILE REV NAMES: the agent took FILE at REV within 10 s
 {
-	wait_for 10 "d['config_source']['revision'] == $2 and d['config_source']['state'] == 'watching'" &&
+	status_until 10 "d['config_source']['revision'] == $2 and d['config_source']['state'] == 'watching'" &&
 		[ "$(names)" = "$3" ]
 }
 
@@ -115,7 +101,7 @@ check $? "  ... and puts the key's value in force (revision $REV2, r1,r2)" ||
 	show "$NETNS_TMP/agent.err" 10
 netns_stop agent
 agent_start --etcd-cacert "$P/ca.crt"
-wait_for 10 "d['config_source']['state'] == 'unreachable'" &&
+status_until 10 "d['config_source']['state'] == 'unreachable'" &&
 	st 'd["config_source"]["last_error"]' | grep -q "^$EP: " &&
 	[ "$(st 'd["ready"]')" = true ] && [ "$(names)" = r1,r2 ]
 check $? "TLS: the agent without a client certificate: unreachable, curl's reason in status, its snapshot in force"
@@ -172,7 +158,7 @@ check $? "auth: push as sl-push (password from SLUICE_ETCD_PASSWORD) publishes"
 REV3=$(erev)
 
 agent_start "${TLS[@]}" --etcd-user sl-agent --etcd-password-file "$T/pw-wrong"
-wait_for 10 "d['config_source']['state'] == 'unreachable'" &&
+status_until 10 "d['config_source']['state'] == 'unreachable'" &&
 	st 'd["config_source"]["last_error"]' | grep -q "authentication failed for user sl-agent at $EP" &&
 	[ "$(names)" = r1,r2 ]
 check $? "auth: the agent with a wrong password: unreachable, status says authentication failed, its snapshot in force"

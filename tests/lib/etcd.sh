@@ -8,6 +8,10 @@
 #   ectl ARGS...          # etcdctl against it, from that namespace, with
 #                         # ECTL_ARGS (an array: TLS files, --user) first
 #   etcd_pki DIR          # a throwaway CA and certificates in DIR, below
+#   etcd_rule NAME PORT COUNT # a rule of COUNT pps on UDP PORT, as JSON
+#   status_until SECS EXPR    # poll the agent's `status -j` every 50 ms
+#                             # until EXPR (python, the document is d) is
+#                             # true (after sluice.sh)
 
 ECTL_ARGS=()
 
@@ -69,4 +73,21 @@ etcd_pki()
 					-out "${n%%:*}.crt" || exit 1
 		done
 	) >"$d/openssl.log" 2>&1
+}
+
+etcd_rule()
+{
+	printf '{"name":"%s","match":{"proto":"udp","dport":%s},"grade":"pps","count":%s}' "$1" "$2" "$3"
+}
+
+status_until()
+{
+	local deadline=$(( ${EPOCHREALTIME//[.,]/} + $1 * 1000000 ))
+
+	while (( ${EPOCHREALTIME//[.,]/} < deadline )); do
+		[ "$(sluice_cli status -j 2>/dev/null | sluice_json "$2" 2>/dev/null)" = true ] &&
+			return 0
+		sleep 0.05
+	done
+	return 1
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Unit tests for the etcd gateway client's pure parts (user/lib/etcd.c):
- * base64, the endpoint list, and watch frames as etcd 3.4 writes them
- * (copied from a running etcd 3.4.23). */
+ * base64, the endpoint list, the TLS and user options, watch frames as
+ * etcd 3.4 writes them (copied from a running etcd 3.4.23), and the
+ * stream cut into frames. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -228,6 +229,21 @@ static void test_frames(void **state)
 	assert_int_equal(sl_etcd_parse_frame(text, strlen(text), "k", &f, err,
 					     sizeof(err)),
 			 -EPROTO);
+
+	/* a watch refused for its token: only the reason's words say so */
+	snprintf(text, sizeof(text),
+		 "{\"result\":{" HDR ",\"watch_id\":\"-1\",\"created\":true,"
+		 "\"canceled\":true,\"cancel_reason\":\"rpc error: code = "
+		 "Unauthenticated desc = etcdserver: invalid auth token\"}}",
+		 "1");
+	assert_int_equal(sl_etcd_parse_frame(text, strlen(text), "k", &f, err,
+					     sizeof(err)),
+			 0);
+	assert_true(f.canceled);
+	assert_string_equal(f.cancel_reason, "rpc error: code = Unauthenticated "
+					     "desc = etcdserver: invalid auth "
+					     "token");
+	sl_etcd_frame_free(&f);
 
 	/* an error frame, a revision that is not a string, not JSON */
 	snprintf(text, sizeof(text), "{\"error\":{\"grpc_code\":14,"
