@@ -48,12 +48,20 @@ $(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
 		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
 
+FUZZ_ETCD := $(BUILD)/fuzz/fuzz_etcd
+FUZZ_ETCD_SRCS := tests/fuzz/fuzz_etcd.c user/lib/etcd.c user/lib/util.c
+$(FUZZ_ETCD): $(FUZZ_ETCD_SRCS) user/lib/etcd.h user/lib/util.h
+	mkdir -p $(dir $@)
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
+		-D_GNU_SOURCE -o $@ $(FUZZ_ETCD_SRCS) -lcjson -lcurl -lcrypto
+
 # A token server that holds the secret and lies (test_cluster_trust.sh).
 ROGUE_TOKEND := $(BUILD)/tests/rogue_tokend
 $(ROGUE_TOKEND): tests/lib/rogue_tokend.c $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iuser/lib -o $@ $< $(LIB) $(LDLIBS)
 
-TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO) $(ROGUE_TOKEND)
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO) $(FUZZ_ETCD) \
+	     $(ROGUE_TOKEND)
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
@@ -74,12 +82,14 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
 # not the kernel; test_etcd_rules.sh needs no kernel feature that the
 # agent suites do not check in the guests, and its deadlines (a put in
 # force within 2 s, etcd's own election and request timeouts) mean
-# nothing at TCG speed; test_breaker.sh times a RST against 1 ms and its
+# nothing at TCG speed, nor do those of test_etcd_auth.sh (etcd's
+# 2 s tokens); test_breaker.sh times a RST against 1 ms and its
 # breaker's windows against the wall clock, test_breaker_signals.sh too
 # (bpf_breaker runs in the guests).
 HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
 		   %/test_cluster_trust.sh %/test_etcd_rules.sh \
+		   %/test_etcd_auth.sh \
 		   %/test_breaker.sh %/test_breaker_signals.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")

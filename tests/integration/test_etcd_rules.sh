@@ -39,14 +39,10 @@ READY_S=10
 [ -n "$VM" ] && READY_S=120
 CUR=$SL_STATE/rules.json
 
-rule() # NAME PORT COUNT
-{
-	printf '{"name":"%s","match":{"proto":"udp","dport":%s},"grade":"pps","count":%s}' "$1" "$2" "$3"
-}
-echo "{\"rules\":[$(rule r1 9000 1000)]}" >"$T/v1.json"
-echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 2000)]}" >"$T/v2.json"
-echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 3000)]}" >"$T/v3.json"
-echo "{\"rules\":[$(rule r1 9000 1000),$(rule r2 9001 -5)]}" >"$T/invalid.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000)]}" >"$T/v1.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000),$(etcd_rule r2 9001 2000)]}" >"$T/v2.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000),$(etcd_rule r2 9001 3000)]}" >"$T/v3.json"
+echo "{\"rules\":[$(etcd_rule r1 9000 1000),$(etcd_rule r2 9001 -5)]}" >"$T/invalid.json"
 echo '{"rules":[]}' >"$T/empty.json"
 echo '{"rules":[],"allow_empty":true}' >"$T/explicit-empty.json"
 
@@ -63,17 +59,6 @@ st() { sluice_cli status -j | sluice_json "$1"; }
 names() { sluice_cli rule list -j | sluice_json '",".join(r["name"] for r in d["rules"])'; }
 snap() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$CUR" "$1"; }
 metric() { ip netns exec "$NS_RX" curl -s "http://$METRICS/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
-# wait_for SECS EXPR: poll `status -j` every 50 ms until EXPR is true
-wait_for()
-{
-	local deadline=$(( ${EPOCHREALTIME//[.,]/} + $1 * 1000000 ))
-
-	while (( ${EPOCHREALTIME//[.,]/} < deadline )); do
-		[ "$(st "$2" 2>/dev/null)" = true ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 # applies REV: how many times the agent's log says REV was put in force
 applies() { grep -c "etcd: $KEY at revision $1 in force" "$T/agent.err"; }
 send() # PORT N: N packets to PORT, paced
@@ -101,7 +86,7 @@ sluice_wait_ready agent "$READY_S"
 check $? "etcd down: the agent boots from its snapshot and is ready"
 [ "$(names)" = r1 ] && [ "$(st 'd["rules_in_force"]')" = 1 ]
 check $? "  ... with the snapshot's rules in force (r1)"
-wait_for 5 'd["config_source"]["state"] == "unreachable" and d["config_source"]["unreachable_since"] is not None'
+status_until 5 'd["config_source"]["state"] == "unreachable" and d["config_source"]["unreachable_since"] is not None'
 check $? "  ... and status says etcd is unreachable, and since when"
 send 9000 100
 [ "$(sluice_rule_stat r1 passed_pkts)" = 100 ]
@@ -111,7 +96,7 @@ check $? "  ... r1 judges packets (100 passed)"
 etcd_start || { echo "Bail out! etcd did not start"; exit 1; }
 eput "$T/v2.json"
 REV2=$(erev)
-wait_for 10 "d['config_source']['revision'] == $REV2 and d['config_source']['state'] == 'watching'"
+status_until 10 "d['config_source']['revision'] == $REV2 and d['config_source']['state'] == 'watching'"
 check $? "etcd up with a value: applied (revision $REV2), status watching at it"
 [ "$(names)" = r1,r2 ] && [ "$(snap 'd["source"]["revision"]')" = "$REV2" ] &&
 	[ "$(snap 'd["source"]["etcd_key"]')" = "$KEY" ]
@@ -126,7 +111,7 @@ check $? "  ... and \`sluice status\` says so in one line"
 # ---- a new valid value ---------------------------------------------------
 eput "$T/v3.json"
 REV3=$(erev)
-wait_for 2 "d['config_source']['revision'] == $REV3"
+status_until 2 "d['config_source']['revision'] == $REV3"
 check $? "a put is in force within 2 s (revision $REV3)"
 [ "$(sluice_cli rule list -j | sluice_json '[r["count"] for r in d["rules"] if r["name"] == "r2"][0]')" = 3000 ] &&
 	[ "$(sluice_rule_stat r1 passed_pkts)" = 100 ]
@@ -163,13 +148,13 @@ read -r LAT_MED LAT_MIN LAT_MAX <"$T/latency"
 echo "# put -> in force on one agent, 20 puts: median ${LAT_MED:-?} ms, min ${LAT_MIN:-?}, max ${LAT_MAX:-?}"
 eput "$T/v3.json"
 REV3=$(erev)
-wait_for 5 "d['config_source']['revision'] == $REV3"
+status_until 5 "d['config_source']['revision'] == $REV3"
 VERSION=$(sluice_cli rule list -j | sluice_json 'd["version"]')
 
 # ---- an invalid value ----------------------------------------------------
 eput "$T/invalid.json"
 REVBAD=$(erev)
-wait_for 5 "d['config_source']['last_refused'] is not None and d['config_source']['last_refused']['revision'] == $REVBAD"
+status_until 5 "d['config_source']['last_refused'] is not None and d['config_source']['last_refused']['revision'] == $REVBAD"
 check $? "an invalid value is refused (revision $REVBAD)"
 [ "$(st 'd["config_source"]["revision"]')" = "$REV3" ] &&
 	[ "$(sluice_cli rule list -j | sluice_json 'd["version"]')" = "$VERSION" ] &&
@@ -184,19 +169,19 @@ check $? "  ... and so do the metrics (refused_total 1) and the log"
 # ---- empty, explicit empty -----------------------------------------------
 eput "$T/empty.json"
 REVE=$(erev)
-wait_for 5 "d['config_source']['last_refused']['revision'] == $REVE"
+status_until 5 "d['config_source']['last_refused']['revision'] == $REVE"
 check $? "an empty value is refused"
 [ "$(names)" = r1,r2 ] && st 'd["config_source"]["last_refused"]["error"]' | grep -q 'allow_empty'
 check $? "  ... the rules stay, the error says how to mean it (allow_empty)"
 eput "$T/explicit-empty.json"
 REVX=$(erev)
-wait_for 5 "d['config_source']['revision'] == $REVX"
+status_until 5 "d['config_source']['revision'] == $REVX"
 check $? "an explicit empty value (\"allow_empty\": true) is applied"
 [ "$(st 'd["rules_in_force"]')" = 0 ] && [ "$(st 'd["ready"]')" = true ]
 check $? "  ... no rules in force, and the agent is ready"
 eput "$T/v3.json"
 REV3=$(erev)
-wait_for 5 "d['config_source']['revision'] == $REV3 and d['rules_in_force'] == 2"
+status_until 5 "d['config_source']['revision'] == $REV3 and d['rules_in_force'] == 2"
 check $? "setup: back to v3 (revision $REV3)"
 
 # ---- local changes refused -----------------------------------------------
@@ -212,7 +197,7 @@ check $? "  ... and the rules are unchanged"
 # ---- etcd killed ---------------------------------------------------------
 killed_at=$(date -u +%s)
 etcd_kill
-wait_for 5 'd["config_source"]["state"] == "unreachable"'
+status_until 5 'd["config_source"]["state"] == "unreachable"'
 check $? "etcd killed: status says unreachable"
 since=$(st 'd["config_source"]["unreachable_since"]')
 since_s=$(date -u -d "$since" +%s 2>/dev/null || echo 0)
@@ -235,7 +220,7 @@ eput "$T/v2.json"; R_A=$(erev)
 eput "$T/v3.json"; R_B=$(erev)
 eput "$T/v2.json"; R_C=$(erev)
 kill -CONT "${NETNS_PID[agent]}"
-wait_for 15 "d['config_source']['revision'] == $R_C and d['config_source']['state'] == 'watching'"
+status_until 15 "d['config_source']['revision'] == $R_C and d['config_source']['state'] == 'watching'"
 check $? "etcd back, 3 puts made meanwhile: the agent ends on the latest ($R_C)"
 [ "$(sluice_cli rule list -j | sluice_json '[r["count"] for r in d["rules"] if r["name"] == "r2"][0]')" = 2000 ] &&
 	[ "$(snap 'd["source"]["revision"]')" = "$R_C" ]
@@ -255,7 +240,7 @@ for f in v3 v2 v3; do eput "$T/$f.json"; done
 R_L=$(erev)
 ectl compact "$R_L" >/dev/null
 kill -CONT "${NETNS_PID[agent]}"
-wait_for 15 "d['config_source']['revision'] == $R_L and d['config_source']['state'] == 'watching'"
+status_until 15 "d['config_source']['revision'] == $R_L and d['config_source']['state'] == 'watching'"
 check $? "puts then a compaction while the agent was away: it ends on the latest ($R_L)"
 grep -q "was compacted" "$T/agent.err" && [ "$(applies "$R_L")" = 1 ] &&
 	[ "$(snap 'd["source"]["revision"]')" = "$R_L" ]
@@ -272,7 +257,7 @@ sluice_wait_ready agent "$READY_S" && [ "$(names)" = r1,r2 ] &&
 	[ "$(st 'd["config_source"]["revision"]')" = "$R_L" ]
 check $? "restart with etcd down: ready on the etcd-sourced snapshot (revision $R_L)"
 etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
-wait_for 15 "d['config_source']['state'] == 'watching' and d['config_source']['endpoint'] == '$EP'"
+status_until 15 "d['config_source']['state'] == 'watching' and d['config_source']['endpoint'] == '$EP'"
 check $? "  ... etcd back: watching, on the second endpoint ($EP; the first is dead)"
 sleep 0.5
 [ "$(grep -c "etcd: $KEY at revision .* in force" "$T/agent.err")" = 0 ]
@@ -294,7 +279,7 @@ rc=$?
 R_P=$(erev)
 [ "$rc" = 0 ] && grep -q "at revision $R_P\$" "$T/push.out" && [ "$R_P" -gt "$before" ]
 check $? "push of a valid file: exit 0, prints the new revision ($R_P)"
-wait_for 5 "d['config_source']['revision'] == $R_P"
+status_until 5 "d['config_source']['revision'] == $R_P"
 check $? "  ... and the agent puts it in force"
 push "$T/v2.json" --if-revision "$before" >"$T/push.out" 2>"$T/push.err"
 rc=$?
@@ -313,9 +298,9 @@ ip netns exec "$NS_RX" "$SLUICE" push "$T/v1.json" --etcd "$EP" --etcd-key /slui
 check $? "push --if-revision 0: creates a missing key, then refuses as it exists"
 
 # ---- a deleted key -------------------------------------------------------
-wait_for 5 "d['config_source']['revision'] == $R_Q"
+status_until 5 "d['config_source']['revision'] == $R_Q"
 ectl del "$KEY" >/dev/null
-wait_for 5 "d['config_source']['last_refused'] is not None and 'deleted' in d['config_source']['last_refused']['error']"
+status_until 5 "d['config_source']['last_refused'] is not None and 'deleted' in d['config_source']['last_refused']['error']"
 check $? "the key deleted: refused, saying so"
 [ "$(names)" = r1,r2 ] && [ "$(st 'd["ready"]')" = true ]
 check $? "  ... the rules stay in force, ready"
@@ -344,7 +329,7 @@ ectl put "$TKEY" "$(crule 2000)" >/dev/null
 wait_tmetric 5 "$THRESH" 2000
 check $? "  ... and a put after (count $(tmetric "$THRESH"))"
 ectl put "$TKEY" '{"rules":[{"name":"fleet"' >/dev/null
-ectl put "$TKEY" "$(rule r1 9000 100 | sed 's/^/{"rules":[/; s/$/]}/')" >/dev/null
+ectl put "$TKEY" "$(etcd_rule r1 9000 100 | sed 's/^/{"rules":[/; s/$/]}/')" >/dev/null
 wait_tmetric 5 sluice_config_source_refused_total 2
 rc=$?
 [ $rc = 0 ] && [ "$(tmetric "$THRESH")" = 2000 ] &&

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Unit tests for the etcd gateway client's pure parts (user/lib/etcd.c):
- * base64, the endpoint list, and watch frames as etcd 3.4 writes them
- * (copied from a running etcd 3.4.23). */
+ * base64, the endpoint list, the TLS and user options, watch frames as
+ * etcd 3.4 writes them (copied from a running etcd 3.4.23), and the
+ * stream cut into frames. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -50,25 +52,107 @@ static void test_endpoints(void **state)
 	(void)state;
 	assert_int_equal(sl_etcd_init(&e, "http://127.0.0.1:2379/,"
 					  "https://etcd-2:2379",
-				      "/k", err, sizeof(err)),
+				      NULL, "/k", err, sizeof(err)),
 			 0);
 	assert_int_equal(e.n_urls, 2);
 	assert_string_equal(e.url[0], "http://127.0.0.1:2379");
 	assert_string_equal(e.url[1], "https://etcd-2:2379");
 	sl_etcd_free(&e);
-	assert_int_equal(sl_etcd_init(&e, "127.0.0.1:2379", "/k", err,
+	assert_int_equal(sl_etcd_init(&e, "127.0.0.1:2379", NULL, "/k", err,
 				      sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "'127.0.0.1:2379': not a URL"));
-	assert_int_equal(sl_etcd_init(&e, "http://a:1,,http://b:1", "/k",
+	assert_int_equal(sl_etcd_init(&e, "http://a:1,,http://b:1", NULL, "/k",
 				      err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "an empty URL"));
-	assert_int_equal(sl_etcd_init(&e, "http://", "/k", err, sizeof(err)),
+	assert_int_equal(sl_etcd_init(&e, "http://", NULL, "/k", err,
+				      sizeof(err)),
 			 -EINVAL);
-	assert_int_equal(sl_etcd_init(&e, "http://a:1", "", err, sizeof(err)),
+	assert_int_equal(sl_etcd_init(&e, "http://a:1", NULL, "", err,
+				      sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "empty key"));
+}
+
+static int init_auth(const char *endpoints, const struct sl_etcd_auth *auth)
+{
+	struct sl_etcd e;
+	int ret = sl_etcd_init(&e, endpoints, auth, "/k", err, sizeof(err));
+
+	if (!ret)
+		sl_etcd_free(&e);
+	return ret;
+}
+
+/* TLS and a user: files checked and named, the password read, never a
+ * half-given pair. */
+static void test_auth_options(void **state)
+{
+	char dir[] = "/tmp/test_etcd.XXXXXX", pw[64], missing[64];
+	const char *https = "https://127.0.0.1:2379";
+	struct sl_etcd e;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(pw, sizeof(pw), "%s/pw", dir);
+	snprintf(missing, sizeof(missing), "%s/missing.pem", dir);
+	f = fopen(pw, "w");
+	assert_non_null(f);
+	fputs("s3cr\"et\n", f);
+	fclose(f);
+	unsetenv(SL_ETCD_PASSWORD_ENV);
+
+	assert_int_equal(sl_etcd_init(&e, https,
+				      &(struct sl_etcd_auth){
+					      .cacert = pw, .cert = pw,
+					      .user = "sl", .password_file = pw },
+				      "/k", err, sizeof(err)),
+			 0);
+	assert_string_equal(e.password, "s3cr\"et");
+	assert_string_equal(e.user, "sl");
+	assert_null(e.token);
+	sl_etcd_free(&e);
+
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .cacert = missing }),
+			 -ENOENT);
+	assert_non_null(strstr(err, "--etcd-cacert"));
+	assert_non_null(strstr(err, missing));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .cert_key = pw }),
+			 -EINVAL);
+	assert_non_null(strstr(err, "--etcd-cert-key needs --etcd-cert"));
+	assert_int_equal(init_auth("http://127.0.0.1:2379",
+				   &(struct sl_etcd_auth){ .cacert = pw }),
+			 -EINVAL);
+	assert_non_null(strstr(err, "https://"));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .password_file = pw }),
+			 -EINVAL);
+	assert_non_null(strstr(err, "needs --etcd-user"));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .user = "sl" }),
+			 -EINVAL);
+	assert_non_null(strstr(err, SL_ETCD_PASSWORD_ENV));
+	assert_int_equal(init_auth(https, &(struct sl_etcd_auth){
+						  .user = "sl",
+						  .password_file = missing }),
+			 -ENOENT);
+	assert_non_null(strstr(err, missing));
+
+	setenv(SL_ETCD_PASSWORD_ENV, "from-env", 1);
+	assert_int_equal(sl_etcd_init(&e, https,
+				      &(struct sl_etcd_auth){ .user = "sl" },
+				      "/k", err, sizeof(err)),
+			 0);
+	assert_string_equal(e.password, "from-env");
+	sl_etcd_free(&e);
+	unsetenv(SL_ETCD_PASSWORD_ENV);
+
+	unlink(pw);
+	rmdir(dir);
 }
 
 #define HDR "\"header\":{\"cluster_id\":\"1\",\"member_id\":\"2\"," \
@@ -146,6 +230,21 @@ static void test_frames(void **state)
 					     sizeof(err)),
 			 -EPROTO);
 
+	/* a watch refused for its token: only the reason's words say so */
+	snprintf(text, sizeof(text),
+		 "{\"result\":{" HDR ",\"watch_id\":\"-1\",\"created\":true,"
+		 "\"canceled\":true,\"cancel_reason\":\"rpc error: code = "
+		 "Unauthenticated desc = etcdserver: invalid auth token\"}}",
+		 "1");
+	assert_int_equal(sl_etcd_parse_frame(text, strlen(text), "k", &f, err,
+					     sizeof(err)),
+			 0);
+	assert_true(f.canceled);
+	assert_string_equal(f.cancel_reason, "rpc error: code = Unauthenticated "
+					     "desc = etcdserver: invalid auth "
+					     "token");
+	sl_etcd_frame_free(&f);
+
 	/* an error frame, a revision that is not a string, not JSON */
 	snprintf(text, sizeof(text), "{\"error\":{\"grpc_code\":14,"
 				     "\"message\":\"etcdserver: no leader\"}}");
@@ -163,12 +262,72 @@ static void test_frames(void **state)
 			 -EPROTO);
 }
 
+struct frames {
+	size_t n;
+	size_t len[4];
+	char first[8];
+};
+
+static int count_frame(void *arg, const char *text, size_t len)
+{
+	struct frames *fr = arg;
+
+	if (fr->n < 4)
+		fr->len[fr->n] = len;
+	if (!fr->n)
+		memcpy(fr->first, text, sizeof(fr->first));
+	fr->n++;
+	return 0;
+}
+
+/* A 32 MiB frame in 16 KiB chunks, then two frames and an empty line in
+ * one chunk: every frame whole, and every byte searched once. */
+static void test_stream_chunks(void **state)
+{
+	const size_t big = 32u << 20, chunk = 16u << 10;
+	struct sl_etcd_stream s = { 0 };
+	struct frames fr = { 0 };
+	char *text = malloc(big + 1);
+	const char *tail = "{\"b\":1}\n\n{\"c\":2}\n";
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, 'x', big);
+	memcpy(text, "{\"a\":\"", 6);
+	text[big - 2] = '"';
+	text[big - 1] = '}';
+	text[big] = '\n';
+	for (size_t off = 0; off < big + 1; off += chunk)
+		assert_int_equal(sl_etcd_stream_feed(&s, text + off,
+						     off + chunk > big + 1
+							     ? big + 1 - off
+							     : chunk,
+						     count_frame, &fr),
+				 0);
+	assert_int_equal(fr.n, 1);
+	assert_int_equal(fr.len[0], big);
+	assert_memory_equal(fr.first, "{\"a\":\"xx", 8);
+	assert_int_equal(s.searched, big + 1);
+	assert_int_equal(sl_etcd_stream_feed(&s, tail, strlen(tail),
+					     count_frame, &fr),
+			 0);
+	assert_int_equal(fr.n, 3);
+	assert_int_equal(fr.len[1], 7);
+	assert_int_equal(fr.len[2], 7);
+	assert_int_equal(s.searched, big + 1 + strlen(tail));
+	assert_int_equal(s.pending.len, 0);
+	sl_etcd_stream_free(&s);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_b64_round_trip),
 		cmocka_unit_test(test_endpoints),
+		cmocka_unit_test(test_auth_options),
 		cmocka_unit_test(test_frames),
+		cmocka_unit_test(test_stream_chunks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

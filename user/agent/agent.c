@@ -84,6 +84,7 @@ struct agent {
 	struct sl_http_metrics *metrics;
 	/* --etcd (docs/fleet.md): the rules come from an etcd key */
 	const char *etcd_endpoints;
+	struct sl_etcd_auth etcd_auth;
 	const char *etcd_key;
 	struct sl_etcd_source *etcd;
 	/* rules with "system" (docs/rules.md) */
@@ -126,15 +127,20 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 					    "rules) or --election");
 	if (a->etcd_key && !a->etcd_endpoints)
 		return sl_params_error(cmd, "--etcd-key needs --etcd");
+	if (sl_etcd_auth_given(&a->etcd_auth) && !a->etcd_endpoints)
+		return sl_params_error(cmd, "--etcd-cacert, --etcd-cert, "
+					    "--etcd-user... need --etcd");
 	a->election.endpoints = a->etcd_endpoints;
+	a->election.auth = a->etcd_auth;
 	if (a->etcd_key && a->rules_file)
 		return sl_params_error(cmd, "--rules and --etcd: one source "
 					    "of rules (the snapshot boots "
 					    "first either way)");
-	if (a->etcd_key) {
+	if (a->etcd_endpoints) {
 		struct sl_etcd probe;
 
-		if (sl_etcd_init(&probe, a->etcd_endpoints, a->etcd_key,
+		if (sl_etcd_init(&probe, a->etcd_endpoints, &a->etcd_auth,
+				 a->etcd_key ? a->etcd_key : a->election.name,
 				 a->err, sizeof(a->err)))
 			return sl_params_error(cmd, "%s", a->err);
 		sl_etcd_free(&probe);
@@ -1099,7 +1105,8 @@ static int new_etcd_source(struct agent *a)
 				   : 0;
 	int err;
 
-	err = sl_etcd_source_new(a->etcd_endpoints, a->etcd_key, applied,
+	err = sl_etcd_source_new(a->etcd_endpoints, &a->etcd_auth, a->etcd_key,
+				 applied,
 				 wake_control_loop, a, &a->etcd, a->err,
 				 sizeof(a->err));
 	if (err)
@@ -1469,6 +1476,7 @@ static const struct sl_opt agent_opts[] = {
 	{ .name = "etcd-key", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, etcd_key), .metavar = "KEY",
 	  .help = "the etcd key whose value is the rule file" },
+	SL_ETCD_AUTH_OPTS(struct agent, etcd_auth),
 	{ .name = "metrics", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, metrics_addr),
 	  .metavar = "ADDR:PORT",

@@ -18,6 +18,7 @@
 
 struct push {
 	const char *endpoints;
+	struct sl_etcd_auth auth;
 	const char *key;
 	bool has_if_revision;
 	uint64_t if_revision;
@@ -36,7 +37,8 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 	size_t len;
 	int ret;
 
-	if (sl_etcd_init(&etcd, p->endpoints, p->key, err, sizeof(err)))
+	if (sl_etcd_init(&etcd, p->endpoints, &p->auth, p->key, err,
+			 sizeof(err)))
 		return sl_params_error(cmd, "%s", err);
 	if (cli_check_rules(file, &text, &len, &rs, &comp)) {
 		sl_etcd_free(&etcd);
@@ -85,6 +87,7 @@ static const struct sl_opt push_opts[] = {
 	{ .name = "etcd-key", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct push, key), .metavar = "KEY",
 	  .required = true, .help = "the key the agents watch" },
+	SL_ETCD_AUTH_OPTS(struct push, auth),
 	{ .name = "if-revision", .type = SL_OPT_U64,
 	  .field = SL_FIELD(struct push, if_revision),
 	  .given = SL_FIELD(struct push, has_if_revision), .metavar = "N",

@@ -5,20 +5,25 @@
  * JSON objects, one per line.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "etcd.h"
 #include "util.h"
 
-#define CONNECT_TIMEOUT_MS 2000
-#define ANSWER_MAX	   SL_ETCD_FRAME_MAX
+#define CONNECT_TIMEOUT_MS   2000
+#define ANSWER_MAX	     SL_ETCD_FRAME_MAX
+#define PASSWORD_MAX	     4096
+#define GRPC_UNAUTHENTICATED 16 /* the gateway's "code" of a token unknown */
 
 char *sl_etcd_b64_encode(const char *data, size_t len)
 {
@@ -64,9 +69,107 @@ int sl_etcd_b64_decode(const char *text, char **out, size_t *len)
 	return 0;
 }
 
-int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
-		 char *err, size_t errlen)
+/* A file an option names, readable now: a typo shows at the start. */
+static int check_file(const char *opt, const char *path, char *err,
+		      size_t errlen)
 {
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = -errno;
+
+	if (fd < 0) {
+		sl_set_err(err, errlen, "--%s %s: %s", opt, path,
+			strerror(-ret));
+		return ret;
+	}
+	close(fd);
+	return 0;
+}
+
+/* The password of the user: the file's, or the environment's. */
+static int read_password(struct sl_etcd *e, const char *file, char *err,
+			 size_t errlen)
+{
+	const char *env = getenv(SL_ETCD_PASSWORD_ENV);
+	size_t len;
+	int fd, ret;
+
+	if (!file) {
+		if (!env || !*env) {
+			sl_set_err(err, errlen, "--etcd-user %s needs "
+				"--etcd-password-file FILE (or %s in the "
+				"environment)", e->user, SL_ETCD_PASSWORD_ENV);
+			return -EINVAL;
+		}
+		e->password = strdup(env);
+		return e->password ? 0 : -ENOMEM;
+	}
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	ret = fd < 0 ? -errno
+		     : sl_read_fd(fd, PASSWORD_MAX, &e->password, &len);
+	if (fd >= 0)
+		close(fd);
+	if (ret) {
+		sl_set_err(err, errlen, "--etcd-password-file %s: %s", file,
+			ret == -EFBIG ? "larger than 4 KiB" : strerror(-ret));
+		return ret;
+	}
+	/* the newline an editor or echo ends the file with is no part of it */
+	while (len && (e->password[len - 1] == '\n' ||
+		       e->password[len - 1] == '\r'))
+		e->password[--len] = '\0';
+	if (!len) {
+		sl_set_err(err, errlen, "--etcd-password-file %s: empty", file);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int dup_opt(char **to, const char *from)
+{
+	*to = from ? strdup(from) : NULL;
+	return from && !*to ? -ENOMEM : 0;
+}
+
+static int init_auth(struct sl_etcd *e, const struct sl_etcd_auth *auth,
+		     char *err, size_t errlen)
+{
+	int ret;
+
+	if (auth->cert_key && !auth->cert) {
+		sl_set_err(err, errlen, "--etcd-cert-key needs --etcd-cert");
+		return -EINVAL;
+	}
+	if (auth->password_file && !auth->user) {
+		sl_set_err(err, errlen, "--etcd-password-file needs --etcd-user");
+		return -EINVAL;
+	}
+	for (int i = 0; (auth->cacert || auth->cert) && i < e->n_urls; i++)
+		if (strncmp(e->url[i], "https://", 8)) {
+			sl_set_err(err, errlen, "--etcd-cacert and --etcd-cert "
+				"need https:// URLs, not %s", e->url[i]);
+			return -EINVAL;
+		}
+	if ((auth->cacert &&
+	     (ret = check_file("etcd-cacert", auth->cacert, err, errlen))) ||
+	    (auth->cert &&
+	     (ret = check_file("etcd-cert", auth->cert, err, errlen))) ||
+	    (auth->cert_key && (ret = check_file("etcd-cert-key",
+						 auth->cert_key, err, errlen))))
+		return ret;
+	if ((ret = dup_opt(&e->cacert, auth->cacert)) ||
+	    (ret = dup_opt(&e->cert, auth->cert)) ||
+	    (ret = dup_opt(&e->cert_key, auth->cert_key)) ||
+	    (ret = dup_opt(&e->user, auth->user)))
+		return ret;
+	return e->user ? read_password(e, auth->password_file, err, errlen)
+		       : 0;
+}
+
+int sl_etcd_init(struct sl_etcd *e, const char *endpoints,
+		 const struct sl_etcd_auth *auth, const char *key, char *err,
+		 size_t errlen)
+{
+	int ret;
+
 	const char *cur = endpoints, *item;
 	size_t len;
 
@@ -107,16 +210,35 @@ int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
 	e->key = strdup(key);
 	if (!e->key)
 		return -ENOMEM;
+	ret = auth ? init_auth(e, auth, err, errlen) : 0;
+	if (ret) {
+		sl_etcd_free(e);
+		return ret;
+	}
 	e->timeout_ms = SL_ETCD_TIMEOUT_MS;
 	/* thread-safe in the libcurl of Debian 12 (7.88) */
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	return 0;
 }
 
+static void drop_token(struct sl_etcd *e)
+{
+	free(e->token);
+	e->token = NULL;
+}
+
 void sl_etcd_free(struct sl_etcd *e)
 {
 	free(e->key);
-	e->key = NULL;
+	free(e->cacert);
+	free(e->cert);
+	free(e->cert_key);
+	free(e->user);
+	if (e->password)
+		OPENSSL_cleanse(e->password, strlen(e->password));
+	free(e->password);
+	drop_token(e);
+	memset(e, 0, sizeof(*e));
 }
 
 const char *sl_etcd_endpoint(const struct sl_etcd *e)
@@ -130,15 +252,9 @@ void sl_etcd_kv_free(struct sl_etcd_kv *kv)
 	memset(kv, 0, sizeof(*kv));
 }
 
-struct answer {
-	char *buf;
-	size_t len, cap;
-	bool too_big;
-};
-
 static size_t collect(char *p, size_t size, size_t n, void *arg)
 {
-	struct answer *a = arg;
+	struct sl_etcd_buf *a = arg;
 	size_t add = size * n;
 
 	if (a->len + add + 1 > ANSWER_MAX) {
@@ -160,17 +276,40 @@ static size_t collect(char *p, size_t size, size_t n, void *arg)
 	return add;
 }
 
-static CURL *new_handle(const char *url, const char *body,
-			struct curl_slist **hdrs)
+/* A request to url with the TLS and the token of e; curl's reason for a
+ * failure goes to detail (CURL_ERROR_SIZE). */
+static CURL *new_handle(const struct sl_etcd *e, const char *url,
+			const char *body, struct curl_slist **hdrs,
+			char *detail)
 {
 	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	char *token;
 
 	*hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (*hdrs && e->token) {
+		if (asprintf(&token, "Authorization: %s", e->token) >= 0) {
+			h = curl_slist_append(*hdrs, token);
+			free(token);
+		}
+		if (!h) {
+			curl_slist_free_all(*hdrs);
+			*hdrs = NULL;
+		}
+	}
 	if (!c || !*hdrs) {
 		curl_easy_cleanup(c);
 		curl_slist_free_all(*hdrs);
 		return NULL;
 	}
+	detail[0] = '\0';
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, detail);
+	if (e->cacert)
+		curl_easy_setopt(c, CURLOPT_CAINFO, e->cacert);
+	if (e->cert)
+		curl_easy_setopt(c, CURLOPT_SSLCERT, e->cert);
+	if (e->cert_key)
+		curl_easy_setopt(c, CURLOPT_SSLKEY, e->cert_key);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
@@ -198,6 +337,144 @@ static const char *gateway_error(const cJSON *doc)
 	return cJSON_IsString(m) ? m->valuestring : NULL;
 }
 
+/* "where: curl's reason": its details (TLS's words), else rc's text */
+static void curl_failed(char *err, size_t errlen, const char *where,
+			CURLcode rc, const char *detail)
+{
+	sl_set_err(err, errlen, "%s: %s", where,
+		*detail ? detail : curl_easy_strerror(rc));
+}
+
+/*
+ * POST body to path on endpoint i: 0 with *doc and *status when it
+ * answers with a JSON object, -EIO (it did not answer) or -EPROTO.
+ */
+static int post_to(struct sl_etcd *e, int i, const char *path,
+		   const char *body, cJSON **doc, long *status, char *err,
+		   size_t errlen)
+{
+	char url[SL_ETCD_URL_MAX + 32], detail[CURL_ERROR_SIZE];
+	struct sl_etcd_buf a = { 0 };
+	struct curl_slist *hdrs;
+	const char *text;
+	CURLcode rc;
+	CURL *c;
+
+	*status = 0;
+	snprintf(url, sizeof(url), "%s%s", e->url[i], path);
+	c = new_handle(e, url, body, &hdrs, detail);
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
+	if (rc != CURLE_OK) {
+		if (a.too_big)
+			sl_set_err(err, errlen, "%s: the answer is larger "
+				"than 96 MiB", e->url[i]);
+		else
+			curl_failed(err, errlen, e->url[i], rc, detail);
+		free(a.buf);
+		return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+	}
+	*doc = a.buf ? cJSON_ParseWithLength(a.buf, a.len) : NULL;
+	if (!cJSON_IsObject(*doc)) {
+		cJSON_Delete(*doc);
+		/* the gateway's own refusals are a line of text */
+		text = a.buf ? a.buf : "";
+		sl_set_err(err, errlen,
+			"%s%s: HTTP %ld, not an etcd gateway answer%s%.*s",
+			e->url[i], path, *status, *text ? ": " : "",
+			(int)(strcspn(text, "\n") > 200 ? 200
+							: strcspn(text, "\n")),
+			text);
+		free(a.buf);
+		return -EPROTO;
+	}
+	free(a.buf);
+	e->cur = i;
+	return 0;
+}
+
+/* The user's token from endpoint i; -EACCES when etcd refuses it. */
+static int authenticate(struct sl_etcd *e, int i, char *err, size_t errlen)
+{
+	cJSON *req = cJSON_CreateObject(), *doc = NULL;
+	const cJSON *token;
+	char *body = NULL;
+	const char *msg;
+	long status;
+	int ret = -ENOMEM;
+
+	/* cJSON escapes what a name or a password may hold */
+	if (cJSON_AddStringToObject(req, "name", e->user) &&
+	    cJSON_AddStringToObject(req, "password", e->password))
+		body = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	if (body) {
+		ret = post_to(e, i, "/v3/auth/authenticate", body, &doc,
+			      &status, err, errlen);
+		OPENSSL_cleanse(body, strlen(body));
+		free(body);
+	}
+	if (ret)
+		return ret;
+	token = cJSON_GetObjectItemCaseSensitive(doc, "token");
+	msg = gateway_error(doc);
+	if (status != 200 || msg || !cJSON_IsString(token) ||
+	    !*token->valuestring) {
+		sl_set_err(err, errlen, "etcd: authentication failed for user "
+			"%s at %s: %s", e->user, e->url[i],
+			msg ? msg : "no token in the answer");
+		ret = -EACCES;
+	} else if (!(e->token = strdup(token->valuestring))) {
+		ret = -ENOMEM;
+	}
+	cJSON_Delete(doc);
+	return ret;
+}
+
+/*
+ * post_to() as the user, if any: a token etcd no longer knows (expired,
+ * or etcd restarted) is replaced once. -EREMOTEIO: etcd's error answer.
+ */
+static int post_as_user(struct sl_etcd *e, int i, const char *path,
+			const char *body, cJSON **doc, char *err,
+			size_t errlen)
+{
+	const cJSON *code;
+	const char *msg;
+	long status;
+	int ret;
+
+	for (int n = 0; n < 2; n++) {
+		if (e->user && !e->token &&
+		    (ret = authenticate(e, i, err, errlen)))
+			return ret;
+		ret = post_to(e, i, path, body, doc, &status, err, errlen);
+		if (ret)
+			return ret;
+		msg = gateway_error(*doc);
+		if (status == 200 && !msg)
+			return 0;
+		sl_set_err(err, errlen, "%s%s: HTTP %ld: etcd says: %s",
+			e->url[i], path, status, msg ? msg : "?");
+		code = cJSON_GetObjectItemCaseSensitive(*doc, "code");
+		ret = e->token && cJSON_IsNumber(code) &&
+		      code->valueint == GRPC_UNAUTHENTICATED;
+		cJSON_Delete(*doc);
+		*doc = NULL;
+		if (!ret)
+			break;
+		drop_token(e);
+	}
+	return -EREMOTEIO;
+}
+
 /*
  * POST body to path on each endpoint in turn, from the last that
  * answered, until one answers with JSON; *doc the answer.
@@ -208,53 +485,10 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 	int ret = -EIO;
 
 	for (int k = 0; k < e->n_urls; k++) {
-		int i = (e->cur + k) % e->n_urls;
-		struct answer a = { 0 };
-		struct curl_slist *hdrs;
-		char url[SL_ETCD_URL_MAX + 32];
-		long status = 0;
-		const char *msg;
-		CURLcode rc;
-		CURL *c;
-
-		snprintf(url, sizeof(url), "%s%s", e->url[i], path);
-		c = new_handle(url, body, &hdrs);
-		if (!c)
-			return -ENOMEM;
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-		rc = curl_easy_perform(c);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		curl_easy_cleanup(c);
-		curl_slist_free_all(hdrs);
-		if (rc != CURLE_OK) {
-			sl_set_err(err, errlen, "%s: %s", e->url[i],
-				a.too_big ? "the answer is larger than 96 MiB"
-					  : curl_easy_strerror(rc));
-			free(a.buf);
-			ret = rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
-			continue;
-		}
-		*doc = a.buf ? cJSON_ParseWithLength(a.buf, a.len) : NULL;
-		free(a.buf);
-		if (!cJSON_IsObject(*doc)) {
-			cJSON_Delete(*doc);
-			sl_set_err(err, errlen,
-				"%s%s: HTTP %ld, not an etcd gateway answer",
-				e->url[i], path, status);
-			ret = -EPROTO;
-			continue;
-		}
-		e->cur = i;
-		msg = gateway_error(*doc);
-		if (status != 200 || msg) {
-			sl_set_err(err, errlen, "%s%s: HTTP %ld: etcd says: %s",
-				e->url[i], path, status, msg ? msg : "?");
-			cJSON_Delete(*doc);
-			return -EREMOTEIO;
-		}
-		return 0;
+		ret = post_as_user(e, (e->cur + k) % e->n_urls, path, body, doc,
+				   err, errlen);
+		if (ret != -EIO && ret != -EPROTO)
+			return ret;
 	}
 	return ret;
 }
@@ -302,11 +536,41 @@ static int parse_kv(const cJSON *kv, const char *key,
 	return ret == -EINVAL ? -EPROTO : ret;
 }
 
+int sl_etcd_range_answer(const cJSON *doc, const char *key,
+			 struct sl_etcd_kv *out)
+{
+	const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(doc, "kvs"), *kv;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+		      "revision", &out->revision);
+	cJSON_ArrayForEach(kv, kvs) {
+		struct sl_etcd_event ev = { 0 };
+		bool ours = false;
+
+		if (ret)
+			break;
+		ret = parse_kv(kv, key, &ev, &ours);
+		if (!ret && ours) {
+			free(out->value);
+			out->exists = true;
+			out->mod_revision = ev.mod_revision;
+			out->value = ev.value;
+			out->len = ev.len;
+		}
+	}
+	if (!ret && kvs && !cJSON_IsArray(kvs))
+		ret = -EPROTO;
+	if (ret)
+		sl_etcd_kv_free(out);
+	return ret;
+}
+
 int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 		size_t errlen)
 {
 	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key)), *body = NULL;
-	const cJSON *kvs, *kv;
 	cJSON *doc = NULL;
 	int ret;
 
@@ -320,32 +584,11 @@ int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 	free(body);
 	if (ret)
 		return ret;
-	kvs = cJSON_GetObjectItemCaseSensitive(doc, "kvs");
-	ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
-		      "revision", &out->revision);
-	cJSON_ArrayForEach(kv, kvs) {
-		struct sl_etcd_event ev = { 0 };
-		bool ours = false;
-
-		if (ret)
-			break;
-		ret = parse_kv(kv, e->key, &ev, &ours);
-		if (!ret && ours) {
-			free(out->value);
-			out->exists = true;
-			out->mod_revision = ev.mod_revision;
-			out->value = ev.value;
-			out->len = ev.len;
-		}
-	}
-	if (!ret && kvs && !cJSON_IsArray(kvs))
-		ret = -EPROTO;
+	ret = sl_etcd_range_answer(doc, e->key, out);
 	cJSON_Delete(doc);
 	if (ret == -EPROTO)
 		sl_set_err(err, errlen, "%s/v3/kv/range: not a range answer",
 			sl_etcd_endpoint(e));
-	if (ret)
-		sl_etcd_kv_free(out);
 	return ret;
 }
 
@@ -360,13 +603,26 @@ static const cJSON *txn_failure_kv(const cJSON *doc)
 	return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "kvs"), 0);
 }
 
+int sl_etcd_txn_answer(const cJSON *doc, int64_t *revision)
+{
+	const cJSON *kv;
+	int ret;
+
+	*revision = 0;
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "succeeded")))
+		return get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
+			       "revision", revision);
+	kv = txn_failure_kv(doc);
+	ret = kv ? get_i64(kv, "mod_revision", revision) : 0;
+	return ret ? ret : -ECANCELED;
+}
+
 int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 		int64_t if_revision, int64_t *revision, char *err,
 		size_t errlen)
 {
 	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key));
 	char *v64 = sl_etcd_b64_encode(value, len), *body = NULL;
-	const cJSON *ok, *rs;
 	cJSON *doc = NULL;
 	int ret = -ENOMEM;
 
@@ -390,16 +646,7 @@ int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 	free(body);
 	if (ret)
 		return ret;
-	ok = cJSON_GetObjectItemCaseSensitive(doc, "succeeded");
-	if (cJSON_IsTrue(ok)) {
-		ret = get_i64(cJSON_GetObjectItemCaseSensitive(doc, "header"),
-			      "revision", revision);
-	} else {
-		rs = txn_failure_kv(doc);
-		ret = rs ? get_i64(rs, "mod_revision", revision) : 0;
-		if (!ret)
-			ret = -ECANCELED;
-	}
+	ret = sl_etcd_txn_answer(doc, revision);
 	cJSON_Delete(doc);
 	if (ret == -EPROTO)
 		sl_set_err(err, errlen, "%s/v3/kv/txn: not a txn answer",
@@ -609,6 +856,7 @@ void sl_etcd_frame_free(struct sl_etcd_frame *f)
 	for (size_t i = 0; i < f->n_events; i++)
 		free(f->events[i].value);
 	free(f->events);
+	free(f->cancel_reason);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -659,6 +907,7 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 {
 	cJSON *doc = cJSON_ParseWithLength(text, len);
 	const cJSON *res = cJSON_GetObjectItemCaseSensitive(doc, "result");
+	const cJSON *reason;
 	const char *msg;
 	int ret;
 
@@ -680,7 +929,11 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 		cJSON_GetObjectItemCaseSensitive(res, "created"));
 	out->canceled = cJSON_IsTrue(
 		cJSON_GetObjectItemCaseSensitive(res, "canceled"));
+	reason = cJSON_GetObjectItemCaseSensitive(res, "cancel_reason");
 	ret = get_i64(res, "compact_revision", &out->compact_revision);
+	if (!ret && cJSON_IsString(reason) &&
+	    !(out->cancel_reason = strdup(reason->valuestring)))
+		ret = -ENOMEM;
 	if (!ret)
 		ret = get_i64(cJSON_GetObjectItemCaseSensitive(res, "header"),
 			      "revision", &out->revision);
@@ -699,19 +952,56 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 	return ret;
 }
 
+int sl_etcd_stream_feed(struct sl_etcd_stream *s, const char *p, size_t n,
+			int (*frame)(void *arg, const char *text, size_t len),
+			void *arg)
+{
+	struct sl_etcd_buf *b = &s->pending;
+	size_t start = 0;
+	char *nl;
+	int ret;
+
+	if (collect((char *)p, 1, n, b) != n)
+		return b->too_big ? -EMSGSIZE : -ENOMEM;
+	/* what earlier chunks brought holds no newline: search the rest */
+	while ((nl = memchr(b->buf + s->scanned, '\n',
+			    b->len - s->scanned))) {
+		size_t len = nl - (b->buf + start);
+
+		s->searched += nl + 1 - (b->buf + s->scanned);
+		s->scanned = nl + 1 - b->buf;
+		ret = len ? frame(arg, b->buf + start, len) : 0;
+		start += len + 1;
+		if (ret)
+			return ret;
+	}
+	s->searched += b->len - s->scanned;
+	memmove(b->buf, b->buf + start, b->len - start);
+	b->len -= start;
+	s->scanned = b->len;
+	return 0;
+}
+
+void sl_etcd_stream_free(struct sl_etcd_stream *s)
+{
+	free(s->pending.buf);
+	memset(s, 0, sizeof(*s));
+}
+
 struct watch {
 	struct sl_etcd *e;
 	const struct sl_etcd_watch_cb *cb;
-	struct answer buf; /* the part of a frame not yet complete */
-	int ret;	   /* why the stream was cut by us */
+	struct sl_etcd_stream stream;
+	int ret; /* why the stream was cut by us */
 	int64_t compact_revision;
 	char *err;
 	size_t errlen;
 };
 
 /* One complete frame. */
-static int on_frame(struct watch *w, const char *text, size_t len)
+static int on_frame(void *arg, const char *text, size_t len)
 {
+	struct watch *w = arg;
 	struct sl_etcd_frame f;
 	int ret;
 
@@ -723,8 +1013,16 @@ static int on_frame(struct watch *w, const char *text, size_t len)
 		w->compact_revision = f.compact_revision;
 		ret = -ESTALE;
 	} else if (f.canceled) {
-		sl_set_err(w->err, w->errlen, "etcd canceled the watch");
+		sl_set_err(w->err, w->errlen, "etcd canceled the watch%s%s",
+			f.cancel_reason ? ": " : "",
+			f.cancel_reason ? f.cancel_reason : "");
 		ret = -ECONNRESET;
+		/* a token it no longer knows: the gateway says so in words */
+		if (w->e->token && f.cancel_reason &&
+		    strstr(f.cancel_reason, "code = Unauthenticated")) {
+			drop_token(w->e);
+			ret = -EKEYEXPIRED;
+		}
 	}
 	if (!ret && f.created && w->cb->created)
 		w->cb->created(w->cb->arg);
@@ -737,28 +1035,16 @@ static int on_frame(struct watch *w, const char *text, size_t len)
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
 	struct watch *w = arg;
-	size_t add = size * n, start = 0;
-	char *nl;
 
-	if (collect(p, size, n, &w->buf) != add) {
-		sl_set_err(w->err, w->errlen, "%s", w->buf.too_big
-				? "a watch frame larger than 96 MiB"
-				: "out of memory");
-		w->ret = w->buf.too_big ? -EPROTO : -ENOMEM;
-		return 0;
+	w->ret = sl_etcd_stream_feed(&w->stream, p, size * n, on_frame, w);
+	if (w->ret == -EMSGSIZE) {
+		sl_set_err(w->err, w->errlen,
+			"a watch frame larger than 96 MiB");
+		w->ret = -EPROTO;
+	} else if (w->ret == -ENOMEM) {
+		sl_set_err(w->err, w->errlen, "out of memory");
 	}
-	while ((nl = memchr(w->buf.buf + start, '\n', w->buf.len - start))) {
-		size_t len = nl - (w->buf.buf + start);
-
-		if (len)
-			w->ret = on_frame(w, w->buf.buf + start, len);
-		start += len + 1;
-		if (w->ret)
-			return 0;
-	}
-	memmove(w->buf.buf, w->buf.buf + start, w->buf.len - start);
-	w->buf.len -= start;
-	return add;
+	return w->ret ? 0 : size * n;
 }
 
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn,
@@ -769,17 +1055,26 @@ static int on_progress(void *arg, curl_off_t dt, curl_off_t dn,
 	return w->cb->stop && w->cb->stop(w->cb->arg);
 }
 
-int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
-		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,
-		  char *err, size_t errlen)
+static int watch_once(struct sl_etcd *e, int64_t start_revision,
+		      const struct sl_etcd_watch_cb *cb,
+		      int64_t *compact_revision, char *err, size_t errlen)
 {
-	char *k64 = sl_etcd_b64_encode(e->key, strlen(e->key)), *body = NULL;
 	struct watch w = { .e = e, .cb = cb, .err = err, .errlen = errlen };
-	char url[SL_ETCD_URL_MAX + 16];
+	char url[SL_ETCD_URL_MAX + 16], detail[CURL_ERROR_SIZE];
+	char *k64, *body = NULL;
 	struct curl_slist *hdrs;
 	CURLcode rc;
 	CURL *c;
+	int ret;
 
+	if (e->user && !e->token) {
+		ret = authenticate(e, e->cur, err, errlen);
+		if (ret == -EIO || ret == -EPROTO)
+			e->cur = (e->cur + 1) % e->n_urls;
+		if (ret)
+			return ret;
+	}
+	k64 = sl_etcd_b64_encode(e->key, strlen(e->key));
 	if (!k64 || asprintf(&body,
 			     "{\"create_request\":{\"key\":\"%s\","
 			     "\"start_revision\":\"%lld\"}}",
@@ -789,7 +1084,7 @@ int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 	}
 	free(k64);
 	snprintf(url, sizeof(url), "%s/v3/watch", e->url[e->cur]);
-	c = new_handle(url, body, &hdrs);
+	c = new_handle(e, url, body, &hdrs, detail);
 	if (!c) {
 		free(body);
 		return -ENOMEM;
@@ -804,18 +1099,35 @@ int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 	curl_slist_free_all(hdrs);
 	free(body);
 	/* an error answer that ends without a newline: its message */
-	if (!w.ret && rc == CURLE_OK && w.buf.len)
-		w.ret = on_frame(&w, w.buf.buf, w.buf.len);
-	free(w.buf.buf);
+	if (!w.ret && rc == CURLE_OK && w.stream.pending.len)
+		w.ret = on_frame(&w, w.stream.pending.buf,
+				 w.stream.pending.len);
+	sl_etcd_stream_free(&w.stream);
 	if (w.ret == -ESTALE)
 		*compact_revision = w.compact_revision;
 	if (w.ret)
 		return w.ret;
 	if (rc == CURLE_ABORTED_BY_CALLBACK)
 		return 0;
-	sl_set_err(err, errlen, "%s/v3/watch: %s", e->url[e->cur],
-		rc == CURLE_OK ? "the stream ended" : curl_easy_strerror(rc));
+	if (rc == CURLE_OK)
+		sl_set_err(err, errlen, "%s: the stream ended", url);
+	else
+		curl_failed(err, errlen, url, rc, detail);
 	/* the next watch tries the next endpoint */
 	e->cur = (e->cur + 1) % e->n_urls;
 	return -ECONNRESET;
+}
+
+int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
+		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,
+		  char *err, size_t errlen)
+{
+	int ret = watch_once(e, start_revision, cb, compact_revision, err,
+			     errlen);
+
+	/* a token etcd no longer knows: once more with a new one */
+	if (ret == -EKEYEXPIRED)
+		ret = watch_once(e, start_revision, cb, compact_revision, err,
+				 errlen);
+	return ret == -EKEYEXPIRED ? -ECONNRESET : ret;
 }

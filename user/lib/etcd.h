@@ -12,11 +12,52 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #define SL_ETCD_MAX_ENDPOINTS 8
 #define SL_ETCD_URL_MAX	      256
 /* A rule file (64 MiB) in base64 and its JSON frame. */
 #define SL_ETCD_FRAME_MAX (96u << 20)
 #define SL_ETCD_TIMEOUT_MS 5000 /* a range or a txn, connecting included */
+
+/* The password of --etcd-user when there is no --etcd-password-file. */
+#define SL_ETCD_PASSWORD_ENV "SLUICE_ETCD_PASSWORD"
+
+/* TLS and a user to reach etcd with (docs/fleet.md); NULL: not given. */
+struct sl_etcd_auth {
+	const char *cacert;	   /* PEM CAs for etcd's certificate; NULL:
+				    * the system's */
+	const char *cert;	   /* a PEM client certificate */
+	const char *cert_key;	   /* its key; NULL: in the cert's file */
+	const char *user;
+	const char *password_file; /* NULL: $SLUICE_ETCD_PASSWORD */
+};
+
+/* The options of a struct sl_etcd_auth, member m of the options struct t,
+ * in a command's table (params.h): the same on every program. */
+#define SL_ETCD_AUTH_OPTS(t, m)                                               \
+	{ .name = "etcd-cacert", .type = SL_OPT_STRING,                       \
+	  .field = SL_FIELD(t, m.cacert), .metavar = "FILE",                  \
+	  .help = "CAs (PEM) to check etcd's certificate (the system's)" },  \
+	{ .name = "etcd-cert", .type = SL_OPT_STRING,                         \
+	  .field = SL_FIELD(t, m.cert), .metavar = "FILE",                    \
+	  .help = "a client certificate (PEM), no CommonName" },            \
+	{ .name = "etcd-cert-key", .type = SL_OPT_STRING,                     \
+	  .field = SL_FIELD(t, m.cert_key), .metavar = "FILE",                \
+	  .help = "its private key (else in --etcd-cert's file)" },         \
+	{ .name = "etcd-user", .type = SL_OPT_STRING,                         \
+	  .field = SL_FIELD(t, m.user), .metavar = "USER",                    \
+	  .help = "an etcd user (etcd with auth enabled)" },                  \
+	{ .name = "etcd-password-file", .type = SL_OPT_STRING,                \
+	  .field = SL_FIELD(t, m.password_file), .metavar = "FILE",           \
+	  .help = "the password of --etcd-user (else $" SL_ETCD_PASSWORD_ENV  \
+		  ")" }
+
+static inline bool sl_etcd_auth_given(const struct sl_etcd_auth *a)
+{
+	return a->cacert || a->cert || a->cert_key || a->user ||
+	       a->password_file;
+}
 
 struct sl_etcd {
 	char url[SL_ETCD_MAX_ENDPOINTS][SL_ETCD_URL_MAX]; /* no trailing / */
@@ -24,14 +65,20 @@ struct sl_etcd {
 	int cur; /* the endpoint tried first: the last one that answered */
 	char *key;
 	unsigned int timeout_ms; /* of one request; SL_ETCD_TIMEOUT_MS */
+	char *cacert, *cert, *cert_key, *user; /* struct sl_etcd_auth's */
+	char *password;
+	char *token; /* of the user, sent with every request; NULL: none yet */
 };
 
 /*
- * endpoints "URL[,URL...]" (http:// or https://), key not empty. -EINVAL
- * with the reason in err. Free with sl_etcd_free().
+ * endpoints "URL[,URL...]" (http:// or https://), key not empty; auth
+ * (NULL: none) is copied, its files checked and the password read.
+ * -EINVAL (or -errno of a file) with the reason in err. Free with
+ * sl_etcd_free().
  */
-int sl_etcd_init(struct sl_etcd *e, const char *endpoints, const char *key,
-		 char *err, size_t errlen);
+int sl_etcd_init(struct sl_etcd *e, const char *endpoints,
+		 const struct sl_etcd_auth *auth, const char *key, char *err,
+		 size_t errlen);
 void sl_etcd_free(struct sl_etcd *e);
 
 /* The endpoint last used, for messages. */
@@ -47,7 +94,8 @@ struct sl_etcd_kv {
 
 void sl_etcd_kv_free(struct sl_etcd_kv *kv);
 
-/* Read the key. 0, or -errno with the reason (endpoint named) in err. */
+/* Read the key. 0, or -errno with the reason (endpoint named) in err;
+ * -EACCES: etcd refused the user (a wrong password). */
 int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 		size_t errlen);
 
@@ -60,6 +108,16 @@ int sl_etcd_get(struct sl_etcd *e, struct sl_etcd_kv *out, char *err,
 int sl_etcd_put(struct sl_etcd *e, const char *value, size_t len, bool cas,
 		int64_t if_revision, int64_t *revision, char *err,
 		size_t errlen);
+
+/*
+ * The answers of sl_etcd_get() and sl_etcd_put(), parsed (exposed for the
+ * fuzzer): a range answer's value of key; a txn answer's revision, or
+ * -ECANCELED with the key's current mod_revision (0: none). -EPROTO for
+ * what is not such an answer.
+ */
+int sl_etcd_range_answer(const cJSON *doc, const char *key,
+			 struct sl_etcd_kv *out);
+int sl_etcd_txn_answer(const cJSON *doc, int64_t *revision);
 
 /* ---- the watch ---- */
 
@@ -78,6 +136,7 @@ struct sl_etcd_frame {
 	bool canceled;
 	int64_t compact_revision; /* > 0: the start revision was compacted */
 	int64_t revision;	  /* of the header */
+	char *cancel_reason;	  /* malloc'd; NULL: none given */
 	struct sl_etcd_event *events;
 	size_t n_events;
 };
@@ -91,6 +150,34 @@ void sl_etcd_frame_free(struct sl_etcd_frame *f);
  */
 int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 			struct sl_etcd_frame *out, char *err, size_t errlen);
+
+/* A growing buffer of received bytes, NUL-terminated. */
+struct sl_etcd_buf {
+	char *buf;
+	size_t len, cap;
+	bool too_big; /* it would have passed SL_ETCD_FRAME_MAX */
+};
+
+/*
+ * The watch stream cut into its frames, one a line. A frame that comes in
+ * many chunks is searched for its end once, not once a chunk: searched
+ * counts the bytes searched since the start (tests).
+ */
+struct sl_etcd_stream {
+	struct sl_etcd_buf pending; /* the frame not yet complete */
+	size_t scanned;		    /* of pending, known to hold no newline */
+	uint64_t searched;
+};
+
+/*
+ * Append a chunk and call frame() with every line now complete (empty
+ * lines skipped); the first non-zero return of frame() stops and is
+ * returned. -EMSGSIZE: a frame larger than SL_ETCD_FRAME_MAX.
+ */
+int sl_etcd_stream_feed(struct sl_etcd_stream *s, const char *p, size_t n,
+			int (*frame)(void *arg, const char *text, size_t len),
+			void *arg);
+void sl_etcd_stream_free(struct sl_etcd_stream *s);
 
 /*
  * Called with every event in revision order; a non-zero return ends the
@@ -107,8 +194,9 @@ struct sl_etcd_watch_cb {
 /*
  * Watch the key from start_revision until stopped, an event callback
  * fails, or the stream ends: 0 (stopped), the callback's value, -ESTALE
- * when start_revision was compacted (*compact_revision set), or -errno
- * with the reason in err (connection refused or lost, an error frame).
+ * when start_revision was compacted (*compact_revision set), -EACCES when
+ * etcd refuses the user, or -errno with the reason in err (connection
+ * refused or lost, an error frame).
  */
 int sl_etcd_watch(struct sl_etcd *e, int64_t start_revision,
 		  const struct sl_etcd_watch_cb *cb, int64_t *compact_revision,

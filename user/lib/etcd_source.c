@@ -46,7 +46,8 @@ struct sl_etcd_source {
 	char refused_err[ERR_LEN];
 };
 
-int sl_etcd_source_new(const char *endpoints, const char *key,
+int sl_etcd_source_new(const char *endpoints,
+		       const struct sl_etcd_auth *auth, const char *key,
 		       uint64_t applied, void (*wake)(void *arg),
 		       void *wake_arg, struct sl_etcd_source **out,
 		       char *err, size_t errlen)
@@ -56,7 +57,7 @@ int sl_etcd_source_new(const char *endpoints, const char *key,
 
 	if (!s)
 		return -ENOMEM;
-	ret = sl_etcd_init(&s->etcd, endpoints, key, err, errlen);
+	ret = sl_etcd_init(&s->etcd, endpoints, auth, key, err, errlen);
 	if (ret) {
 		free(s);
 		return ret;

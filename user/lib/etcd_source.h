@@ -29,13 +29,17 @@
 struct sl_etcd_source;
 
 /*
- * endpoints and key as given (they must outlive the source); applied is
+ * endpoints and key as given (they must outlive the source), auth (NULL:
+ * none) as sl_etcd_init() takes it; applied is
  * the revision of KEY the rules in force are (the boot snapshot's source,
  * 0 if it has none or another key): a value of that revision or older is
  * never handed over. wake(wake_arg) is called from the thread when a
  * value waits. -EINVAL with the reason in err.
  */
-int sl_etcd_source_new(const char *endpoints, const char *key,
+struct sl_etcd_auth;
+
+int sl_etcd_source_new(const char *endpoints,
+		       const struct sl_etcd_auth *auth, const char *key,
 		       uint64_t applied, void (*wake)(void *arg),
 		       void *wake_arg, struct sl_etcd_source **out,
 		       char *err, size_t errlen);

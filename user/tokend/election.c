@@ -207,7 +207,8 @@ int sl_election_start(struct sl_tokend *td, const struct sl_election_cfg *cfg,
 	el = calloc(1, sizeof(*el));
 	if (!el)
 		return -ENOMEM;
-	ret = sl_etcd_init(&el->etcd, cfg->endpoints, cfg->name, err, errlen);
+	ret = sl_etcd_init(&el->etcd, cfg->endpoints, &cfg->auth, cfg->name, err,
+			   errlen);
 	if (ret) {
 		free(el);
 		return ret;

@@ -10,12 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "etcd.h"
 #include "tokend.h"
 
 #define SL_ELECTION_TTL_MS 2000 /* etcd's smallest lease with its defaults */
 
 struct sl_election_cfg {
 	const char *endpoints; /* URL[,URL...] */
+	struct sl_etcd_auth auth; /* TLS and user for etcd */
 	const char *name;      /* the election key */
 	const char *advertise; /* HOST:PORT clients reach this server at */
 	uint32_t ttl_ms;       /* of the etcd lease, whole seconds */

@@ -271,6 +271,9 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		return sl_params_error(cmd, "--election needs --etcd");
 	if (o->etcd_key && !ec.endpoints)
 		return sl_params_error(cmd, "--etcd-key needs --etcd");
+	if (sl_etcd_auth_given(&ec.auth) && !ec.endpoints)
+		return sl_params_error(cmd, "--etcd-cacert, --etcd-cert, "
+					    "--etcd-user... need --etcd");
 	if (ec.endpoints && !ec.name && !o->etcd_key)
 		return sl_params_error(cmd, "--etcd needs --election or "
 					    "--etcd-key");
@@ -301,8 +304,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	}
 	k.td = td;
 	if (o->etcd_key &&
-	    sl_etcd_source_new(ec.endpoints, o->etcd_key, 0, on_etcd_value,
-			       &k, &k.etcd, err, ERRBUF)) {
+	    sl_etcd_source_new(ec.endpoints, &ec.auth, o->etcd_key, 0,
+			       on_etcd_value, &k, &k.etcd, err, ERRBUF)) {
 		pr_err("tokend: %s", err);
 		goto out;
 	}
@@ -404,6 +407,7 @@ static const struct sl_opt tokend_opts[] = {
 	{ .name = "etcd-key", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct tokend_opts, etcd_key), .metavar = "KEY",
 	  .help = "serve the rule file at this etcd key, following it" },
+	SL_ETCD_AUTH_OPTS(struct tokend_opts, election.auth),
 	{ .name = "advertise", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct tokend_opts, election.advertise),
 	  .metavar = "HOST:PORT",
