@@ -7,7 +7,8 @@
  *
  *   rogue_tokend MODE LISTEN NAMESPACE SECRET SECONDS [ADDR]
  *
- *   extra             GRANTS with one entry more than the SYNC had flows
+ *   extra             GRANTS with as many entries as a frame holds (2727),
+ *                     more than a SYNC has flows or can carry (2338)
  *   unsealed-grants   GRANTS without a seal
  *   unsealed-auth-ok  AUTH_OK without a seal
  *   redirect          a sealed REDIRECT of term 2^63 to ADDR after AUTH
@@ -31,7 +32,11 @@
 
 static uint8_t in[SL_PROTO_MAX_FRAME], out[SL_PROTO_MAX_FRAME];
 static uint64_t end_ns;
-static struct sl_flow_grant grants[SL_PROTO_MAX_REPORTS + 1];
+/* as many as a frame holds: more than a SYNC can carry reports */
+#define MAX_GRANTS                                                          \
+	((SL_PROTO_MAX_FRAME - SL_PROTO_HDR_LEN - SL_PROTO_GRANTS_FIXED -   \
+	  SL_PROTO_SEAL_LEN) / SL_PROTO_GRANT_LEN)
+static struct sl_flow_grant grants[MAX_GRANTS];
 
 /* One frame into in[]; its length, 0 when the peer is gone. */
 static size_t recv_frame(int fd, struct sl_msg *m)
@@ -115,8 +120,8 @@ static void serve(int fd, const char *mode, const char *ns,
 				.flow_id = r.flow_id, .ttl_ms = 1000,
 				.grant = 300, .holders = 1 };
 		}
-		if (!strcmp(mode, "extra"))
-			grants[n] = grants[n ? n - 1 : 0], n++;
+		for (; !strcmp(mode, "extra") && n && n < MAX_GRANTS; n++)
+			grants[n] = grants[n - 1];
 		sl_proto_put_grants(out, sizeof(out), m.req_id, 0, 1000, term,
 				    grants, n, &len);
 		if (!strcmp(mode, "unsealed-grants")) {
