@@ -59,6 +59,21 @@ static int parse_line(char *line, struct sl_secret *e, const char **why)
 	return 0;
 }
 
+/* The lines are C strings: what follows a NUL would go unread. */
+static int check_nul(const char *text, size_t len, char *err, size_t errlen)
+{
+	const char *nul = memchr(text, '\0', len);
+	unsigned int lineno = 1;
+
+	if (!nul)
+		return 0;
+	for (const char *p = text; p < nul; p++)
+		lineno += *p == '\n';
+	snprintf(err, errlen, "line %u: a NUL byte; the file is damaged",
+		 lineno);
+	return -EINVAL;
+}
+
 static int parse(char *text, struct sl_secrets *s, char *err, size_t errlen)
 {
 	char *line = text, *nl;
@@ -159,7 +174,9 @@ int sl_secrets_load(const char *path, struct sl_secrets *out, char *err,
 		snprintf(err, errlen, "%s: short read", path);
 		goto out;
 	}
-	ret = parse(text, &s, err, errlen);
+	ret = check_nul(text, st.st_size, err, errlen);
+	if (!ret)
+		ret = parse(text, &s, err, errlen);
 	if (ret) {
 		char msg[256];
 
