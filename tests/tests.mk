@@ -53,7 +53,7 @@ FUZZ_SRCS_secrets  := user/lib/secrets.c
 FUZZ_SRCS_ctl      := user/lib/ctl.c $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_etcd     := user/lib/etcd.c user/lib/util.c
 # etcd: the gateway's frames, built once tests/fuzz/fuzz_etcd.c exists
-FUZZ_NAMES := proto \
+FUZZ_NAMES := proto rules snapshot secrets ctl \
 	      $(if $(wildcard tests/fuzz/fuzz_etcd.c),etcd)
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
