@@ -88,10 +88,12 @@ static void test_if_version(void **state)
 
 static void test_names(void **state)
 {
-	static const char *const bad[] = { "{\"cmd\":\"rule.del\"}",
-					   "{\"names\":[],\"cmd\":\"x\"}",
-					   "{\"names\":[\"a\",7],\"cmd\":\"x\"}",
-					   "{\"names\":\"a\",\"cmd\":\"x\"}" };
+	static const char *const bad[] = {
+		"{\"cmd\":\"rule.del\"}",
+		"{\"names\":[],\"cmd\":\"x\"}",
+		"{\"names\":[\"a\",7],\"cmd\":\"x\"}",
+		"{\"names\":\"a\",\"cmd\":\"x\"}",
+	};
 	struct sl_ctl_req req;
 	const char **names;
 	size_t n;
