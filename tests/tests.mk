@@ -41,34 +41,47 @@ $(BPF_TESTS): $(BUILD)/tests/bpf_%: $(BPF_OBJ_DIR)/test_%.o $(BPF_HARNESS) \
 
 -include $(PKT_OBJ:.o=.d) $(BPF_OBJS:.o=.d)
 
-# libFuzzer needs clang; FUZZ_SECONDS bounds each run (tests/fuzz/run.sh).
-FUZZ_PROTO := $(BUILD)/fuzz/fuzz_proto
-$(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
-	mkdir -p $(dir $@)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
-		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
+# libFuzzer targets: tests/fuzz/fuzz_NAME.c over the library sources it
+# exercises (FUZZ_SRCS_NAME), built with clang and the sanitizers;
+# tests/fuzz/run.sh runs each for FUZZ_SECONDS.
+FUZZ_RULE_SRCS     := $(addprefix user/lib/,rules_parse.c rules.c rules_json.c \
+		        json_text.c util.c)
+FUZZ_SRCS_proto    := user/lib/proto.c
+FUZZ_SRCS_rules    := $(FUZZ_RULE_SRCS)
+FUZZ_SRCS_snapshot := user/lib/snapshot.c $(FUZZ_RULE_SRCS)
+FUZZ_SRCS_secrets  := user/lib/secrets.c
+FUZZ_SRCS_ctl      := user/lib/ctl.c $(FUZZ_RULE_SRCS)
+FUZZ_SRCS_etcd     := user/lib/etcd.c user/lib/util.c
+FUZZ_NAMES := proto rules snapshot secrets ctl etcd
+FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
+	       -Iuser/lib -Ibpf -Itests/fuzz
+FUZZ_LDLIBS := -lcjson -lcurl -lcrypto
+FUZZ_HDRS  := $(wildcard user/lib/*.h bpf/*.h tests/fuzz/*.h)
 
-FUZZ_ETCD := $(BUILD)/fuzz/fuzz_etcd
-FUZZ_ETCD_SRCS := tests/fuzz/fuzz_etcd.c user/lib/etcd.c user/lib/util.c
-$(FUZZ_ETCD): $(FUZZ_ETCD_SRCS) user/lib/etcd.h user/lib/util.h
-	mkdir -p $(dir $@)
-	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
-		-D_GNU_SOURCE -o $@ $(FUZZ_ETCD_SRCS) -lcjson -lcurl -lcrypto
+$(BUILD)/fuzz:
+	mkdir -p $@
+
+define fuzz_rule
+$(BUILD)/fuzz/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRCS_$(1)) \
+		$(FUZZ_HDRS) | $(BUILD)/fuzz
+	$$(CLANG) $$(FUZZ_CFLAGS) -o $$@ $$< $(FUZZ_SRCS_$(1)) $$(FUZZ_LDLIBS)
+endef
+$(foreach t,$(FUZZ_NAMES),$(eval $(call fuzz_rule,$(t))))
 
 # A token server that holds the secret and lies (test_cluster_trust.sh).
 ROGUE_TOKEND := $(BUILD)/tests/rogue_tokend
 $(ROGUE_TOKEND): tests/lib/rogue_tokend.c $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iuser/lib -o $@ $< $(LIB) $(LDLIBS)
 
-TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO) $(FUZZ_ETCD) \
-	     $(ROGUE_TOKEND)
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_BINS) $(ROGUE_TOKEND)
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
 BPF_SUITES   := $(foreach b,$(BPF_TESTS),"$(b)")
 INTEG_SUITES := $(foreach t,$(INTEG_TESTS),"$(t)")
 GEN_SUITES   := "bash tests/gen/selftest.sh"
-FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
+FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # The tools' self-test measures rates and floods with live frames, which
 # crash Debian's 6.12 under qemu TCG (docs/kernels.md): host only.
 # test_install.sh checks packaging, not the kernel, and writes the build

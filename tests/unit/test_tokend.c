@@ -1131,6 +1131,16 @@ static void test_secrets_file(void **state)
 	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "line 2: secret must be 16"));
+	/* a NUL does not end the file: the lines after it are not lost */
+	ftruncate(fd, 0);
+	lseek(fd, 0, SEEK_SET);
+	dprintf(fd, "web 0123456789abcdef0123\n");
+	assert_int_equal(write(fd, "#\0\napi " SECRET_B "\n",
+			       sizeof("#\0\napi " SECRET_B "\n") - 1),
+			 (ssize_t)sizeof("#\0\napi " SECRET_B "\n") - 1);
+	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "line 2: a NUL byte"));
 	close(fd);
 	unlink(path);
 }

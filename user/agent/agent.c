@@ -603,66 +603,29 @@ static char *do_list(struct agent *a)
 enum change_op { CHANGE_ADD, CHANGE_DEL, CHANGE_REPLACE };
 
 /* The rules of a request ("rules": [...]), validated into *in. */
-static cJSON *request_rules(struct agent *a, const cJSON *req,
-			    struct sl_ruleset *in)
+/* A request that ctl.h's reading refused (err), as an answer. */
+static cJSON *request_error(struct agent *a, int err)
 {
-	const cJSON *rules = cJSON_GetObjectItemCaseSensitive(req, "rules");
-	cJSON *doc;
-	int err;
-
-	if (!cJSON_IsArray(rules))
-		return error_answer("invalid",
-				    "request: 'rules' must be an array");
-	/* a reference: doc borrows the request's rules */
-	doc = cJSON_CreateObject();
-	if (!doc || !cJSON_AddItemReferenceToObject(doc, "rules",
-						    (cJSON *)rules)) {
-		cJSON_Delete(doc);
-		return error_answer("internal", "out of memory");
-	}
-	err = sl_rules_from_cjson(doc, in, a->err, sizeof(a->err));
-	cJSON_Delete(doc);
-	return err ? error_answer("invalid", "%s", a->err) : NULL;
-}
-
-/* The names of a rule.del request, borrowed from it, into *names. */
-static cJSON *request_names(const cJSON *req, const char ***names, size_t *n)
-{
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(req, "names");
-	const cJSON *name;
-
-	*n = 0;
-	if (!cJSON_IsArray(list) || !cJSON_GetArraySize(list))
-		return error_answer("invalid", "request: 'names' must be a "
-					       "non-empty array");
-	*names = calloc(cJSON_GetArraySize(list), sizeof(**names));
-	if (!*names)
-		return error_answer("internal", "out of memory");
-	cJSON_ArrayForEach(name, list) {
-		if (!cJSON_IsString(name)) {
-			free(*names);
-			return error_answer("invalid", "request: 'names' must "
-						       "be an array of strings");
-		}
-		(*names)[(*n)++] = name->valuestring;
-	}
-	return NULL;
+	return error_answer(err == -ENOMEM ? "internal" : "invalid", "%s",
+			    a->err);
 }
 
 /* The rule set a change asks for (ruleset.h); NULL answer on success. */
 static cJSON *build_change(struct agent *a, enum change_op op,
-			   const cJSON *req, struct sl_ruleset *out)
+			   const struct sl_ctl_req *req,
+			   struct sl_ruleset *out)
 {
 	struct sl_ruleset in = { 0 };
 	const char **names = NULL;
 	size_t n_names;
-	cJSON *r;
 	int err;
 
-	r = op == CHANGE_DEL ? request_names(req, &names, &n_names)
-			     : request_rules(a, req, &in);
-	if (r)
-		return r;
+	err = op == CHANGE_DEL ? sl_ctl_req_names(req, &names, &n_names,
+						  a->err, sizeof(a->err))
+			       : sl_ctl_req_rules(req, &in, a->err,
+						  sizeof(a->err));
+	if (err)
+		return request_error(a, err);
 	if (op == CHANGE_REPLACE) {
 		sl_ruleset_replace(&in, out);
 		return NULL;
@@ -790,22 +753,25 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	return r;
 }
 
-static cJSON *do_change(struct agent *a, enum change_op op, const cJSON *req)
+static cJSON *do_change(struct agent *a, enum change_op op,
+			const struct sl_ctl_req *req)
 {
-	const cJSON *ifv = cJSON_GetObjectItemCaseSensitive(req, "if_version");
 	struct sl_ruleset next = { 0 };
+	uint64_t ifv;
+	bool given;
 	cJSON *r;
+	int err;
 
-	if (ifv && (!cJSON_IsNumber(ifv) || ifv->valuedouble < 0))
-		return error_answer("invalid",
-				    "request: 'if_version' must be a number");
-	if (ifv && (uint64_t)ifv->valuedouble != a->snap.version)
+	err = sl_ctl_req_if_version(req, &given, &ifv, a->err, sizeof(a->err));
+	if (err)
+		return request_error(a, err);
+	if (given && ifv != a->snap.version)
 		return error_answer("version",
 				    "the snapshot is at version %llu, not %llu:"
 				    " someone else changed the rules; "
 				    "re-read them and retry",
 				    (unsigned long long)a->snap.version,
-				    (unsigned long long)ifv->valuedouble);
+				    (unsigned long long)ifv);
 	r = build_change(a, op, req, &next);
 	if (r)
 		return r;
@@ -861,13 +827,6 @@ static void apply_etcd_value(struct agent *a, struct sl_etcd_value *v)
 	cJSON_Delete(r);
 }
 
-static bool is_cmd(const cJSON *req, const char *name)
-{
-	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
-
-	return cJSON_IsString(cmd) && !strcmp(cmd->valuestring, name);
-}
-
 /*
  * SIGHUP or `sluice secrets reload`: read the secrets file again (a
  * rotation, docs/cluster.md). New sessions, and the embedded server's
@@ -909,31 +868,28 @@ static cJSON *do_reload_secrets(struct agent *a)
 	return r;
 }
 
-static cJSON *dispatch(struct agent *a, const cJSON *req)
+static cJSON *dispatch(struct agent *a, const struct sl_ctl_req *req)
 {
-	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+	const char *cmd = req->cmd;
 
-	if (!cJSON_IsString(cmd))
-		return error_answer("invalid", "request: 'cmd' is missing");
-	if (!strcmp(cmd->valuestring, "status"))
+	if (!strcmp(cmd, "status"))
 		return do_status(a);
-	if (a->etcd_key && !strncmp(cmd->valuestring, "rule.", 5))
+	if (a->etcd_key && !strncmp(cmd, "rule.", 5))
 		return error_answer("managed",
 				    "the rules of this agent come from etcd "
 				    "key '%s' (--etcd-key): change them there, "
 				    "with `sluice push FILE --etcd URL "
 				    "--etcd-key %s`",
 				    a->etcd_key, a->etcd_key);
-	if (!strcmp(cmd->valuestring, "rule.add"))
+	if (!strcmp(cmd, "rule.add"))
 		return do_change(a, CHANGE_ADD, req);
-	if (!strcmp(cmd->valuestring, "rule.del"))
+	if (!strcmp(cmd, "rule.del"))
 		return do_change(a, CHANGE_DEL, req);
-	if (!strcmp(cmd->valuestring, "rule.replace"))
+	if (!strcmp(cmd, "rule.replace"))
 		return do_change(a, CHANGE_REPLACE, req);
-	if (!strcmp(cmd->valuestring, "secrets.reload"))
+	if (!strcmp(cmd, "secrets.reload"))
 		return do_reload_secrets(a);
-	return error_answer("invalid", "request: unknown cmd '%s'",
-			    cmd->valuestring);
+	return error_answer("invalid", "request: unknown cmd '%s'", cmd);
 }
 
 /* One request (ctl.h: the server hands them over one at a time, which
@@ -941,19 +897,20 @@ static cJSON *dispatch(struct agent *a, const cJSON *req)
 static char *handle_request(void *arg, const char *text, size_t len)
 {
 	struct agent *a = arg;
-	cJSON *req = cJSON_ParseWithLength(text, len);
+	struct sl_ctl_req req;
 	char *answer;
+	int err;
 
-	if (!cJSON_IsObject(req))
-		answer = print_answer(error_answer("invalid", "request: not a "
-							      "JSON object"));
-	else if (is_cmd(req, "stats"))
+	err = sl_ctl_req_parse(text, len, &req, a->err, sizeof(a->err));
+	if (err)
+		return print_answer(request_error(a, err));
+	if (!strcmp(req.cmd, "stats"))
 		answer = do_stats(a);
-	else if (is_cmd(req, "rule.list"))
+	else if (!strcmp(req.cmd, "rule.list"))
 		answer = do_list(a);
 	else
-		answer = print_answer(dispatch(a, req));
-	cJSON_Delete(req);
+		answer = print_answer(dispatch(a, &req));
+	sl_ctl_req_free(&req);
 	return answer;
 }
 

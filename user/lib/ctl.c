@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "json_text.h"
+#include "rules_parse.h"
 #include "util.h"
 
 void sl_ctl_path(const char *state_dir, char *buf, size_t len)
@@ -177,6 +179,97 @@ int sl_ctl_parse(char *buf, size_t len, cJSON **msg)
 		return -EBADMSG;
 	}
 	return 0;
+}
+
+/* ---- requests, as the agent reads them ---- */
+
+int sl_ctl_req_parse(const char *text, size_t len, struct sl_ctl_req *req,
+		     char *err, size_t errlen)
+{
+	const cJSON *cmd;
+
+	req->cmd = NULL;
+	req->json = cJSON_ParseWithLength(text, len);
+	if (!cJSON_IsObject(req->json)) {
+		sl_ctl_req_free(req);
+		snprintf(err, errlen, "request: not a JSON object");
+		return -EINVAL;
+	}
+	cmd = cJSON_GetObjectItemCaseSensitive(req->json, "cmd");
+	if (!cJSON_IsString(cmd)) {
+		sl_ctl_req_free(req);
+		snprintf(err, errlen, "request: 'cmd' is missing");
+		return -EINVAL;
+	}
+	req->cmd = cmd->valuestring;
+	return 0;
+}
+
+int sl_ctl_req_if_version(const struct sl_ctl_req *req, bool *given,
+			  uint64_t *v, char *err, size_t errlen)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(req->json,
+							   "if_version");
+
+	*given = it != NULL;
+	if (it && !sl_json_uint(it, 0, (1ULL << 53) - 1, v)) {
+		snprintf(err, errlen, "request: 'if_version' must be an "
+				      "integer from 0 to 2^53-1");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int sl_ctl_req_names(const struct sl_ctl_req *req, const char ***names,
+		     size_t *n, char *err, size_t errlen)
+{
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(req->json,
+							     "names");
+	const cJSON *name;
+
+	*n = 0;
+	if (!cJSON_IsArray(list) || !cJSON_GetArraySize(list)) {
+		snprintf(err, errlen, "request: 'names' must be a non-empty "
+				      "array");
+		return -EINVAL;
+	}
+	*names = calloc(cJSON_GetArraySize(list), sizeof(**names));
+	if (!*names) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	cJSON_ArrayForEach(name, list) {
+		if (!cJSON_IsString(name)) {
+			free(*names);
+			*names = NULL;
+			*n = 0;
+			snprintf(err, errlen, "request: 'names' must be an "
+					      "array of strings");
+			return -EINVAL;
+		}
+		(*names)[(*n)++] = name->valuestring;
+	}
+	return 0;
+}
+
+int sl_ctl_req_rules(const struct sl_ctl_req *req, struct sl_ruleset *out,
+		     char *err, size_t errlen)
+{
+	const cJSON *rules = cJSON_GetObjectItemCaseSensitive(req->json,
+							      "rules");
+
+	if (!cJSON_IsArray(rules)) {
+		snprintf(err, errlen, "request: 'rules' must be an array");
+		return -EINVAL;
+	}
+	return sl_rules_from_array(rules, out, err, errlen);
+}
+
+void sl_ctl_req_free(struct sl_ctl_req *req)
+{
+	cJSON_Delete(req->json);
+	req->json = NULL;
+	req->cmd = NULL;
 }
 
 int sl_ctl_call_text(const char *path, const cJSON *req, char **text,

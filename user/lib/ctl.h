@@ -8,10 +8,13 @@
 #ifndef SLUICE_CTL_H
 #define SLUICE_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
+
+#include "rules.h"
 
 #define SL_CTL_MAX_MSG	  (64u << 20)
 #define SL_CTL_TIMEOUT_MS 5000
@@ -41,6 +44,38 @@ int sl_ctl_call_text(const char *path, const cJSON *req, char **text,
 
 /* The message in buf (len bytes, freed) as a JSON object, or -EBADMSG. */
 int sl_ctl_parse(char *buf, size_t len, cJSON **msg);
+
+/*
+ * The agent's reading of a request (docs/cli.md, "Requests"): one JSON
+ * object with a string "cmd", then the fields that cmd takes, each
+ * checked when it is asked for. Each returns 0, or -EINVAL with the
+ * reason in err naming the field ("request: 'names' must be ..."), or
+ * -ENOMEM.
+ */
+struct sl_ctl_req {
+	cJSON *json;	 /* the request; owns cmd */
+	const char *cmd;
+};
+
+/* text (len bytes, a NUL at text[len] or not) as a request. */
+int sl_ctl_req_parse(const char *text, size_t len, struct sl_ctl_req *req,
+		     char *err, size_t errlen);
+
+/* "if_version", an integer 0..2^53-1; *given is false without one. */
+int sl_ctl_req_if_version(const struct sl_ctl_req *req, bool *given,
+			  uint64_t *v, char *err, size_t errlen);
+
+/* "names", a non-empty array of strings: *names (free() it) borrows them
+ * from req. */
+int sl_ctl_req_names(const struct sl_ctl_req *req, const char ***names,
+		     size_t *n, char *err, size_t errlen);
+
+/* "rules", an array of rules as in a rule file, through the rule parser
+ * (its errors in err). */
+int sl_ctl_req_rules(const struct sl_ctl_req *req, struct sl_ruleset *out,
+		     char *err, size_t errlen);
+
+void sl_ctl_req_free(struct sl_ctl_req *req);
 
 /*
  * Server: every connection non-blocking with its own deadline (the

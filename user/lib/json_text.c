@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <math.h> /* isfinite(), a macro: no libm */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,20 @@
 #include <cjson/cJSON.h>
 
 #include "json_text.h"
+
+bool sl_json_uint(const cJSON *it, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	double d;
+
+	if (!cJSON_IsNumber(it))
+		return false;
+	d = it->valuedouble;
+	if (!isfinite(d) || d < (double)lo || d > (double)hi ||
+	    (double)(uint64_t)d != d)
+		return false;
+	*v = (uint64_t)d;
+	return true;
+}
 
 bool sl_text_grow(struct sl_text *t, size_t more)
 {

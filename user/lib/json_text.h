@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 /* A text that grows; nomem stays set after a failed allocation. */
 struct sl_text {
 	char *buf; /* NUL-terminated unless empty */
@@ -38,6 +40,9 @@ void sl_text_printf(struct sl_text *t, const char *fmt, ...)
 
 /* before, then v in decimal: "%s%llu" without printf's cost. */
 void sl_text_u64(struct sl_text *t, const char *before, uint64_t v);
+
+/* An integer-valued number in [lo, hi] into *v; exact below 2^53. */
+bool sl_json_uint(const cJSON *it, uint64_t lo, uint64_t hi, uint64_t *v);
 
 /*
  * A JSON text read from p to end. Values read with emit go to out in

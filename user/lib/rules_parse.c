@@ -1587,6 +1587,25 @@ int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
 	return 0;
 }
 
+int sl_rules_from_array(const cJSON *arr, struct sl_ruleset *out, char *err,
+			size_t errlen)
+{
+	cJSON *wrap = cJSON_CreateObject();
+	int ret;
+
+	/* A reference: the wrapper borrows arr's items, never frees them. */
+	if (!wrap ||
+	    !cJSON_AddItemReferenceToObject(wrap, "rules", (cJSON *)arr)) {
+		cJSON_Delete(wrap);
+		if (err && errlen)
+			snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = sl_rules_from_cjson(wrap, out, err, errlen);
+	cJSON_Delete(wrap);
+	return ret;
+}
+
 static void path_err(char *err, size_t errlen, const char *path,
 		     const char *what, int e)
 {

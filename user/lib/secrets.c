@@ -59,11 +59,42 @@ static int parse_line(char *line, struct sl_secret *e, const char **why)
 	return 0;
 }
 
-static int parse(char *text, struct sl_secrets *s, char *err, size_t errlen)
+/* The lines are C strings: what follows a NUL would go unread. */
+static int check_nul(const char *text, size_t len, char *err, size_t errlen)
+{
+	const char *nul = memchr(text, '\0', len);
+	unsigned int lineno = 1;
+
+	if (!nul)
+		return 0;
+	for (const char *p = text; p < nul; p++)
+		lineno += *p == '\n';
+	snprintf(err, errlen, "line %u: a NUL byte; the file is damaged",
+		 lineno);
+	return -EINVAL;
+}
+
+static int parse(char *text, size_t len, struct sl_secrets *s, char *err,
+		 size_t errlen)
 {
 	char *line = text, *nl;
 	unsigned int lineno = 0;
 	const char *why;
+	int ret;
+
+	ret = check_nul(text, len, err, errlen);
+	if (ret)
+		return ret;
+	/* an entry per line at most: a short file is quick to wipe (the
+	 * fuzz target loads thousands a second) */
+	s->cap = 1;
+	for (size_t i = 0; i < len && s->cap < SL_SECRETS_MAX; i++)
+		s->cap += text[i] == '\n';
+	s->v = calloc(s->cap, sizeof(*s->v));
+	if (!s->v) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 
 	for (; line && *line; line = nl) {
 		struct sl_secret *e, *known;
@@ -147,8 +178,7 @@ int sl_secrets_load(const char *path, struct sl_secrets *out, char *err,
 		goto out;
 	}
 	text = calloc(1, st.st_size + 1);
-	s.v = calloc(SL_SECRETS_MAX, sizeof(*s.v));
-	if (!text || !s.v) {
+	if (!text) {
 		snprintf(err, errlen, "out of memory");
 		ret = -ENOMEM;
 		goto out;
@@ -159,7 +189,7 @@ int sl_secrets_load(const char *path, struct sl_secrets *out, char *err,
 		snprintf(err, errlen, "%s: short read", path);
 		goto out;
 	}
-	ret = parse(text, &s, err, errlen);
+	ret = parse(text, st.st_size, &s, err, errlen);
 	if (ret) {
 		char msg[256];
 
@@ -192,11 +222,12 @@ const struct sl_secret *sl_secrets_find(const struct sl_secrets *s,
 void sl_secrets_free(struct sl_secrets *s)
 {
 	if (s->v) {
-		OPENSSL_cleanse(s->v, SL_SECRETS_MAX * sizeof(*s->v));
+		OPENSSL_cleanse(s->v, s->cap * sizeof(*s->v));
 		free(s->v);
 	}
 	s->v = NULL;
 	s->n = 0;
+	s->cap = 0;
 }
 
 struct sl_secrets *sl_secrets_load_new(const char *path, char *err,

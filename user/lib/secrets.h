@@ -23,6 +23,7 @@ struct sl_secret {
 struct sl_secrets {
 	struct sl_secret *v;
 	size_t n;
+	size_t cap; /* entries allocated, all wiped when freed */
 };
 
 /*

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <math.h> /* isfinite(), a macro: no libm */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "json_text.h"
 #include "rules_json.h"
 #include "rules_parse.h"
 #include "snapshot.h"
@@ -104,25 +104,6 @@ static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
 	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
 }
 
-/* Run a bare rules array through the rule parser as {"rules": arr}. */
-static int parse_rules_array(const cJSON *arr, struct sl_ruleset *out,
-			     char *err, size_t errlen)
-{
-	cJSON *wrap = cJSON_CreateObject();
-	int ret;
-
-	/* A reference: the wrapper borrows arr's items, never frees them. */
-	if (!wrap ||
-	    !cJSON_AddItemReferenceToObject(wrap, "rules", (cJSON *) arr)) {
-		cJSON_Delete(wrap);
-		sl_set_err(err, errlen, "out of memory");
-		return -ENOMEM;
-	}
-	ret = sl_rules_from_cjson(wrap, out, err, errlen);
-	cJSON_Delete(wrap);
-	return ret;
-}
-
 /* Exactly "YYYY-MM-DDTHH:MM:SSZ", a real UTC time (no Feb 30, no :60). */
 static int parse_time(const char *s, int64_t *out)
 {
@@ -192,21 +173,6 @@ static bool printable(const char *s, size_t max)
 		if (i >= max || s[i] < 0x20 || s[i] > 0x7e || s[i] == '"')
 			return false;
 	}
-	return true;
-}
-
-/* An integer-valued number in [lo, hi]; exact below 2^53. */
-static bool json_uint(const cJSON *it, uint64_t lo, uint64_t hi, uint64_t *v)
-{
-	double d;
-
-	if (!cJSON_IsNumber(it))
-		return false;
-	d = it->valuedouble;
-	if (!isfinite(d) || d < (double) lo || d > (double) hi ||
-	    (double) (uint64_t) d != d)
-		return false;
-	*v = (uint64_t) d;
 	return true;
 }
 
@@ -322,7 +288,7 @@ static int parse_extras(const char *path, const cJSON *doc,
 	rev = cJSON_GetObjectItemCaseSensitive(so, "revision");
 	if (!cJSON_IsObject(so) || cJSON_GetArraySize(so) != 2 ||
 	    !cJSON_IsString(key) || !*key->valuestring ||
-	    !json_uint(rev, 1, SL_SNAPSHOT_VERSION_MAX, &src->revision)) {
+	    !sl_json_uint(rev, 1, SL_SNAPSHOT_VERSION_MAX, &src->revision)) {
 		sl_set_err(err, errlen,
 			"%s: field \"source\" must be {\"etcd_key\": a "
 			"non-empty string, \"revision\": an integer from 1 "
@@ -364,7 +330,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 			path);
 		return -EINVAL;
 	}
-	if (!json_uint(fmt, 0, SL_SNAPSHOT_VERSION_MAX, &v)) {
+	if (!sl_json_uint(fmt, 0, SL_SNAPSHOT_VERSION_MAX, &v)) {
 		sl_set_err(err, errlen,
 			"%s: field \"sluice_snapshot\" must be a non-negative "
 			"integer, got %s",
@@ -390,7 +356,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 		sl_set_err(err, errlen, "%s: field \"version\" is missing", path);
 		return -EINVAL;
 	}
-	if (!json_uint(ver, 1, SL_SNAPSHOT_VERSION_MAX, &v)) {
+	if (!sl_json_uint(ver, 1, SL_SNAPSHOT_VERSION_MAX, &v)) {
 		sl_set_err(err, errlen,
 			"%s: field \"version\" must be an integer from 1 to "
 			"2^53-1, got %s",
@@ -445,7 +411,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 		sl_set_err(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	ret = parse_rules_array(arr, &rs, rerr, SL_SUB_ERR_LEN);
+	ret = sl_rules_from_array(arr, &rs, rerr, SL_SUB_ERR_LEN);
 	if (ret) {
 		if (ret == -EINVAL)
 			sl_set_err(err, errlen, "%s: invalid rules: %s", path,
