@@ -71,11 +71,13 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh"
 # force within 2 s, etcd's own election and request timeouts) mean
 # nothing at TCG speed; test_breaker.sh times a RST against 1 ms and its
 # breaker's windows against the wall clock, test_breaker_signals.sh too
-# (bpf_breaker runs in the guests).
+# (bpf_breaker runs in the guests); test_tokend_stop.sh needs etcd and
+# stops it together with tokend replicas, no kernel feature.
 HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
 		   %/test_cluster_trust.sh %/test_etcd_rules.sh \
-		   %/test_breaker.sh %/test_breaker_signals.sh
+		   %/test_breaker.sh %/test_breaker_signals.sh \
+		   %/test_tokend_stop.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)

@@ -200,13 +200,15 @@ static const char *gateway_error(const cJSON *doc)
 
 /*
  * POST body to path on each endpoint in turn, from the last that
- * answered, until one answers with JSON; *doc the answer.
+ * answered, until one answers with JSON; *doc the answer, NULL on error
+ * (callers may cJSON_Delete() it either way).
  */
 static int post(struct sl_etcd *e, const char *path, const char *body,
 		cJSON **doc, char *err, size_t errlen)
 {
 	int ret = -EIO;
 
+	*doc = NULL;
 	for (int k = 0; k < e->n_urls; k++) {
 		int i = (e->cur + k) % e->n_urls;
 		struct answer a = { 0 };
@@ -240,6 +242,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 		free(a.buf);
 		if (!cJSON_IsObject(*doc)) {
 			cJSON_Delete(*doc);
+			*doc = NULL;
 			sl_set_err(err, errlen,
 				"%s%s: HTTP %ld, not an etcd gateway answer",
 				e->url[i], path, status);
@@ -252,6 +255,7 @@ static int post(struct sl_etcd *e, const char *path, const char *body,
 			sl_set_err(err, errlen, "%s%s: HTTP %ld: etcd says: %s",
 				e->url[i], path, status, msg ? msg : "?");
 			cJSON_Delete(*doc);
+			*doc = NULL;
 			return -EREMOTEIO;
 		}
 		return 0;
