@@ -51,7 +51,11 @@ static const char rules_json[] =
 	"{\"name\": \"a5\", \"match\": {\"proto\": \"udp\", \"dport\": 6},"
 	" \"grade\": \"pps\", \"count\": 4000, \"behavior\": {\"warm_up\":"
 	" {\"period_s\": 2, \"cold_factor\": 4}}, \"cluster\": {\"namespace\":"
-	" \"a\", \"flow_id\": 5, \"threshold_type\": \"global\"}}"
+	" \"a\", \"flow_id\": 5, \"threshold_type\": \"global\"}},"
+	"{\"name\": \"a6\", \"match\": {\"proto\": \"udp\", \"dport\": 7},"
+	" \"grade\": \"bps\", \"count\": 10000000000, \"cluster\":"
+	" {\"namespace\": \"a\", \"flow_id\": 6, \"threshold_type\":"
+	" \"manual\", \"quotas\": {\"big\": 5000000000}}}"
 	"]}";
 
 #define SECRET_A "secret-of-namespace-a"
@@ -1021,6 +1025,23 @@ static void test_limits(void **state)
 	stop(&s, NULL);
 }
 
+/* quota x count passes 2^64 for a bps rule of 10 Gbit/s-scale */
+static void test_manual_large(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct server s;
+	struct cli c;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "big",
+				  SECRET_A), 0);
+	assert_int_equal(sync1(&c, 6, 1, 0).grant, 5000000000ULL);
+	cli_close(&c);
+	stop(&s, NULL);
+}
+
 static void test_slow_client_dropped(void **state)
 {
 	static struct sl_flow_report r[SL_PROTO_MAX_REPORTS];
@@ -1153,7 +1174,7 @@ static int setup(void **state)
 	secret_v[1].n_keys = 1;
 	secrets.v = secret_v;
 	secrets.n = 2;
-	return rs.n == 6 ? 0 : -1;
+	return rs.n == 7 ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -1179,6 +1200,7 @@ int main(void)
 		cmocka_unit_test(test_integrity),
 		cmocka_unit_test(test_replica_roles),
 		cmocka_unit_test(test_limits),
+		cmocka_unit_test(test_manual_large),
 		cmocka_unit_test(test_slow_client_dropped),
 		cmocka_unit_test(test_setup_errors),
 		cmocka_unit_test(test_secrets_file),

@@ -242,6 +242,21 @@ static void test_format_utc(void **state)
 	assert_string_equal(buf, "1970-01-01T00:00:00.005Z");
 }
 
+static void test_mul_div(void **state)
+{
+	(void)state;
+	/* a manual quota of a 10 Gbit/s-scale bps rule: 5e9 x 1e10 > 2^64 */
+	assert_int_equal(sl_mul_div(5000000000ULL, 10000000000ULL,
+				    10000000000ULL), 5000000000ULL);
+	assert_int_equal(sl_mul_div(5000000000ULL, 7500000000ULL,
+				    10000000000ULL), 3750000000ULL);
+	assert_int_equal(sl_mul_div(7, 3, 2), 10);
+	assert_int_equal(sl_mul_div(UINT64_MAX, UINT64_MAX, UINT64_MAX),
+			 UINT64_MAX);
+	assert_int_equal(sl_mul_div(UINT64_MAX, 2, 1), UINT64_MAX);
+	assert_int_equal(sl_mul_div(0, UINT64_MAX, 1), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_index),
 		cmocka_unit_test(test_read_fd),
 		cmocka_unit_test(test_format_utc),
+		cmocka_unit_test(test_mul_div),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

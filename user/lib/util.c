@@ -100,6 +100,15 @@ void sl_index_free(struct sl_index *ix)
 	*ix = (struct sl_index){ 0 };
 }
 
+/* ---- arithmetic ---- */
+
+uint64_t sl_mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+	unsigned __int128 q = (unsigned __int128)a * b / c;
+
+	return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+}
+
 /* ---- parsers ---- */
 
 int sl_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)

@@ -70,6 +70,12 @@ int64_t sl_index_next(const struct sl_index *ix, uint64_t hash,
 
 void sl_index_free(struct sl_index *ix);
 
+/* ---- arithmetic ---- */
+
+/* a * b / c with a 128-bit product (quota x count / count of a bps rule
+ * passes 2^64); UINT64_MAX when the quotient does not fit. c > 0. */
+uint64_t sl_mul_div(uint64_t a, uint64_t b, uint64_t c);
+
 /* ---- checked parsers ----
  * The whole text is the value: empty text, a leading space or sign,
  * trailing characters and overflow are errors. -EINVAL when it is not a

@@ -354,7 +354,7 @@ static uint64_t flow_count(struct flow *f, uint64_t now)
 	}
 	cold = f->count / r->cold_factor;
 	f->dirty = true; /* the level follows the ramp */
-	return cold + (f->count - cold) * elapsed / period;
+	return cold + sl_mul_div(f->count - cold, elapsed, period);
 }
 
 static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
@@ -443,7 +443,8 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		break;
 	default:
 		/* a ramp scales every quota alike */
-		want = sl_cluster_quota(f->cl, c->node_name) * count / f->count;
+		want = sl_mul_div(sl_cluster_quota(f->cl, c->node_name),
+				  count, f->count);
 		break;
 	}
 	f->outstanding = others + want;
@@ -1349,14 +1350,14 @@ static void carry_flow(struct flow *to, struct flow *from)
 	for (uint32_t i = 0; i < to->live.n; i++) {
 		struct holder *h = &to->h[to->live.node[i]];
 
-		h->grant = h->grant * count / was;
+		h->grant = sl_mul_div(h->grant, count, was);
 		to->outstanding += h->grant;
 	}
 	to->reserved = 0;
 	for (uint32_t i = 0; i < to->gone.n; i++) {
 		struct holder *h = &to->h[to->gone.node[i]];
 
-		h->reserved = h->reserved * count / was;
+		h->reserved = sl_mul_div(h->reserved, count, was);
 		to->reserved += h->reserved;
 	}
 }
