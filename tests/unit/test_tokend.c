@@ -1122,6 +1122,15 @@ static void test_secrets_file(void **state)
 	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
 			 -EPERM);
 	assert_non_null(strstr(err, "mode 0644"));
+	/* another user's file: that user could change the secrets */
+	if (geteuid() == 0) {
+		fchmod(fd, 0600);
+		assert_int_equal(fchown(fd, 65534, 65534), 0);
+		assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)),
+				 -EPERM);
+		assert_non_null(strstr(err, "owner uid 65534"));
+		assert_int_equal(fchown(fd, 0, 0), 0);
+	}
 	fchmod(fd, 0600);
 	assert_int_equal(sl_secrets_load(path, &sec, err, sizeof(err)), 0);
 	assert_int_equal(sec.n, 2);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -257,6 +258,31 @@ static void test_mul_div(void **state)
 	assert_int_equal(sl_mul_div(0, UINT64_MAX, 1), 0);
 }
 
+static void test_check_owner(void **state)
+{
+	char dir[] = "/tmp/sluice-owner-XXXXXX", err[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), 0);
+	chmod(dir, 0707);
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, dir));
+	assert_non_null(strstr(err, "mode 0707"));
+	assert_non_null(strstr(err, "not writable by group or other"));
+	chmod(dir, 0755);
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), 0);
+	/* another user's: only root's or our own is trusted */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(dir, 65534, 65534), 0);
+		assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)),
+				 -EPERM);
+		assert_non_null(strstr(err, "owner uid 65534"));
+	}
+	rmdir(dir);
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_read_fd),
 		cmocka_unit_test(test_format_utc),
 		cmocka_unit_test(test_mul_div),
+		cmocka_unit_test(test_check_owner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

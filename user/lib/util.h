@@ -134,6 +134,19 @@ int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *
  */
 int sl_read_fd(int fd, size_t max, char **out, size_t *len);
 
+/*
+ * A state directory or secrets file that only this process's user and
+ * root may change: owned by the euid or root, not group or other
+ * writable. -EPERM with the path, the owner and mode found and what is
+ * required in err.
+ */
+struct stat;
+int sl_check_owner(const char *path, const struct stat *st, char *err,
+		   size_t errlen);
+
+/* The same for path itself (followed if a link); -errno when stat fails. */
+int sl_check_owner_path(const char *path, char *err, size_t errlen);
+
 /* ---- retrying ---- */
 
 /*

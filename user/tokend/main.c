@@ -19,6 +19,7 @@
 #include "params.h"
 #include "rules_parse.h"
 #include "tokend.h"
+#include "util.h"
 
 #define ERRBUF 8192
 
@@ -39,6 +40,10 @@ static int lock_state_dir(const char *dir)
 
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		pr_err("--state-dir %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (sl_check_owner_path(dir, path, sizeof(path))) {
+		pr_err("--state-dir %s", path);
 		return -1;
 	}
 	snprintf(path, sizeof(path), "%s/tokend.lock", dir);
