@@ -48,7 +48,9 @@ $(FUZZ_PROTO): tests/fuzz/fuzz_proto.c user/lib/proto.c user/lib/proto.h
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -Iuser/lib \
 		-o $@ tests/fuzz/fuzz_proto.c user/lib/proto.c -lcrypto
 
-TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO)
+# test_tokend_flood.sh drives real sessions with the token server's load
+# generator (tests/bench/bench.mk)
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_PROTO) $(BUILD)/bench_tokend
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")

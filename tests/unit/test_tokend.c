@@ -996,11 +996,9 @@ static void test_limits(void **state)
 				  SECRET_A), 0);
 	assert_int_equal(cli_auth(&c[1], sl_tokend_port(s.td), "b", "n1",
 				  SECRET_B), 0);
-	/* the third connection is refused with BUSY */
-	assert_int_equal(cli_connect(&c[2], sl_tokend_port(s.td)), 0);
-	assert_int_equal(cli_recv(&c[2]), 0);
-	assert_int_equal(c[2].m.type, SL_MSG_ERROR);
-	assert_int_equal(c[2].m.error.code, SL_ERR_BUSY);
+	/* the third session is refused with BUSY, at AUTH */
+	assert_int_equal(cli_auth(&c[2], sl_tokend_port(s.td), "a", "n2",
+				  SECRET_A), SL_ERR_BUSY);
 	assert_eof(&c[2]);
 	cli_close(&c[2]);
 
@@ -1040,6 +1038,38 @@ static void test_manual_large(void **state)
 	assert_int_equal(sync1(&c, 6, 1, 0).grant, 5000000000ULL);
 	cli_close(&c);
 	stop(&s, NULL);
+}
+
+/* Idle connections take turns in their own budget: the oldest goes for
+ * a new one, and sessions are never refused for them. */
+static void test_handshake_budget(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct server s;
+	struct cli idle[3], c;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.max_conns = 1;
+	cfg.max_handshakes = 2;
+	start(&s, &cfg);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(cli_connect(&idle[i], sl_tokend_port(s.td)),
+				 0);
+	/* the oldest idle one made room for the third */
+	assert_eof(&idle[0]);
+	/* and the second for this client, which authenticates */
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "real",
+				  SECRET_A), 0);
+	assert_eof(&idle[1]);
+	assert_int_equal(sync1(&c, 1, 10, 0).grant, 2000);
+	for (int i = 0; i < 3; i++)
+		cli_close(&idle[i]);
+	cli_close(&c);
+	stop(&s, &st);
+	assert_int_equal(st.evicted, 2);
+	assert_int_equal(st.refused_busy, 0);
 }
 
 static void test_slow_client_dropped(void **state)
@@ -1210,6 +1240,7 @@ int main(void)
 		cmocka_unit_test(test_replica_roles),
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_manual_large),
+		cmocka_unit_test(test_handshake_budget),
 		cmocka_unit_test(test_slow_client_dropped),
 		cmocka_unit_test(test_setup_errors),
 		cmocka_unit_test(test_secrets_file),

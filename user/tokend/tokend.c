@@ -103,7 +103,9 @@ struct conn {
 	uint8_t *in, *out;
 	size_t in_len, in_cap, out_off, out_len, out_cap;
 	bool dead; /* closed; freed after the event batch that saw it */
+	bool session; /* authenticated: counted against max_conns */
 	struct conn *prev, *next;
+	struct conn *hs_prev, *hs_next; /* handshakes, oldest first */
 };
 
 struct sl_tokend {
@@ -118,6 +120,9 @@ struct sl_tokend {
 	uint32_t n_ns;
 	struct conn *conns; /* list head */
 	struct conn *dead;  /* closed, to free after the event batch */
+	struct conn *hs_old, *hs_new; /* handshakes in accept order */
+	int spare_fd; /* given up to accept and close when out of fds */
+	uint64_t accept_paused_until, fd_logged_at;
 	uint64_t *scratch, *needs; /* water filling */
 	size_t scratch_cap;
 	struct sl_flow_grant *grants; /* one SYNC's answer */
@@ -135,6 +140,7 @@ void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
 	cfg->sync_ms = SL_TOKEND_SYNC_MS;
 	cfg->learn_ms = SL_TOKEND_TTL_MS;
 	cfg->max_conns = SL_TOKEND_MAX_CONNS;
+	cfg->max_handshakes = SL_TOKEND_MAX_HANDSHAKES;
 	cfg->ns_rate = SL_TOKEND_NS_RATE;
 	cfg->out_max = SL_TOKEND_OUT_MAX;
 	cfg->handshake_ms = SL_TOKEND_HANDSHAKE_MS;
@@ -460,11 +466,38 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 
 /* ---- connections ---- */
 
+static void hs_add(struct sl_tokend *td, struct conn *c)
+{
+	c->hs_prev = td->hs_new;
+	if (td->hs_new)
+		td->hs_new->hs_next = c;
+	else
+		td->hs_old = c;
+	td->hs_new = c;
+	td->st.handshakes++;
+}
+
+static void hs_del(struct sl_tokend *td, struct conn *c)
+{
+	if (c->hs_prev)
+		c->hs_prev->hs_next = c->hs_next;
+	else
+		td->hs_old = c->hs_next;
+	if (c->hs_next)
+		c->hs_next->hs_prev = c->hs_prev;
+	else
+		td->hs_new = c->hs_prev;
+	c->hs_prev = c->hs_next = NULL;
+	td->st.handshakes--;
+}
+
 /* Close now, free later: the current event batch may still name c. */
 static void conn_close(struct sl_tokend *td, struct conn *c)
 {
 	if (c->dead)
 		return;
+	if (!c->session)
+		hs_del(td, c);
 	if (c->ns && c->node < c->ns->n_nodes && c->ns->node_conn[c->node] == c)
 		c->ns->node_conn[c->node] = NULL;
 	epoll_ctl(td->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -813,10 +846,17 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 			ns->name, td->cfg.max_nodes, c->node_name);
 		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
 	}
+	/* sessions have their own budget: handshakes cannot starve it */
+	old = ns->node_conn[node];
+	if (!old && td->st.conns - td->st.handshakes >= td->cfg.max_conns) {
+		td->st.refused_busy++;
+		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
+	}
 	c->node = node;
 	c->keyed = true;
+	hs_del(td, c);
+	c->session = true;
 	/* The node reconnected: its old connection is stale. */
-	old = ns->node_conn[node];
 	if (old && old != c && old->state != CONN_CLOSING) {
 		if (fail_conn(td, old, 0, SL_ERR_REPLACED, now) || flush(old))
 			conn_close(td, old);
@@ -958,6 +998,60 @@ static void on_conn_event(struct sl_tokend *td, struct conn *c, uint32_t ev,
 		conn_update(td, c);
 }
 
+/* The oldest handshake makes room for a newer connection. */
+static bool evict_handshake(struct sl_tokend *td)
+{
+	if (!td->hs_old)
+		return false;
+	td->st.evicted++;
+	conn_close(td, td->hs_old);
+	return true;
+}
+
+/*
+ * accept4 found no free fd. A handshake makes room; without one, the
+ * spare fd takes the connection and closes it, so that the listener does
+ * not stay readable and spin; without a spare either, the listener rests.
+ * false: accept no more for now.
+ */
+static bool out_of_fds(struct sl_tokend *td, int err, uint64_t now)
+{
+	struct epoll_event ev = {.data.ptr = &td->lfd};
+	int fd;
+
+	td->st.fd_exhausted++;
+	if (!td->fd_logged_at || now - td->fd_logged_at >= 10000) {
+		pr_warn("tokend: accept: %s (%llu times so far): the oldest "
+			"handshakes make room; raise the fd limit above "
+			"--max-conns + --max-handshakes", strerror(err),
+			(unsigned long long)td->st.fd_exhausted);
+		td->fd_logged_at = now;
+	}
+	if (evict_handshake(td))
+		return true;
+	if (td->spare_fd >= 0) {
+		close(td->spare_fd);
+		fd = accept4(td->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return fd >= 0;
+	}
+	td->accept_paused_until = now + SL_TOKEND_ACCEPT_PAUSE_MS;
+	epoll_ctl(td->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
+	return false;
+}
+
+static void accept_resume(struct sl_tokend *td)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &td->lfd};
+
+	td->accept_paused_until = 0;
+	if (td->spare_fd < 0)
+		td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	epoll_ctl(td->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
+}
+
 static void on_accept(struct sl_tokend *td, uint64_t now)
 {
 	for (int i = 0; i < ACCEPT_BURST; i++) {
@@ -966,10 +1060,15 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 		struct conn *c;
 
 		fd = accept4(td->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			if (!out_of_fds(td, errno, now))
+				return;
+			continue;
+		}
 		if (fd < 0)
 			return;
 		td->st.accepted++;
-		if (td->st.conns >= td->cfg.max_conns || td->stopping) {
+		if (td->stopping) {
 			uint8_t b[SL_PROTO_HDR_LEN + 4];
 			size_t len;
 
@@ -982,6 +1081,9 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 			td->st.refused_busy++;
 			continue;
 		}
+		/* unauthenticated peers take turns, never a session's place */
+		if (td->st.handshakes >= td->cfg.max_handshakes)
+			evict_handshake(td);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = calloc(1, sizeof(*c));
 		if (c)
@@ -1008,6 +1110,7 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 			c->next->prev = c;
 		td->conns = c;
 		td->st.conns++;
+		hs_add(td, c);
 	}
 }
 
@@ -1152,6 +1255,8 @@ int sl_tokend_run(struct sl_tokend *td)
 			else
 				on_conn_event(td, p, ev[i].events, now);
 		}
+		if (td->accept_paused_until && now >= td->accept_paused_until)
+			accept_resume(td);
 		if (now - td->last_sweep >= (uint64_t)tick)
 			sweep(td, now);
 		reap(td);
@@ -1418,12 +1523,13 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	int one = 1, ret;
 
 	if (!cfg->ttl_ms || !cfg->sync_ms || cfg->sync_ms >= cfg->ttl_ms ||
-	    !cfg->max_conns || cfg->out_max < 2 * SL_PROTO_MAX_FRAME ||
+	    !cfg->max_conns || !cfg->max_handshakes ||
+	    cfg->out_max < 2 * SL_PROTO_MAX_FRAME ||
 	    !cfg->handshake_ms || !cfg->max_nodes) {
 		snprintf(err, errlen,
 			 "bad settings: need 0 < sync period < lease TTL, "
-			 "max connections and nodes > 0, output bound >= "
-			 "%u",
+			 "max sessions, handshakes and nodes > 0, output "
+			 "bound >= %u",
 			 2 * SL_PROTO_MAX_FRAME);
 		return -EINVAL;
 	}
@@ -1443,6 +1549,12 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	pthread_mutex_init(&td->lock, NULL);
 	td->auth = secrets != NULL;
 	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = -1;
+	td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (td->spare_fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "/dev/null: %s", strerror(-ret));
+		goto fail;
+	}
 	td->grants = calloc(SL_PROTO_MAX_REPORTS, sizeof(*td->grants));
 	if (!td->grants) {
 		ret = -ENOMEM;
@@ -1614,6 +1726,8 @@ void sl_tokend_free(struct sl_tokend *td)
 	free(td->grants);
 	if (td->lfd >= 0)
 		close(td->lfd);
+	if (td->spare_fd >= 0)
+		close(td->spare_fd);
 	if (td->epfd >= 0)
 		close(td->epfd);
 	if (td->ctl[0] >= 0)
