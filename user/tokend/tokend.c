@@ -92,6 +92,8 @@ struct conn {
 	int fd;
 	enum conn_state state;
 	struct ns *ns; /* NULL until HELLO names a known namespace */
+	char ns_name[SL_PROTO_NAME_MAX + 1]; /* as HELLO named it */
+	uint8_t ns_len;
 	uint32_t node;
 	char node_name[SL_PROTO_NAME_MAX + 1];
 	uint8_t node_len;
@@ -114,6 +116,9 @@ struct sl_tokend {
 	int lfd, epfd, ctl[2];
 	uint16_t port;
 	bool auth;
+	/* what an unknown namespace's AUTH is checked against: as much work
+	 * as a wrong secret, so its ERROR AUTH takes as long */
+	uint8_t dummy_secret[SL_PROTO_NONCE_LEN];
 	bool draining, stopping;
 	uint64_t start, last_sweep;
 	struct ns *ns;
@@ -786,6 +791,8 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	/* Unknown namespaces get a challenge too, and fail at AUTH: the
 	 * answer does not tell which namespaces exist. */
 	c->ns = find_ns(td, m->hello.ns, m->hello.ns_len);
+	memcpy(c->ns_name, m->hello.ns, m->hello.ns_len);
+	c->ns_len = m->hello.ns_len;
 	memcpy(c->node_name, m->hello.node, m->hello.node_len);
 	c->node_name[m->hello.node_len] = '\0';
 	c->node_len = m->hello.node_len;
@@ -802,20 +809,37 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	return out_commit(c, len);
 }
 
-/* Keys from the k-th secret of the namespace (none without --secrets),
- * kept when the AUTH frame opens under them. */
-static bool auth_opens(struct sl_tokend *td, struct conn *c, size_t k,
+/* Keys from a secret (none without --secrets), kept when the AUTH frame
+ * opens under them. */
+static bool auth_opens(struct conn *c, const void *key, size_t key_len,
 		       const void *frame, size_t len, const struct sl_msg *m)
 {
-	const struct sl_secret *sec = td->auth ? c->ns->secret : NULL;
-
-	return !sl_proto_session_init(&c->keys, false,
-				      sec ? sec->key[k] : NULL,
-				      sec ? sec->len[k] : 0, c->peer_nonce,
-				      c->nonce, c->ns->name,
-				      strlen(c->ns->name), c->node_name,
-				      c->node_len) &&
+	return !sl_proto_session_init(&c->keys, false, key, key_len,
+				      c->peer_nonce, c->nonce, c->ns_name,
+				      c->ns_len, c->node_name, c->node_len) &&
 	       !sl_proto_open(&c->keys, frame, len, m);
+}
+
+/*
+ * Whether the AUTH frame proves the namespace's secret: during a rotation
+ * either one, the newest first. A namespace that is unknown or has no
+ * secret derives keys from the dummy secret and checks the MAC all the
+ * same, refused whatever it says: the same work as a wrong secret.
+ */
+static bool auth_check(struct sl_tokend *td, struct conn *c,
+		       const void *frame, size_t len, const struct sl_msg *m)
+{
+	const struct sl_secret *sec = c->ns && td->auth ? c->ns->secret : NULL;
+
+	if (c->ns && !td->auth)
+		return auth_opens(c, NULL, 0, frame, len, m);
+	for (size_t k = sec ? sec->n_keys : 0; k--;)
+		if (auth_opens(c, sec->key[k], sec->len[k], frame, len, m))
+			return true;
+	if (!sec)
+		auth_opens(c, td->dummy_secret, sizeof(td->dummy_secret),
+			   frame, len, m);
+	return false;
 }
 
 static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
@@ -823,16 +847,10 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 {
 	struct ns *ns = c->ns;
 	struct conn *old;
-	size_t len, n_keys;
+	size_t len;
 	int node, ret;
 
-	ret = -EACCES;
-	/* during a rotation either secret authenticates, the newest first */
-	n_keys = !ns ? 0 : !td->auth ? 1 : ns->secret ? ns->secret->n_keys : 0;
-	for (size_t k = n_keys; k-- && ret;)
-		if (auth_opens(td, c, k, frame, flen, m))
-			ret = 0;
-	if (ret) {
+	if (!auth_check(td, c, frame, flen, m)) {
 		sl_proto_session_clear(&c->keys);
 		td->st.auth_failed++;
 		pr_info("tokend: authentication failed for node '%s'",
@@ -1548,7 +1566,12 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	td->cfg = *cfg;
 	pthread_mutex_init(&td->lock, NULL);
 	td->auth = secrets != NULL;
-	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = -1;
+	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = td->spare_fd = -1;
+	ret = sl_proto_nonce(td->dummy_secret);
+	if (ret) {
+		snprintf(err, errlen, "no random bytes for the dummy secret");
+		goto fail;
+	}
 	td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (td->spare_fd < 0) {
 		ret = -errno;
