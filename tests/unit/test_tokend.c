@@ -654,6 +654,94 @@ static void test_vanished_holder(void **state)
 }
 
 /*
+ * Node ids minted by a member of the namespace, each granted then gone:
+ * their reservations hold at most half of count, not all of it.
+ */
+static void test_minted_nodes(void **state)
+{
+	const struct sl_tokend_flow_info *fi;
+	struct sl_tokend_info in;
+	struct sl_tokend_cfg cfg;
+	struct server s;
+	struct cli c[8], real;
+	char node[16];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.ttl_ms = 200;
+	start(&s, &cfg);
+	for (int i = 0; i < 8; i++) {
+		snprintf(node, sizeof(node), "minted-%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  node, SECRET_A), 0);
+	}
+	for (int r = 0; r < 3; r++)
+		for (int i = 0; i < 8; i++)
+			sync1(&c[i], 1, 4000, 0);
+	/* all silent past their leases: each would reserve 2000 / 8 */
+	usleep(400 * 1000);
+	fi = flow_info(s.td, &in, "a1");
+	if (fi->reserved > 1000)
+		fail_msg("minted nodes reserve %llu of 2000",
+			 (unsigned long long)fi->reserved);
+	sl_tokend_info_free(&in);
+	assert_int_equal(cli_auth(&real, sl_tokend_port(s.td), "a", "real",
+				  SECRET_A), 0);
+	assert_true(sync1(&real, 1, 4000, 0).grant >= 1000);
+	cli_close(&real);
+	for (int i = 0; i < 8; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+}
+
+/*
+ * A node id is a claim: the session holding it keeps it while it syncs
+ * (a TTL after its last SYNC); a second session is refused, and takes
+ * it over only once the first is closed or silent.
+ */
+static void test_node_binding(void **state)
+{
+	struct sl_tokend_cfg cfg;
+	struct sl_tokend_stats st;
+	struct server s;
+	struct cli a, b;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.ttl_ms = 300;
+	cfg.sync_ms = 100;
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&a, sl_tokend_port(s.td), "a", "x",
+				  SECRET_A), 0);
+	sync1(&a, 1, 10, 0);
+	assert_int_equal(cli_auth(&b, sl_tokend_port(s.td), "a", "x",
+				  SECRET_A), SL_ERR_BUSY);
+	assert_eof(&b);
+	cli_close(&b);
+	/* still a's: it syncs */
+	assert_int_equal(sync1(&a, 1, 10, 0).grant, 2000);
+	/* silent for more than a TTL: another session may take the id */
+	usleep(400 * 1000);
+	assert_int_equal(cli_auth(&b, sl_tokend_port(s.td), "a", "x",
+				  SECRET_A), 0);
+	assert_int_equal(cli_recv(&a), 0);
+	assert_int_equal(a.m.type, SL_MSG_ERROR);
+	assert_int_equal(a.m.error.code, SL_ERR_REPLACED);
+	cli_close(&a);
+	cli_close(&b);
+	/* closed: the id is free at once */
+	assert_int_equal(cli_auth(&a, sl_tokend_port(s.td), "a", "y",
+				  SECRET_A), 0);
+	cli_close(&a);
+	usleep(50 * 1000);
+	assert_int_equal(cli_auth(&b, sl_tokend_port(s.td), "a", "y",
+				  SECRET_A), 0);
+	cli_close(&b);
+	stop(&s, &st);
+	assert_int_equal(st.refused_node_held, 1);
+}
+
+/*
  * A rule change while clients hold leases: a flow that stays keeps its
  * holders (at its new count), one that goes is UNKNOWN, a new namespace
  * is served, and a set with a flow_id twice changes nothing.
@@ -1323,6 +1411,8 @@ int main(void)
 		cmocka_unit_test(test_namespace_isolation),
 		cmocka_unit_test(test_split_by_demand),
 		cmocka_unit_test(test_vanished_holder),
+		cmocka_unit_test(test_minted_nodes),
+		cmocka_unit_test(test_node_binding),
 		cmocka_unit_test(test_set_rules),
 		cmocka_unit_test(test_warm_up),
 		cmocka_unit_test(test_restart_learns),

@@ -34,8 +34,8 @@ static const struct sl_metric
 		     "Connections accepted." },
 	refused = { "sluice_tokend_connections_refused_total",
 		    "Authenticated connections refused: over --max-conns, "
-		    "or from a namespace with as many node ids as it "
-		    "keeps." },
+		    "from a namespace with as many node ids as it keeps, or "
+		    "for a node id a live session holds." },
 	closed = { "sluice_tokend_connections_closed_total",
 		   "Connections the server closed: its output bound reached "
 		   "(a slow reader), a handshake or final error past its "
@@ -82,6 +82,8 @@ static void counters(struct sl_metrics *m, const struct sl_tokend_stats *st)
 			   st->refused_busy);
 	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "max_nodes" }),
 			   st->refused_nodes);
+	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "node_held" }),
+			   st->refused_node_held);
 	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "slow" }),
 			   st->dropped_slow);
 	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "timeout" }),

@@ -101,6 +101,7 @@ struct conn {
 	uint8_t peer_nonce[SL_PROTO_NONCE_LEN];	   /* the client's, in HELLO */
 	struct sl_proto_session keys;
 	bool keyed; /* AUTH opened: every frame from here on is sealed */
+	uint64_t holds_until; /* ms; its node id is its own until then */
 	uint64_t deadline; /* handshake or closing deadline, ms */
 	uint8_t *in, *out;
 	size_t in_len, in_cap, out_off, out_len, out_cap;
@@ -292,9 +293,14 @@ static void vanish(struct sl_tokend *td, struct ns *ns, struct flow *f,
 {
 	struct holder *h = &f->h[node];
 	uint64_t reserve = vanished_reserve(f, ns->nodes[node], h);
+	uint64_t cap = sl_mul_div(f->count, SL_TOKEND_RESERVE_PCT, 100);
 	int pos;
 
 	drop_live(f, h);
+	if (f->gone.n >= SL_TOKEND_MAX_VANISHED || f->reserved >= cap)
+		return;
+	if (reserve > cap - f->reserved)
+		reserve = cap - f->reserved;
 	if (!reserve || !td->cfg.forget_ms)
 		return;
 	pos = set_add(&f->gone, node);
@@ -747,6 +753,7 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 	if (!serving(td, sl_now_ms()))
 		return redirect_conn(td, c, m->req_id, now);
 	td->st.syncs++;
+	c->holds_until = now + td->cfg.ttl_ms;
 	if (td->draining) {
 		td->st.drain_replies++;
 		return put_frame_grants(td, c, m->req_id, SL_SRV_DRAIN, 0, 0);
@@ -864,8 +871,17 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 			ns->name, td->cfg.max_nodes, c->node_name);
 		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
 	}
-	/* sessions have their own budget: handshakes cannot starve it */
+	/* A node id is a claim: the session holding it keeps it until a TTL
+	 * after its last SYNC; only then may another take it over. */
 	old = ns->node_conn[node];
+	if (old && old->session && old->state == CONN_READY &&
+	    now < old->holds_until) {
+		td->st.refused_node_held++;
+		pr_info("tokend: namespace '%s': node '%s' is held by a live "
+			"session; refusing another", ns->name, c->node_name);
+		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
+	}
+	/* sessions have their own budget: handshakes cannot starve it */
 	if (!old && td->st.conns - td->st.handshakes >= td->cfg.max_conns) {
 		td->st.refused_busy++;
 		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
@@ -893,6 +909,7 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 			     td->role.term, &len);
 	c->state = CONN_READY;
 	c->deadline = 0;
+	c->holds_until = now + td->cfg.ttl_ms;
 	td->st.auth_ok++;
 	return out_commit(c, len);
 }

@@ -47,6 +47,15 @@
 #ifndef SL_TOKEND_FORGET_MS
 #define SL_TOKEND_FORGET_MS 600000
 #endif
+/* Vanished holders' reservations per flow: at most this many, and at most
+ * this share of count, so node ids minted by a member of the namespace
+ * cannot hold a global flow's count away from the others. */
+#ifndef SL_TOKEND_MAX_VANISHED
+#define SL_TOKEND_MAX_VANISHED 1024
+#endif
+#ifndef SL_TOKEND_RESERVE_PCT
+#define SL_TOKEND_RESERVE_PCT 50
+#endif
 #ifndef SL_TOKEND_MAX_NODES
 #define SL_TOKEND_MAX_NODES 65536 /* node ids remembered per namespace */
 #endif
@@ -76,6 +85,7 @@ struct sl_tokend_stats {
 	uint64_t accepted;
 	uint64_t refused_busy;   /* over max_conns, at AUTH */
 	uint64_t refused_nodes;	 /* its namespace is at max_nodes */
+	uint64_t refused_node_held; /* its node id held by a live session */
 	uint64_t hellos;
 	uint64_t auth_ok;
 	uint64_t auth_failed;
