@@ -182,6 +182,14 @@ static int cli_recv(struct cli *c)
 	return 0;
 }
 
+/* The next frame is an ERROR with code. */
+static void cli_expect_error(struct cli *c, uint16_t code)
+{
+	assert_int_equal(cli_recv(c), 0);
+	assert_int_equal(c->m.type, SL_MSG_ERROR);
+	assert_int_equal(c->m.error.code, code);
+}
+
 /* The connection ends: the peer closed, with nothing more to read. */
 static void assert_eof(struct cli *c)
 {
@@ -435,9 +443,7 @@ static void test_sync_before_auth(void **state)
 					       "a", 1, "n", 1), 0);
 	len = cli_put_sync(&c, frame, sizeof(frame), 5, &r, 1);
 	cli_send(&c, frame, len);
-	assert_int_equal(cli_recv(&c), 0);
-	assert_int_equal(c.m.type, SL_MSG_ERROR);
-	assert_int_equal(c.m.error.code, SL_ERR_UNEXPECTED);
+	cli_expect_error(&c, SL_ERR_UNEXPECTED);
 	assert_eof(&c);
 	cli_close(&c);
 	stop(&s, NULL);
@@ -724,9 +730,7 @@ static void test_node_binding(void **state)
 	usleep(400 * 1000);
 	assert_int_equal(cli_auth(&b, sl_tokend_port(s.td), "a", "x",
 				  SECRET_A), 0);
-	assert_int_equal(cli_recv(&a), 0);
-	assert_int_equal(a.m.type, SL_MSG_ERROR);
-	assert_int_equal(a.m.error.code, SL_ERR_REPLACED);
+	cli_expect_error(&a, SL_ERR_REPLACED);
 	cli_close(&a);
 	cli_close(&b);
 	/* closed: the id is free at once */
@@ -962,9 +966,7 @@ static void test_drain(void **state)
 	assert_int_equal(c.m.grants.n, 0);
 	/* a clean stop says so */
 	sl_tokend_command(s.td, SL_TOKEND_STOP);
-	assert_int_equal(cli_recv(&c), 0);
-	assert_int_equal(c.m.type, SL_MSG_ERROR);
-	assert_int_equal(c.m.error.code, SL_ERR_SHUTDOWN);
+	cli_expect_error(&c, SL_ERR_SHUTDOWN);
 	assert_eof(&c);
 	cli_close(&c);
 	assert_int_equal(pthread_join(s.thread, NULL), 0);
@@ -1060,9 +1062,7 @@ static void test_integrity(void **state)
 	assert_int_equal(cli_recv(&c), 0);
 	assert_int_equal(c.m.type, SL_MSG_GRANTS);
 	cli_send(&c, copy, len);
-	assert_int_equal(cli_recv(&c), 0);
-	assert_int_equal(c.m.type, SL_MSG_ERROR);
-	assert_int_equal(c.m.error.code, SL_ERR_INTEGRITY);
+	cli_expect_error(&c, SL_ERR_INTEGRITY);
 	assert_eof(&c);
 	cli_close(&c);
 	/* a SYNC without a seal */
@@ -1071,9 +1071,7 @@ static void test_integrity(void **state)
 	assert_int_equal(sl_proto_put_sync(frame, sizeof(frame), 9, &r, 1,
 					   &len), 0);
 	cli_send(&c, frame, len);
-	assert_int_equal(cli_recv(&c), 0);
-	assert_int_equal(c.m.type, SL_MSG_ERROR);
-	assert_int_equal(c.m.error.code, SL_ERR_MALFORMED);
+	cli_expect_error(&c, SL_ERR_MALFORMED);
 	assert_eof(&c);
 	cli_close(&c);
 	stop(&s, &st);
