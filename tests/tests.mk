@@ -74,7 +74,10 @@ ROGUE_TOKEND := $(BUILD)/tests/rogue_tokend
 $(ROGUE_TOKEND): tests/lib/rogue_tokend.c $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -Iuser/lib -o $@ $< $(LIB) $(LDLIBS)
 
-TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_BINS) $(ROGUE_TOKEND)
+# test_tokend_flood.sh drives real sessions with the token server's load
+# generator (tests/bench/bench.mk)
+TEST_BINS := $(UNIT_BINS) $(BPF_TESTS) $(FUZZ_BINS) $(ROGUE_TOKEND) \
+	     $(BUILD)/bench_tokend
 
 # One shell command per suite.
 UNIT_SUITES  := $(foreach b,$(UNIT_BINS),"CMOCKA_MESSAGE_OUTPUT=TAP $(b)")
@@ -98,12 +101,14 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # nothing at TCG speed, nor do those of test_etcd_auth.sh (etcd's
 # 2 s tokens); test_breaker.sh times a RST against 1 ms and its
 # breaker's windows against the wall clock, test_breaker_signals.sh too
-# (bpf_breaker runs in the guests).
+# (bpf_breaker runs in the guests); test_tokend_stop.sh needs etcd and
+# stops it together with tokend replicas, no kernel feature.
 HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
 		   %/test_cluster_trust.sh %/test_etcd_rules.sh \
 		   %/test_etcd_auth.sh \
-		   %/test_breaker.sh %/test_breaker_signals.sh
+		   %/test_breaker.sh %/test_breaker_signals.sh \
+		   %/test_tokend_stop.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)

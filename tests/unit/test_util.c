@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -242,6 +243,46 @@ static void test_format_utc(void **state)
 	assert_string_equal(buf, "1970-01-01T00:00:00.005Z");
 }
 
+static void test_mul_div(void **state)
+{
+	(void)state;
+	/* a manual quota of a 10 Gbit/s-scale bps rule: 5e9 x 1e10 > 2^64 */
+	assert_int_equal(sl_mul_div(5000000000ULL, 10000000000ULL,
+				    10000000000ULL), 5000000000ULL);
+	assert_int_equal(sl_mul_div(5000000000ULL, 7500000000ULL,
+				    10000000000ULL), 3750000000ULL);
+	assert_int_equal(sl_mul_div(7, 3, 2), 10);
+	assert_int_equal(sl_mul_div(UINT64_MAX, UINT64_MAX, UINT64_MAX),
+			 UINT64_MAX);
+	assert_int_equal(sl_mul_div(UINT64_MAX, 2, 1), UINT64_MAX);
+	assert_int_equal(sl_mul_div(0, UINT64_MAX, 1), 0);
+}
+
+static void test_check_owner(void **state)
+{
+	char dir[] = "/tmp/sluice-owner-XXXXXX", err[512];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), 0);
+	chmod(dir, 0707);
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, dir));
+	assert_non_null(strstr(err, "mode 0707"));
+	assert_non_null(strstr(err, "not writable by group or other"));
+	chmod(dir, 0755);
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), 0);
+	/* another user's: only root's or our own is trusted */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(dir, 65534, 65534), 0);
+		assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)),
+				 -EPERM);
+		assert_non_null(strstr(err, "owner uid 65534"));
+	}
+	rmdir(dir);
+	assert_int_equal(sl_check_owner_path(dir, err, sizeof(err)), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +297,8 @@ int main(void)
 		cmocka_unit_test(test_index),
 		cmocka_unit_test(test_read_fd),
 		cmocka_unit_test(test_format_utc),
+		cmocka_unit_test(test_mul_div),
+		cmocka_unit_test(test_check_owner),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

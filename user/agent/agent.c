@@ -1081,6 +1081,11 @@ static int start(struct agent *a)
 		pr_err("%s: %s", a->state_dir, strerror(errno));
 		return -errno;
 	}
+	err = sl_check_owner_path(a->state_dir, a->err, sizeof(a->err));
+	if (err) {
+		pr_err("--state-dir %s", a->err);
+		return err;
+	}
 	sl_ctl_path(a->state_dir, a->sock_path, sizeof(a->sock_path));
 	fd = sl_ctl_listen(a->sock_path);
 	if (fd == -EADDRINUSE) {

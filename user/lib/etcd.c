@@ -384,6 +384,7 @@ static int post_to(struct sl_etcd *e, int i, const char *path,
 	*doc = a.buf ? cJSON_ParseWithLength(a.buf, a.len) : NULL;
 	if (!cJSON_IsObject(*doc)) {
 		cJSON_Delete(*doc);
+		*doc = NULL; /* callers free it on every path */
 		/* the gateway's own refusals are a line of text */
 		text = a.buf ? a.buf : "";
 		sl_set_err(err, errlen,
@@ -477,13 +478,15 @@ static int post_as_user(struct sl_etcd *e, int i, const char *path,
 
 /*
  * POST body to path on each endpoint in turn, from the last that
- * answered, until one answers with JSON; *doc the answer.
+ * answered, until one answers with JSON; *doc the answer, NULL on error
+ * (callers may cJSON_Delete() it either way).
  */
 static int post(struct sl_etcd *e, const char *path, const char *body,
 		cJSON **doc, char *err, size_t errlen)
 {
 	int ret = -EIO;
 
+	*doc = NULL;
 	for (int k = 0; k < e->n_urls; k++) {
 		ret = post_as_user(e, (e->cur + k) % e->n_urls, path, body, doc,
 				   err, errlen);

@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 
 #include "secrets.h"
+#include "util.h"
 
 #define SL_SECRETS_FILE_MAX (1u << 20)
 
@@ -163,6 +164,9 @@ int sl_secrets_load(const char *path, struct sl_secrets *out, char *err,
 		ret = -EINVAL;
 		goto out;
 	}
+	ret = sl_check_owner(path, &st, err, errlen);
+	if (ret)
+		goto out;
 	if (st.st_mode & 077) {
 		snprintf(err, errlen,
 			 "%s: mode %04o gives group or other access to the "

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,15 @@ void sl_index_free(struct sl_index *ix)
 {
 	free(ix->slot);
 	*ix = (struct sl_index){ 0 };
+}
+
+/* ---- arithmetic ---- */
+
+uint64_t sl_mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+	unsigned __int128 q = (unsigned __int128)a * b / c;
+
+	return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
 }
 
 /* ---- parsers ---- */
@@ -305,6 +315,34 @@ int sl_read_fd(int fd, size_t max, char **out, size_t *len)
 	*out = buf;
 	*len = used;
 	return 0;
+}
+
+int sl_check_owner(const char *path, const struct stat *st, char *err,
+		   size_t errlen)
+{
+	uid_t me = geteuid();
+
+	if ((st->st_uid == me || st->st_uid == 0) && !(st->st_mode & 022))
+		return 0;
+	sl_set_err(err, errlen,
+		   "%s: owner uid %u, mode %04o: it must be owned by uid %u "
+		   "(this process) or root and not writable by group or "
+		   "other", path, (unsigned int)st->st_uid,
+		   (unsigned int)(st->st_mode & 07777), (unsigned int)me);
+	return -EPERM;
+}
+
+int sl_check_owner_path(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (stat(path, &st)) {
+		int ret = -errno;
+
+		sl_set_err(err, errlen, "%s: %s", path, strerror(-ret));
+		return ret;
+	}
+	return sl_check_owner(path, &st, err, errlen);
 }
 
 /* ---- time ---- */

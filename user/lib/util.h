@@ -70,6 +70,12 @@ int64_t sl_index_next(const struct sl_index *ix, uint64_t hash,
 
 void sl_index_free(struct sl_index *ix);
 
+/* ---- arithmetic ---- */
+
+/* a * b / c with a 128-bit product (quota x count / count of a bps rule
+ * passes 2^64); UINT64_MAX when the quotient does not fit. c > 0. */
+uint64_t sl_mul_div(uint64_t a, uint64_t b, uint64_t c);
+
 /* ---- checked parsers ----
  * The whole text is the value: empty text, a leading space or sign,
  * trailing characters and overflow are errors. -EINVAL when it is not a
@@ -130,6 +136,19 @@ int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *
  * NUL-terminated buffer. -EFBIG past max bytes, -ENOMEM, or -errno.
  */
 int sl_read_fd(int fd, size_t max, char **out, size_t *len);
+
+/*
+ * A state directory or secrets file that only this process's user and
+ * root may change: owned by the euid or root, not group or other
+ * writable. -EPERM with the path, the owner and mode found and what is
+ * required in err.
+ */
+struct stat;
+int sl_check_owner(const char *path, const struct stat *st, char *err,
+		   size_t errlen);
+
+/* The same for path itself (followed if a link); -errno when stat fails. */
+int sl_check_owner_path(const char *path, char *err, size_t errlen);
 
 /* ---- retrying ---- */
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "params.h"
 #include "rules_parse.h"
 #include "tokend.h"
+#include "util.h"
 
 #define ERRBUF 8192
 
@@ -41,6 +43,10 @@ static int lock_state_dir(const char *dir)
 		pr_err("--state-dir %s: %s", dir, strerror(errno));
 		return -1;
 	}
+	if (sl_check_owner_path(dir, path, sizeof(path))) {
+		pr_err("--state-dir %s", path);
+		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/tokend.lock", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0) {
@@ -53,6 +59,30 @@ static int lock_state_dir(const char *dir)
 		return -1;
 	}
 	return fd;
+}
+
+/*
+ * Every session and handshake is an fd: the soft limit up to the hard
+ * one (systemd's default soft limit is 1024), and a word when even that
+ * is short of the budgets (the oldest handshakes then make room).
+ */
+static void raise_nofile(const struct sl_tokend_cfg *cfg)
+{
+	uint64_t need = (uint64_t)cfg->max_conns + cfg->max_handshakes + 64;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+		pr_warn("tokend: RLIMIT_NOFILE %llu is below --max-conns + "
+			"--max-handshakes + 64 = %llu",
+			(unsigned long long)rl.rlim_cur,
+			(unsigned long long)need);
 }
 
 struct tokend_opts {
@@ -282,6 +312,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 					    "HOST:PORT, where agents reach "
 					    "this replica");
 	cfg.elected = ec.name != NULL;
+	raise_nofile(&cfg);
 	err = calloc(1, ERRBUF);
 	if (!err)
 		return 1;
@@ -388,7 +419,11 @@ static const struct sl_opt tokend_opts[] = {
 	  .help = "keep a vanished agent's fallback reserved (600000; 0: no)" },
 	{ .name = "max-conns", .type = SL_OPT_U32, .field = CFG(max_conns),
 	  .metavar = "N", .max = UINT32_MAX,
-	  .help = "connections at most (4096)" },
+	  .help = "authenticated sessions at most (4096)" },
+	{ .name = "max-handshakes", .type = SL_OPT_U32,
+	  .field = CFG(max_handshakes), .metavar = "N", .min = 1,
+	  .max = UINT32_MAX,
+	  .help = "connections before AUTH_OK; past it the oldest goes (1024)" },
 	{ .name = "ns-rate", .type = SL_OPT_U32, .field = CFG(ns_rate),
 	  .metavar = "SYNCS_PER_S", .max = UINT32_MAX,
 	  .help = "SYNC frames/s per namespace (100000; 0: no limit)" },

@@ -23,15 +23,23 @@ static const struct sl_metric
 	draining = { "sluice_tokend_draining",
 		     "1 once SIGUSR1 asked the server to drain." },
 	conns = { "sluice_tokend_connections", "Connections open now." },
+	handshakes = { "sluice_tokend_handshakes",
+		       "Connections open now that have not authenticated "
+		       "(--max-handshakes at most)." },
+	fd_exhausted = { "sluice_tokend_accept_fd_exhausted_total",
+			 "Accepts that found no free file descriptor "
+			 "(EMFILE, ENFILE): a handshake evicted for it, or "
+			 "the connection closed at once." },
 	accepted = { "sluice_tokend_connections_accepted_total",
 		     "Connections accepted." },
 	refused = { "sluice_tokend_connections_refused_total",
-		    "Connections refused: over --max-conns, or from a "
-		    "namespace with as many node ids as it keeps." },
+		    "Authenticated connections refused: over --max-conns, "
+		    "from a namespace with as many node ids as it keeps, or "
+		    "for a node id a live session holds." },
 	closed = { "sluice_tokend_connections_closed_total",
 		   "Connections the server closed: its output bound reached "
-		   "(a slow reader), or a handshake or final error past its "
-		   "deadline." },
+		   "(a slow reader), a handshake or final error past its "
+		   "deadline, or a handshake evicted for a newer one." },
 	frames = { "sluice_tokend_frames_received_total",
 		   "Frames received, by type." },
 	refused_frames = { "sluice_tokend_frames_refused_total",
@@ -67,15 +75,21 @@ static const struct sl_metric
 static void counters(struct sl_metrics *m, const struct sl_tokend_stats *st)
 {
 	sl_metrics_gauge(m, &conns, NULL, 0, st->conns);
+	sl_metrics_gauge(m, &handshakes, NULL, 0, st->handshakes);
+	sl_metrics_counter(m, &fd_exhausted, NULL, 0, st->fd_exhausted);
 	sl_metrics_counter(m, &accepted, NULL, 0, st->accepted);
 	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "max_conns" }),
 			   st->refused_busy);
 	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "max_nodes" }),
 			   st->refused_nodes);
+	sl_metrics_counter(m, &refused, SL_LABELS({ "reason", "node_held" }),
+			   st->refused_node_held);
 	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "slow" }),
 			   st->dropped_slow);
 	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "timeout" }),
 			   st->timed_out);
+	sl_metrics_counter(m, &closed, SL_LABELS({ "reason", "evicted" }),
+			   st->evicted);
 	sl_metrics_counter(m, &frames, SL_LABELS({ "type", "hello" }),
 			   st->hellos);
 	sl_metrics_counter(m, &frames, SL_LABELS({ "type", "auth" }),

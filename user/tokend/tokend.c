@@ -92,6 +92,8 @@ struct conn {
 	int fd;
 	enum conn_state state;
 	struct ns *ns; /* NULL until HELLO names a known namespace */
+	char ns_name[SL_PROTO_NAME_MAX + 1]; /* as HELLO named it */
+	uint8_t ns_len;
 	uint32_t node;
 	char node_name[SL_PROTO_NAME_MAX + 1];
 	uint8_t node_len;
@@ -99,11 +101,14 @@ struct conn {
 	uint8_t peer_nonce[SL_PROTO_NONCE_LEN];	   /* the client's, in HELLO */
 	struct sl_proto_session keys;
 	bool keyed; /* AUTH opened: every frame from here on is sealed */
+	uint64_t holds_until; /* ms; its node id is its own until then */
 	uint64_t deadline; /* handshake or closing deadline, ms */
 	uint8_t *in, *out;
 	size_t in_len, in_cap, out_off, out_len, out_cap;
 	bool dead; /* closed; freed after the event batch that saw it */
+	bool session; /* authenticated: counted against max_conns */
 	struct conn *prev, *next;
+	struct conn *hs_prev, *hs_next; /* handshakes, oldest first */
 };
 
 struct sl_tokend {
@@ -112,12 +117,18 @@ struct sl_tokend {
 	int lfd, epfd, ctl[2];
 	uint16_t port;
 	bool auth;
+	/* what an unknown namespace's AUTH is checked against: as much work
+	 * as a wrong secret, so its ERROR AUTH takes as long */
+	uint8_t dummy_secret[SL_PROTO_NONCE_LEN];
 	bool draining, stopping;
 	uint64_t start, last_sweep;
 	struct ns *ns;
 	uint32_t n_ns;
 	struct conn *conns; /* list head */
 	struct conn *dead;  /* closed, to free after the event batch */
+	struct conn *hs_old, *hs_new; /* handshakes in accept order */
+	int spare_fd; /* given up to accept and close when out of fds */
+	uint64_t accept_paused_until, fd_logged_at;
 	uint64_t *scratch, *needs; /* water filling */
 	size_t scratch_cap;
 	struct sl_flow_grant *grants; /* one SYNC's answer */
@@ -135,6 +146,7 @@ void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
 	cfg->sync_ms = SL_TOKEND_SYNC_MS;
 	cfg->learn_ms = SL_TOKEND_TTL_MS;
 	cfg->max_conns = SL_TOKEND_MAX_CONNS;
+	cfg->max_handshakes = SL_TOKEND_MAX_HANDSHAKES;
 	cfg->ns_rate = SL_TOKEND_NS_RATE;
 	cfg->out_max = SL_TOKEND_OUT_MAX;
 	cfg->handshake_ms = SL_TOKEND_HANDSHAKE_MS;
@@ -281,9 +293,14 @@ static void vanish(struct sl_tokend *td, struct ns *ns, struct flow *f,
 {
 	struct holder *h = &f->h[node];
 	uint64_t reserve = vanished_reserve(f, ns->nodes[node], h);
+	uint64_t cap = sl_mul_div(f->count, SL_TOKEND_RESERVE_PCT, 100);
 	int pos;
 
 	drop_live(f, h);
+	if (f->gone.n >= SL_TOKEND_MAX_VANISHED || f->reserved >= cap)
+		return;
+	if (reserve > cap - f->reserved)
+		reserve = cap - f->reserved;
 	if (!reserve || !td->cfg.forget_ms)
 		return;
 	pos = set_add(&f->gone, node);
@@ -354,7 +371,7 @@ static uint64_t flow_count(struct flow *f, uint64_t now)
 	}
 	cold = f->count / r->cold_factor;
 	f->dirty = true; /* the level follows the ramp */
-	return cold + (f->count - cold) * elapsed / period;
+	return cold + sl_mul_div(f->count - cold, elapsed, period);
 }
 
 static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
@@ -443,7 +460,8 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 		break;
 	default:
 		/* a ramp scales every quota alike */
-		want = sl_cluster_quota(f->cl, c->node_name) * count / f->count;
+		want = sl_mul_div(sl_cluster_quota(f->cl, c->node_name),
+				  count, f->count);
 		break;
 	}
 	f->outstanding = others + want;
@@ -459,11 +477,38 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 
 /* ---- connections ---- */
 
+static void hs_add(struct sl_tokend *td, struct conn *c)
+{
+	c->hs_prev = td->hs_new;
+	if (td->hs_new)
+		td->hs_new->hs_next = c;
+	else
+		td->hs_old = c;
+	td->hs_new = c;
+	td->st.handshakes++;
+}
+
+static void hs_del(struct sl_tokend *td, struct conn *c)
+{
+	if (c->hs_prev)
+		c->hs_prev->hs_next = c->hs_next;
+	else
+		td->hs_old = c->hs_next;
+	if (c->hs_next)
+		c->hs_next->hs_prev = c->hs_prev;
+	else
+		td->hs_new = c->hs_prev;
+	c->hs_prev = c->hs_next = NULL;
+	td->st.handshakes--;
+}
+
 /* Close now, free later: the current event batch may still name c. */
 static void conn_close(struct sl_tokend *td, struct conn *c)
 {
 	if (c->dead)
 		return;
+	if (!c->session)
+		hs_del(td, c);
 	if (c->ns && c->node < c->ns->n_nodes && c->ns->node_conn[c->node] == c)
 		c->ns->node_conn[c->node] = NULL;
 	epoll_ctl(td->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -708,6 +753,7 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 	if (!serving(td, sl_now_ms()))
 		return redirect_conn(td, c, m->req_id, now);
 	td->st.syncs++;
+	c->holds_until = now + td->cfg.ttl_ms;
 	if (td->draining) {
 		td->st.drain_replies++;
 		return put_frame_grants(td, c, m->req_id, SL_SRV_DRAIN, 0, 0);
@@ -752,6 +798,8 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	/* Unknown namespaces get a challenge too, and fail at AUTH: the
 	 * answer does not tell which namespaces exist. */
 	c->ns = find_ns(td, m->hello.ns, m->hello.ns_len);
+	memcpy(c->ns_name, m->hello.ns, m->hello.ns_len);
+	c->ns_len = m->hello.ns_len;
 	memcpy(c->node_name, m->hello.node, m->hello.node_len);
 	c->node_name[m->hello.node_len] = '\0';
 	c->node_len = m->hello.node_len;
@@ -768,20 +816,37 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	return out_commit(c, len);
 }
 
-/* Keys from the k-th secret of the namespace (none without --secrets),
- * kept when the AUTH frame opens under them. */
-static bool auth_opens(struct sl_tokend *td, struct conn *c, size_t k,
+/* Keys from a secret (none without --secrets), kept when the AUTH frame
+ * opens under them. */
+static bool auth_opens(struct conn *c, const void *key, size_t key_len,
 		       const void *frame, size_t len, const struct sl_msg *m)
 {
-	const struct sl_secret *sec = td->auth ? c->ns->secret : NULL;
-
-	return !sl_proto_session_init(&c->keys, false,
-				      sec ? sec->key[k] : NULL,
-				      sec ? sec->len[k] : 0, c->peer_nonce,
-				      c->nonce, c->ns->name,
-				      strlen(c->ns->name), c->node_name,
-				      c->node_len) &&
+	return !sl_proto_session_init(&c->keys, false, key, key_len,
+				      c->peer_nonce, c->nonce, c->ns_name,
+				      c->ns_len, c->node_name, c->node_len) &&
 	       !sl_proto_open(&c->keys, frame, len, m);
+}
+
+/*
+ * Whether the AUTH frame proves the namespace's secret: during a rotation
+ * either one, the newest first. A namespace that is unknown or has no
+ * secret derives keys from the dummy secret and checks the MAC all the
+ * same, refused whatever it says: the same work as a wrong secret.
+ */
+static bool auth_check(struct sl_tokend *td, struct conn *c,
+		       const void *frame, size_t len, const struct sl_msg *m)
+{
+	const struct sl_secret *sec = c->ns && td->auth ? c->ns->secret : NULL;
+
+	if (c->ns && !td->auth)
+		return auth_opens(c, NULL, 0, frame, len, m);
+	for (size_t k = sec ? sec->n_keys : 0; k--;)
+		if (auth_opens(c, sec->key[k], sec->len[k], frame, len, m))
+			return true;
+	if (!sec)
+		auth_opens(c, td->dummy_secret, sizeof(td->dummy_secret),
+			   frame, len, m);
+	return false;
 }
 
 static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
@@ -789,16 +854,10 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 {
 	struct ns *ns = c->ns;
 	struct conn *old;
-	size_t len, n_keys;
+	size_t len;
 	int node, ret;
 
-	ret = -EACCES;
-	/* during a rotation either secret authenticates, the newest first */
-	n_keys = !ns ? 0 : !td->auth ? 1 : ns->secret ? ns->secret->n_keys : 0;
-	for (size_t k = n_keys; k-- && ret;)
-		if (auth_opens(td, c, k, frame, flen, m))
-			ret = 0;
-	if (ret) {
+	if (!auth_check(td, c, frame, flen, m)) {
 		sl_proto_session_clear(&c->keys);
 		td->st.auth_failed++;
 		pr_info("tokend: authentication failed for node '%s'",
@@ -812,10 +871,26 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 			ns->name, td->cfg.max_nodes, c->node_name);
 		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
 	}
+	/* A node id is a claim: the session holding it keeps it until a TTL
+	 * after its last SYNC; only then may another take it over. */
+	old = ns->node_conn[node];
+	if (old && old->session && old->state == CONN_READY &&
+	    now < old->holds_until) {
+		td->st.refused_node_held++;
+		pr_info("tokend: namespace '%s': node '%s' is held by a live "
+			"session; refusing another", ns->name, c->node_name);
+		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
+	}
+	/* sessions have their own budget: handshakes cannot starve it */
+	if (!old && td->st.conns - td->st.handshakes >= td->cfg.max_conns) {
+		td->st.refused_busy++;
+		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
+	}
 	c->node = node;
 	c->keyed = true;
+	hs_del(td, c);
+	c->session = true;
 	/* The node reconnected: its old connection is stale. */
-	old = ns->node_conn[node];
 	if (old && old != c && old->state != CONN_CLOSING) {
 		if (fail_conn(td, old, 0, SL_ERR_REPLACED, now) || flush(old))
 			conn_close(td, old);
@@ -834,6 +909,7 @@ static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
 			     td->role.term, &len);
 	c->state = CONN_READY;
 	c->deadline = 0;
+	c->holds_until = now + td->cfg.ttl_ms;
 	td->st.auth_ok++;
 	return out_commit(c, len);
 }
@@ -957,6 +1033,60 @@ static void on_conn_event(struct sl_tokend *td, struct conn *c, uint32_t ev,
 		conn_update(td, c);
 }
 
+/* The oldest handshake makes room for a newer connection. */
+static bool evict_handshake(struct sl_tokend *td)
+{
+	if (!td->hs_old)
+		return false;
+	td->st.evicted++;
+	conn_close(td, td->hs_old);
+	return true;
+}
+
+/*
+ * accept4 found no free fd. A handshake makes room; without one, the
+ * spare fd takes the connection and closes it, so that the listener does
+ * not stay readable and spin; without a spare either, the listener rests.
+ * false: accept no more for now.
+ */
+static bool out_of_fds(struct sl_tokend *td, int err, uint64_t now)
+{
+	struct epoll_event ev = {.data.ptr = &td->lfd};
+	int fd;
+
+	td->st.fd_exhausted++;
+	if (!td->fd_logged_at || now - td->fd_logged_at >= 10000) {
+		pr_warn("tokend: accept: %s (%llu times so far): the oldest "
+			"handshakes make room; raise the fd limit above "
+			"--max-conns + --max-handshakes", strerror(err),
+			(unsigned long long)td->st.fd_exhausted);
+		td->fd_logged_at = now;
+	}
+	if (evict_handshake(td))
+		return true;
+	if (td->spare_fd >= 0) {
+		close(td->spare_fd);
+		fd = accept4(td->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return fd >= 0;
+	}
+	td->accept_paused_until = now + SL_TOKEND_ACCEPT_PAUSE_MS;
+	epoll_ctl(td->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
+	return false;
+}
+
+static void accept_resume(struct sl_tokend *td)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &td->lfd};
+
+	td->accept_paused_until = 0;
+	if (td->spare_fd < 0)
+		td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	epoll_ctl(td->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
+}
+
 static void on_accept(struct sl_tokend *td, uint64_t now)
 {
 	for (int i = 0; i < ACCEPT_BURST; i++) {
@@ -965,10 +1095,15 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 		struct conn *c;
 
 		fd = accept4(td->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			if (!out_of_fds(td, errno, now))
+				return;
+			continue;
+		}
 		if (fd < 0)
 			return;
 		td->st.accepted++;
-		if (td->st.conns >= td->cfg.max_conns || td->stopping) {
+		if (td->stopping) {
 			uint8_t b[SL_PROTO_HDR_LEN + 4];
 			size_t len;
 
@@ -981,6 +1116,9 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 			td->st.refused_busy++;
 			continue;
 		}
+		/* unauthenticated peers take turns, never a session's place */
+		if (td->st.handshakes >= td->cfg.max_handshakes)
+			evict_handshake(td);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = calloc(1, sizeof(*c));
 		if (c)
@@ -1007,6 +1145,7 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 			c->next->prev = c;
 		td->conns = c;
 		td->st.conns++;
+		hs_add(td, c);
 	}
 }
 
@@ -1151,6 +1290,8 @@ int sl_tokend_run(struct sl_tokend *td)
 			else
 				on_conn_event(td, p, ev[i].events, now);
 		}
+		if (td->accept_paused_until && now >= td->accept_paused_until)
+			accept_resume(td);
 		if (now - td->last_sweep >= (uint64_t)tick)
 			sweep(td, now);
 		reap(td);
@@ -1339,14 +1480,14 @@ static void carry_flow(struct flow *to, struct flow *from)
 	for (uint32_t i = 0; i < to->live.n; i++) {
 		struct holder *h = &to->h[to->live.node[i]];
 
-		h->grant = h->grant * count / was;
+		h->grant = sl_mul_div(h->grant, count, was);
 		to->outstanding += h->grant;
 	}
 	to->reserved = 0;
 	for (uint32_t i = 0; i < to->gone.n; i++) {
 		struct holder *h = &to->h[to->gone.node[i]];
 
-		h->reserved = h->reserved * count / was;
+		h->reserved = sl_mul_div(h->reserved, count, was);
 		to->reserved += h->reserved;
 	}
 }
@@ -1407,12 +1548,13 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	int one = 1, ret;
 
 	if (!cfg->ttl_ms || !cfg->sync_ms || cfg->sync_ms >= cfg->ttl_ms ||
-	    !cfg->max_conns || cfg->out_max < 2 * SL_PROTO_MAX_FRAME ||
+	    !cfg->max_conns || !cfg->max_handshakes ||
+	    cfg->out_max < 2 * SL_PROTO_MAX_FRAME ||
 	    !cfg->handshake_ms || !cfg->max_nodes) {
 		snprintf(err, errlen,
 			 "bad settings: need 0 < sync period < lease TTL, "
-			 "max connections and nodes > 0, output bound >= "
-			 "%u",
+			 "max sessions, handshakes and nodes > 0, output "
+			 "bound >= %u",
 			 2 * SL_PROTO_MAX_FRAME);
 		return -EINVAL;
 	}
@@ -1431,7 +1573,18 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	td->cfg = *cfg;
 	pthread_mutex_init(&td->lock, NULL);
 	td->auth = secrets != NULL;
-	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = -1;
+	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = td->spare_fd = -1;
+	ret = sl_proto_nonce(td->dummy_secret);
+	if (ret) {
+		snprintf(err, errlen, "no random bytes for the dummy secret");
+		goto fail;
+	}
+	td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (td->spare_fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "/dev/null: %s", strerror(-ret));
+		goto fail;
+	}
 	td->grants = calloc(SL_PROTO_MAX_REPORTS, sizeof(*td->grants));
 	if (!td->grants) {
 		ret = -ENOMEM;
@@ -1603,6 +1756,8 @@ void sl_tokend_free(struct sl_tokend *td)
 	free(td->grants);
 	if (td->lfd >= 0)
 		close(td->lfd);
+	if (td->spare_fd >= 0)
+		close(td->spare_fd);
 	if (td->epfd >= 0)
 		close(td->epfd);
 	if (td->ctl[0] >= 0)

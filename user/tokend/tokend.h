@@ -24,7 +24,13 @@
 #define SL_TOKEND_SYNC_MS 100 /* sync period advised to clients */
 #endif
 #ifndef SL_TOKEND_MAX_CONNS
-#define SL_TOKEND_MAX_CONNS 4096
+#define SL_TOKEND_MAX_CONNS 4096 /* authenticated sessions */
+#endif
+#ifndef SL_TOKEND_MAX_HANDSHAKES
+#define SL_TOKEND_MAX_HANDSHAKES 1024 /* connections before AUTH_OK */
+#endif
+#ifndef SL_TOKEND_ACCEPT_PAUSE_MS
+#define SL_TOKEND_ACCEPT_PAUSE_MS 100 /* out of fds, nothing to evict */
 #endif
 #ifndef SL_TOKEND_NS_RATE
 #define SL_TOKEND_NS_RATE 100000 /* SYNC frames/s per namespace */
@@ -33,13 +39,22 @@
 #define SL_TOKEND_OUT_MAX (4 * SL_PROTO_MAX_FRAME) /* per connection */
 #endif
 #ifndef SL_TOKEND_HANDSHAKE_MS
-#define SL_TOKEND_HANDSHAKE_MS 5000 /* HELLO to AUTH_OK, and closing */
+#define SL_TOKEND_HANDSHAKE_MS 2000 /* accept to AUTH_OK, and closing */
 #endif
 #ifndef SL_TOKEND_REBALANCE_MS
 #define SL_TOKEND_REBALANCE_MS 25 /* least time between two water fills */
 #endif
 #ifndef SL_TOKEND_FORGET_MS
 #define SL_TOKEND_FORGET_MS 600000
+#endif
+/* Vanished holders' reservations per flow: at most this many, and at most
+ * this share of count, so node ids minted by a member of the namespace
+ * cannot hold a global flow's count away from the others. */
+#ifndef SL_TOKEND_MAX_VANISHED
+#define SL_TOKEND_MAX_VANISHED 1024
+#endif
+#ifndef SL_TOKEND_RESERVE_PCT
+#define SL_TOKEND_RESERVE_PCT 50
 #endif
 #ifndef SL_TOKEND_MAX_NODES
 #define SL_TOKEND_MAX_NODES 65536 /* node ids remembered per namespace */
@@ -50,7 +65,9 @@ struct sl_tokend_cfg {
 	uint32_t ttl_ms;
 	uint32_t sync_ms;
 	uint32_t learn_ms; /* after start: grant no more than clients hold */
-	uint32_t max_conns;
+	uint32_t max_conns;	 /* authenticated sessions */
+	uint32_t max_handshakes; /* connections before AUTH_OK; the oldest
+				  * goes for a new one past it */
 	uint32_t ns_rate; /* SYNC frames/s per namespace; 0: no limit */
 	uint32_t out_max;
 	uint32_t handshake_ms;
@@ -66,8 +83,9 @@ void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg);
 
 struct sl_tokend_stats {
 	uint64_t accepted;
-	uint64_t refused_busy;   /* over max_conns */
+	uint64_t refused_busy;   /* over max_conns, at AUTH */
 	uint64_t refused_nodes;	 /* its namespace is at max_nodes */
+	uint64_t refused_node_held; /* its node id held by a live session */
 	uint64_t hellos;
 	uint64_t auth_ok;
 	uint64_t auth_failed;
@@ -75,6 +93,8 @@ struct sl_tokend_stats {
 	uint64_t unexpected;	 /* ... for a frame out of turn */
 	uint64_t integrity;	 /* ... for a SYNC that does not open */
 	uint64_t timed_out;	 /* handshake or closing past its deadline */
+	uint64_t evicted;	 /* handshakes closed for a newer connection */
+	uint64_t fd_exhausted;	 /* accept4 failed: EMFILE or ENFILE */
 	uint64_t dropped_slow;	 /* output buffer full */
 	uint64_t syncs;
 	uint64_t flow_updates;	 /* flow entries of the SYNCs answered */
@@ -84,6 +104,7 @@ struct sl_tokend_stats {
 	uint64_t redirects;	 /* not the leader: sent to it, or told none */
 	uint64_t terms;		 /* times this server became the leader */
 	uint32_t conns;
+	uint32_t handshakes;	 /* of conns, not yet authenticated */
 };
 
 enum sl_tokend_cmd {
