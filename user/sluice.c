@@ -14,6 +14,7 @@ const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_rule_del,
 	&sl_cmd_rule_replace,
 	&sl_cmd_rule_list,
+	&sl_cmd_rule_save,
 	&sl_cmd_status,
 	&sl_cmd_stats,
 	&sl_cmd_top,

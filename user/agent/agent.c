@@ -50,6 +50,7 @@ struct agent {
 	struct sl_ifaces ifaces;
 	enum sl_xdp_mode mode;
 	bool allow_empty;
+	bool replace_snapshot; /* --rules wins over the CLI's changes */
 	bool drop_malformed;
 	uint32_t stats_interval;
 	char sock_path[PATH_MAX];
@@ -132,6 +133,8 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 					    "--etcd-user... need --etcd");
 	a->election.endpoints = a->etcd_endpoints;
 	a->election.auth = a->etcd_auth;
+	if (a->replace_snapshot && !a->rules_file)
+		return sl_params_error(cmd, "--replace-snapshot needs --rules");
 	if (a->etcd_key && a->rules_file)
 		return sl_params_error(cmd, "--rules and --etcd: one source "
 					    "of rules (the snapshot boots "
@@ -173,13 +176,35 @@ static uint64_t version_after(uint64_t v, bool from_prev)
 	return v + (from_prev ? 2 : 1);
 }
 
-/* --rules FILE becomes the snapshot (a new version if it differs). */
+/* What turns old into new, for a log line (the names are cut). */
+static void diff_text(const struct sl_ruleset *old, const struct sl_ruleset *new,
+		      char *buf, size_t len)
+{
+	struct sl_ruleset_diff d;
+
+	if (sl_ruleset_diff(old, new, &d))
+		snprintf(buf, len, "(out of memory)");
+	else
+		sl_ruleset_diff_text(&d, buf, len);
+	sl_ruleset_diff_free(&d);
+}
+
+/*
+ * --rules FILE and the snapshot (docs/operations.md, "Where the rules come
+ * from"): the file's rules become the snapshot, unless the CLI changed
+ * the snapshot since the file was loaded. Then the snapshot stays if the
+ * file did not change either, and a start that would drop the changes of
+ * one of them is refused, unless --replace-snapshot lets the file win.
+ * The snapshot records the file and its checksum to tell.
+ */
 static int rules_from_file(struct agent *a)
 {
+	struct sl_snapshot_source src = { .rule_file = (char *)a->rules_file };
 	struct sl_snapshot cur = { 0 };
 	struct sl_ruleset rs = { 0 };
 	uint64_t version = 1;
-	bool from_prev;
+	bool from_prev, same_file, same;
+	char what[1024];
 
 	if (sl_rules_load_file(a->rules_file, &rs, a->err, sizeof(a->err))) {
 		pr_err("%s: refusing to start, the rule file is invalid:\n%s",
@@ -195,23 +220,78 @@ static int rules_from_file(struct agent *a)
 		sl_ruleset_free(&rs);
 		return -ENODATA;
 	}
+	sl_snapshot_checksum(&rs, src.file_checksum);
 	/* versions only go up, even past a damaged current file */
 	if (!sl_snapshot_load_boot(a->state_dir, &cur, &from_prev, a->err,
 				   sizeof(a->err))) {
+		const struct sl_snapshot_source *was = &cur.source;
+
 		version = version_after(cur.version, from_prev);
-		if (!from_prev && same_rules(&cur.rules, &rs) &&
-		    cur.rules.allow_empty == rs.allow_empty) {
+		same_file = was->rule_file &&
+			    !strcmp(was->rule_file, a->rules_file);
+		same = !from_prev && same_rules(&cur.rules, &rs) &&
+		       cur.rules.allow_empty == rs.allow_empty;
+		/* the same rules from elsewhere: recorded as the file's */
+		if (same && same_file &&
+		    !strcmp(was->file_checksum, src.file_checksum)) {
 			sl_ruleset_free(&rs);
 			a->snap = cur;
 			return 0;
 		}
+		diff_text(&cur.rules, &rs, what, sizeof(what));
+		if (same_file && was->changed_by_cli &&
+		    !strcmp(was->file_checksum, src.file_checksum) &&
+		    !a->replace_snapshot) {
+			pr_warn("keeping the snapshot (version %llu): the CLI "
+				"changed the rules since %s was loaded, and "
+				"the file did not change; the file would have "
+				"%s (`sluice rule replace %s` puts the file "
+				"in force, `sluice rule save FILE` saves the "
+				"rules in force)",
+				(unsigned long long)cur.version, a->rules_file,
+				what, a->rules_file);
+			sl_ruleset_free(&rs);
+			a->snap = cur;
+			return 0;
+		}
+		if (same_file && was->changed_by_cli && !a->replace_snapshot) {
+			pr_err("%s changed since it was loaded, and the CLI "
+			       "changed the snapshot (version %llu) since "
+			       "too: refusing to drop the changes of either "
+			       "(the file would have %s). The rules in force "
+			       "stay in force. Fold the CLI's changes into "
+			       "the file and start with --replace-snapshot, "
+			       "or start without --rules to keep the snapshot",
+			       a->rules_file, (unsigned long long)cur.version,
+			       what);
+			sl_ruleset_free(&rs);
+			sl_snapshot_free(&cur);
+			return -EEXIST;
+		}
+		if (!same && same_file && !was->changed_by_cli)
+			pr_info("%s changed since version %llu: %s",
+				a->rules_file, (unsigned long long)cur.version,
+				what);
+		else if (!same)
+			pr_warn("%s replaces the snapshot (version %llu, %s): "
+				"%s", a->rules_file,
+				(unsigned long long)cur.version,
+				was->changed_by_cli ? "changed by the CLI"
+				: was->etcd_key	    ? "from etcd"
+						    : "not from this file",
+				what);
 		sl_snapshot_free(&cur);
 	}
-	if (sl_snapshot_write(a->state_dir, &rs, version, true, &a->mark,
-			      a->err, sizeof(a->err))) {
+	if (sl_snapshot_write_source(a->state_dir, &rs, version, true, &src,
+				     &a->mark, a->err, sizeof(a->err))) {
 		pr_err("cannot write the snapshot: %s", a->err);
 		sl_ruleset_free(&rs);
 		return -EIO;
+	}
+	if (sl_snapshot_source_copy(&a->snap.source, &src)) {
+		pr_err("out of memory");
+		sl_ruleset_free(&rs);
+		return -ENOMEM;
 	}
 	a->snap.version = version;
 	a->snap.updated_at = time(NULL);
@@ -590,7 +670,8 @@ static char *do_list(struct agent *a)
 		return NULL;
 	sl_format_utc(a->snap.updated_at * 1000, false, when);
 	sl_text_u64(&t, "{\"ok\":true,\"version\":", a->snap.version);
-	sl_text_printf(&t, ",\"updated_at\":\"%s\",\"rules\":%s}", when,
+	sl_text_printf(&t, ",\"updated_at\":\"%s\",%s\"rules\":%s}", when,
+		       a->snap.rules.allow_empty ? "\"allow_empty\":true," : "",
 		       rules);
 	free(rules);
 	if (t.nomem) {
@@ -687,12 +768,13 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 {
 	uint64_t version = version_after(a->snap.version, a->snap_from_prev);
 	struct sl_ruleset next = *next_in, old = { 0 };
-	char *source_key = NULL;
+	struct sl_snapshot_source src = { 0 };
+	char what[1024];
 	cJSON *r;
 	int err;
 
 	*next_in = (struct sl_ruleset){ 0 };
-	if (source && !(source_key = strdup(source->etcd_key))) {
+	if (source && sl_snapshot_source_copy(&src, source)) {
 		sl_ruleset_free(&next);
 		return error_answer("internal", "out of memory");
 	}
@@ -700,7 +782,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	if (sl_snapshot_write_source(a->state_dir, &next, version, true,
 				     source, &a->mark, a->err,
 				     sizeof(a->err))) {
-		free(source_key);
+		sl_snapshot_source_free(&src);
 		sl_ruleset_free(&next);
 		return error_answer("internal", "cannot write the snapshot: %s",
 				    a->err);
@@ -717,13 +799,12 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 		a->snap.updated_at = time(NULL);
 		a->snap_from_prev = false;
 		a->in_force_version = version;
-		free(a->snap.source.etcd_key);
-		a->snap.source.etcd_key = source_key;
-		a->snap.source.revision = source ? source->revision : 0;
-		source_key = NULL;
+		sl_snapshot_source_free(&a->snap.source);
+		a->snap.source = src;
+		src = (struct sl_snapshot_source){ 0 };
 	}
 	pthread_mutex_unlock(&a->dp_lock);
-	free(source_key);
+	sl_snapshot_source_free(&src);
 	if (err) {
 		char rb[ERRBUF];
 
@@ -742,9 +823,10 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 		sl_ruleset_free(&next);
 		return r;
 	}
+	diff_text(&old, &next, what, sizeof(what));
 	sl_ruleset_free(&old);
-	pr_info("rules at version %llu: %zu in force",
-		(unsigned long long)version, next.n);
+	pr_info("rules at version %llu: %zu in force; %s",
+		(unsigned long long)version, next.n, what);
 	serve_new_rules(a);
 	notify_status(a, false);
 	r = ok_answer();
@@ -756,9 +838,10 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 static cJSON *do_change(struct agent *a, enum change_op op,
 			const struct sl_ctl_req *req)
 {
+	struct sl_snapshot_source src = { 0 };
 	struct sl_ruleset next = { 0 };
+	bool given, dry_run, unchanged;
 	uint64_t ifv;
-	bool given;
 	cJSON *r;
 	int err;
 
@@ -772,6 +855,10 @@ static cJSON *do_change(struct agent *a, enum change_op op,
 				    "re-read them and retry",
 				    (unsigned long long)a->snap.version,
 				    (unsigned long long)ifv);
+	err = sl_ctl_req_bool(req, "dry_run", &dry_run, a->err,
+			      sizeof(a->err));
+	if (err)
+		return request_error(a, err);
 	r = build_change(a, op, req, &next);
 	if (r)
 		return r;
@@ -781,7 +868,31 @@ static cJSON *do_change(struct agent *a, enum change_op op,
 				    "refusing to leave no rules in force (the "
 				    "agent runs without --allow-empty)");
 	}
-	return commit_rules(a, &next, NULL);
+	unchanged = same_rules(&a->snap.rules, &next) &&
+		    a->snap.rules.allow_empty == next.allow_empty;
+	if (dry_run || unchanged) {
+		r = ok_answer();
+		cJSON_AddNumberToObject(r, "version", a->snap.version);
+		cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
+		cJSON_AddBoolToObject(r, "unchanged", unchanged);
+		cJSON_AddBoolToObject(r, "dry_run", dry_run);
+		cJSON_AddItemToObject(r, "diff",
+				      sl_ruleset_diff_json(&a->snap.rules,
+							   &next));
+		sl_ruleset_free(&next);
+		return r;
+	}
+	/* a change of the CLI over rules from --rules: the next start keeps
+	 * it (rules_from_file) */
+	if (a->snap.source.rule_file &&
+	    sl_snapshot_source_copy(&src, &a->snap.source)) {
+		sl_ruleset_free(&next);
+		return error_answer("internal", "out of memory");
+	}
+	src.changed_by_cli = src.rule_file != NULL;
+	r = commit_rules(a, &next, src.rule_file ? &src : NULL);
+	sl_snapshot_source_free(&src);
+	return r;
 }
 
 /*
@@ -1392,6 +1503,10 @@ static const struct sl_opt agent_opts[] = {
 	{ .name = "allow-empty", .type = SL_OPT_FLAG,
 	  .field = SL_FIELD(struct agent, allow_empty),
 	  .help = "an empty rule set counts as ready" },
+	{ .name = "replace-snapshot", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct agent, replace_snapshot),
+	  .help = "--rules replaces the snapshot, changes of the CLI "
+		  "since included" },
 	{ .name = "stats-interval", .type = SL_OPT_U32,
 	  .field = SL_FIELD(struct agent, stats_interval),
 	  .metavar = "SECONDS", .max = 86400,

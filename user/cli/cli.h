@@ -43,6 +43,7 @@ struct cli {
 	double watch_s;
 	bool has_if_version;
 	uint64_t if_version;
+	bool dry_run;
 	char **args; /* positional arguments */
 	int n_args;
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -143,9 +144,13 @@ int cli_check_rules(const char *file, char **text, size_t *len,
 
 /* ---- the verbs, for the command table (user/sluice.c) ---- */
 
+/* "added a, b; removed c; changed d" of an answer's "diff" (the agent's,
+ * or push's own), or "no rule changed". */
+void cli_print_diff(const cJSON *diff);
+
 extern const struct sl_cmd sl_cmd_rule_add, sl_cmd_rule_del,
-	sl_cmd_rule_replace, sl_cmd_rule_list, sl_cmd_status, sl_cmd_stats,
-	sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check,
+	sl_cmd_rule_replace, sl_cmd_rule_list, sl_cmd_rule_save, sl_cmd_status,
+	sl_cmd_stats, sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check,
 	sl_cmd_push;
 
 #endif

@@ -13,6 +13,8 @@
 #include "compile.h"
 #include "etcd.h"
 #include "rules.h"
+#include "rules_parse.h"
+#include "ruleset.h"
 
 #define ERRBUF 4096
 
@@ -22,7 +24,43 @@ struct push {
 	const char *key;
 	bool has_if_revision;
 	uint64_t if_revision;
+	bool dry_run;
 };
+
+/* --dry-run: what FILE would change of the key's rules; nothing sent. */
+static int dry_run(struct push *p, struct sl_etcd *etcd, const char *file,
+		   const struct sl_ruleset *rs)
+{
+	struct sl_ruleset cur = { 0 };
+	struct sl_etcd_kv kv = { 0 };
+	char err[ERRBUF];
+	cJSON *diff;
+	int ret;
+
+	ret = sl_etcd_get(etcd, &kv, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "%s: cannot read %s: %s\n", file, p->key, err);
+		return SL_CLI_FAILED;
+	}
+	/* no key yet, or a value agents refuse: everything is new */
+	if (kv.exists &&
+	    sl_rules_parse(kv.value, kv.len, &cur, err, sizeof(err)))
+		fprintf(stderr, "%s: %s at revision %lld does not parse (%.200s)"
+				": compared with no rules\n", file, p->key,
+			(long long)kv.mod_revision, err);
+	diff = sl_ruleset_diff_json(&cur, rs);
+	if (diff) {
+		printf("dry run, nothing published (%s at revision %lld): ",
+		       p->key, (long long)kv.mod_revision);
+		cli_print_diff(diff);
+	} else {
+		fprintf(stderr, "%s: out of memory\n", file);
+	}
+	cJSON_Delete(diff);
+	sl_ruleset_free(&cur);
+	sl_etcd_kv_free(&kv);
+	return diff ? SL_CLI_OK : SL_CLI_FAILED;
+}
 
 static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 		    char **argv)
@@ -51,6 +89,10 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 				"unless the document says \"allow_empty\": "
 				"true; nothing sent\n", file);
 		ret = SL_CLI_FAILED;
+		goto out;
+	}
+	if (p->dry_run) {
+		ret = dry_run(p, &etcd, file, &rs);
 		goto out;
 	}
 	ret = sl_etcd_put(&etcd, text, len, p->has_if_revision,
@@ -94,6 +136,9 @@ static const struct sl_opt push_opts[] = {
 	  .max = INT64_MAX,
 	  .help = "only if KEY is at revision N (0: only if it does not "
 		  "exist)" },
+	{ .name = "dry-run", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct push, dry_run),
+	  .help = "show what would change of KEY's rules, publish nothing" },
 	{ 0 },
 };
 

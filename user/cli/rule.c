@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `sluice rule add|del|replace|list`. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,43 @@
 
 #define ERRBUF 65536 /* parser errors: one line per problem */
 
+void cli_print_diff(const cJSON *diff)
+{
+	static const char *const parts[] = { "added", "removed", "changed" };
+	bool any = false;
+
+	for (size_t p = 0; p < ARRAY_SIZE(parts); p++) {
+		const cJSON *name;
+		bool first = true;
+
+		cJSON_ArrayForEach(name, cli_get(diff, parts[p])) {
+			if (first)
+				printf("%s%s ", any ? "; " : "", parts[p]);
+			else
+				printf(", ");
+			printf("%s", cJSON_IsString(name) ? name->valuestring
+							  : "?");
+			first = false;
+			any = true;
+		}
+	}
+	printf("%s\n", any ? "" : "no rule changed");
+}
+
 static void print_change(const cJSON *resp)
 {
 	char v[32], n[32];
 
-	printf("rules at version %s: %s in force\n",
-	       cli_cell(cli_get(resp, "version"), v, sizeof(v)),
-	       cli_cell(cli_get(resp, "rules_in_force"), n, sizeof(n)));
+	cli_cell(cli_get(resp, "version"), v, sizeof(v));
+	cli_cell(cli_get(resp, "rules_in_force"), n, sizeof(n));
+	if (cli_get_bool(resp, "unchanged")) {
+		printf("rules unchanged: version %s kept, %s in force\n", v, n);
+	} else if (cli_get_bool(resp, "dry_run")) {
+		printf("dry run, nothing changed (version %s): ", v);
+		cli_print_diff(cli_get(resp, "diff"));
+	} else {
+		printf("rules at version %s: %s in force\n", v, n);
+	}
 }
 
 /* The canonical rules of file ("-": stdin), validated like the agent
@@ -105,6 +136,8 @@ static int change(struct cli *c, const char *cmd_name, bool names)
 	}
 	if (c->has_if_version &&
 	    !cJSON_AddNumberToObject(req, "if_version", (double)c->if_version))
+		goto nomem;
+	if (c->dry_run && !cJSON_AddTrueToObject(req, "dry_run"))
 		goto nomem;
 	return cli_run(c, req, print_change);
 nomem:
@@ -197,6 +230,77 @@ static int run_list(const struct sl_cmd *cmd, void *opts, int argc,
 		       cli_run(c, cli_request("rule.list"), print_list);
 }
 
+/*
+ * text to file, whole or not at all: a temporary file beside it, synced,
+ * renamed over it. "-": stdout.
+ */
+static int write_whole(const char *file, const char *text)
+{
+	size_t len = strlen(text);
+	char tmp[PATH_MAX];
+	FILE *f;
+	int ret = 0;
+
+	if (!strcmp(file, "-"))
+		return fwrite(text, 1, len, stdout) == len && !fflush(stdout)
+			       ? 0 : -EIO;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", file) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	f = fopen(tmp, "we");
+	if (!f)
+		return -errno;
+	if (fwrite(text, 1, len, f) != len || fflush(f) || fsync(fileno(f)))
+		ret = -errno ?: -EIO;
+	if (fclose(f) && !ret)
+		ret = -errno;
+	if (!ret && rename(tmp, file))
+		ret = -errno;
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+/* rule save: the rules in force as a rule file, which `--rules`, `check`
+ * and `rule replace` read back as they are. */
+static int run_save(const struct sl_cmd *cmd, void *opts, int argc,
+		    char **argv)
+{
+	struct cli *c = opts;
+	struct sl_ruleset rs = { 0 };
+	cJSON *req, *resp = NULL;
+	char err[512], *text = NULL;
+	int ret;
+
+	ret = cli_start(c, cmd, argc, argv);
+	if (ret)
+		return ret;
+	req = cli_request("rule.list");
+	ret = req ? cli_call(c, req, &resp) : -ENOMEM;
+	cJSON_Delete(req);
+	if (ret) {
+		cJSON_Delete(resp);
+		return cli_exit_code(ret);
+	}
+	ret = sl_rules_from_array(cli_get(resp, "rules"), &rs, err,
+				  sizeof(err));
+	rs.allow_empty = cli_get_bool(resp, "allow_empty");
+	cJSON_Delete(resp);
+	if (ret) {
+		pr_err("rule save: the agent's rules do not read back: %s",
+		       err);
+		return SL_CLI_FAILED;
+	}
+	text = sl_ruleset_to_json(&rs, true);
+	ret = text ? write_whole(c->args[0], text) : -ENOMEM;
+	if (ret)
+		pr_err("rule save: %s: %s", c->args[0], strerror(-ret));
+	else if (strcmp(c->args[0], "-"))
+		printf("%zu rules saved to %s\n", rs.n, c->args[0]);
+	free(text);
+	sl_ruleset_free(&rs);
+	return ret ? SL_CLI_FAILED : SL_CLI_OK;
+}
+
 #define OPT_IF_VERSION                                                       \
 	{ .name = "if-version", .type = SL_OPT_U64,                         \
 	  .field = SL_FIELD(struct cli, if_version),                        \
@@ -207,6 +311,9 @@ static int run_list(const struct sl_cmd *cmd, void *opts, int argc,
 
 static const struct sl_opt change_opts[] = {
 	OPT_IF_VERSION,
+	{ .name = "dry-run", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct cli, dry_run),
+	  .help = "show what would change, change nothing" },
 	CLI_OPT_JSON,
 	CLI_OPT_STATE_DIR,
 	{ 0 },
@@ -253,6 +360,18 @@ const struct sl_cmd sl_cmd_rule_replace = {
 	.run = run_change,
 	CLI_VERB,
 	.summary = "make the rules in FILE (- reads stdin) the whole rule set",
+};
+
+const struct sl_cmd sl_cmd_rule_save = {
+	.name = "rule save",
+	.args = "FILE|-",
+	.min_args = 1,
+	.max_args = 1,
+	.missing = "FILE (where to write, or - for stdout)",
+	.opts = list_opts,
+	.run = run_save,
+	CLI_VERB,
+	.summary = "write the rules in force as a rule file (- to stdout)",
 };
 
 const struct sl_cmd sl_cmd_rule_list = {

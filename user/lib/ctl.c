@@ -220,6 +220,20 @@ int sl_ctl_req_if_version(const struct sl_ctl_req *req, bool *given,
 	return 0;
 }
 
+int sl_ctl_req_bool(const struct sl_ctl_req *req, const char *name,
+		    bool *v, char *err, size_t errlen)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(req->json, name);
+
+	if (it && !cJSON_IsBool(it)) {
+		snprintf(err, errlen, "request: '%s' must be true or false",
+			 name);
+		return -EINVAL;
+	}
+	*v = cJSON_IsTrue(it);
+	return 0;
+}
+
 int sl_ctl_req_names(const struct sl_ctl_req *req, const char ***names,
 		     size_t *n, char *err, size_t errlen)
 {

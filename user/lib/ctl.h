@@ -65,6 +65,10 @@ int sl_ctl_req_parse(const char *text, size_t len, struct sl_ctl_req *req,
 int sl_ctl_req_if_version(const struct sl_ctl_req *req, bool *given,
 			  uint64_t *v, char *err, size_t errlen);
 
+/* A flag such as "dry_run": true or false, absent false. */
+int sl_ctl_req_bool(const struct sl_ctl_req *req, const char *name,
+		    bool *v, char *err, size_t errlen);
+
 /* "names", a non-empty array of strings: *names (free() it) borrows them
  * from req. */
 int sl_ctl_req_names(const struct sl_ctl_req *req, const char ***names,

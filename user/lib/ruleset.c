@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rules_json.h"
 #include "ruleset.h"
+#include "util.h"
 
 static bool has_rule(const struct sl_ruleset *rs, const char *name)
 {
@@ -105,4 +107,134 @@ void sl_ruleset_replace(struct sl_ruleset *next, struct sl_ruleset *out)
 	*out = *next;
 	*next = (struct sl_ruleset){ 0 };
 	renumber(out);
+}
+
+/* The item of rs named name in ix (indexed by sl_fnv1a_str), or -1. */
+static int64_t find_name(const struct sl_index *ix, const struct sl_ruleset *rs,
+			 const char *name)
+{
+	size_t cur = 0;
+	int64_t i;
+
+	while ((i = sl_index_next(ix, sl_fnv1a_str(name), &cur)) >= 0)
+		if (!strcmp(rs->rules[i].name, name))
+			return i;
+	return -1;
+}
+
+static int index_names(struct sl_index *ix, const struct sl_ruleset *rs)
+{
+	if (sl_index_init(ix, rs->n))
+		return -ENOMEM;
+	for (size_t i = 0; i < rs->n; i++)
+		if (sl_index_add(ix, sl_fnv1a_str(rs->rules[i].name), i))
+			return -ENOMEM;
+	return 0;
+}
+
+int sl_ruleset_diff(const struct sl_ruleset *old, const struct sl_ruleset *new,
+		    struct sl_ruleset_diff *d)
+{
+	struct sl_index in_old = { 0 }, in_new = { 0 };
+	int ret = -ENOMEM;
+
+	memset(d, 0, sizeof(*d));
+	d->added = calloc(new->n + 1, sizeof(*d->added));
+	d->changed = calloc(new->n + 1, sizeof(*d->changed));
+	d->removed = calloc(old->n + 1, sizeof(*d->removed));
+	if (!d->added || !d->changed || !d->removed ||
+	    index_names(&in_old, old) || index_names(&in_new, new))
+		goto out;
+	for (size_t i = 0; i < new->n; i++) {
+		const struct sl_rule *r = &new->rules[i];
+		int64_t o = find_name(&in_old, old, r->name);
+
+		if (o < 0)
+			d->added[d->n_added++] = r->name;
+		else if (sl_rule_def_hash(r) != sl_rule_def_hash(&old->rules[o]) ||
+			 r->priority != old->rules[o].priority)
+			d->changed[d->n_changed++] = r->name;
+	}
+	for (size_t i = 0; i < old->n; i++)
+		if (find_name(&in_new, new, old->rules[i].name) < 0)
+			d->removed[d->n_removed++] = old->rules[i].name;
+	ret = 0;
+out:
+	sl_index_free(&in_old);
+	sl_index_free(&in_new);
+	return ret;
+}
+
+void sl_ruleset_diff_free(struct sl_ruleset_diff *d)
+{
+	free(d->added);
+	free(d->removed);
+	free(d->changed);
+	memset(d, 0, sizeof(*d));
+}
+
+cJSON *sl_ruleset_diff_json(const struct sl_ruleset *old,
+			    const struct sl_ruleset *new)
+{
+	struct sl_ruleset_diff d;
+	cJSON *o = NULL;
+
+	if (!sl_ruleset_diff(old, new, &d) && (o = cJSON_CreateObject()) &&
+	    (!cJSON_AddItemToObject(o, "added", cJSON_CreateStringArray(
+						       d.added, d.n_added)) ||
+	     !cJSON_AddItemToObject(o, "removed", cJSON_CreateStringArray(
+							 d.removed, d.n_removed)) ||
+	     !cJSON_AddItemToObject(o, "changed", cJSON_CreateStringArray(
+							 d.changed, d.n_changed)))) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+	sl_ruleset_diff_free(&d);
+	return o;
+}
+
+/* a then b at buf + *used; false once they no longer fit */
+static bool put(char *buf, size_t len, size_t *used, const char *a,
+		const char *b)
+{
+	int w = snprintf(buf + *used, len - *used, "%s%s", a, b);
+
+	if (w < 0 || (size_t)w >= len - *used)
+		return false;
+	*used += w;
+	return true;
+}
+
+void sl_ruleset_diff_text(const struct sl_ruleset_diff *d, char *buf,
+			  size_t len)
+{
+	const struct {
+		const char *what;
+		const char **names;
+		size_t n;
+	} parts[] = {
+		{ "added ", d->added, d->n_added },
+		{ "removed ", d->removed, d->n_removed },
+		{ "changed ", d->changed, d->n_changed },
+	};
+	size_t used = 0;
+
+	if (len < 4)
+		return;
+	buf[0] = 0;
+	for (size_t p = 0; p < ARRAY_SIZE(parts); p++) {
+		for (size_t i = 0; i < parts[p].n; i++) {
+			bool ok = i ? put(buf, len - 3, &used, ", ", "")
+				    : put(buf, len - 3, &used,
+					  used ? "; " : "", parts[p].what);
+
+			if (!ok || !put(buf, len - 3, &used, parts[p].names[i],
+					"")) {
+				snprintf(buf + used, len - used, "...");
+				return;
+			}
+		}
+	}
+	if (!used)
+		snprintf(buf, len, "no rule changed");
 }

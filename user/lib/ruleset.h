@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "rules.h"
 
 /*
@@ -30,5 +32,31 @@ int sl_ruleset_del(const struct sl_ruleset *cur, const char *const *names,
 
 /* next, moved into *out (next is emptied), as the whole new set. */
 void sl_ruleset_replace(struct sl_ruleset *next, struct sl_ruleset *out);
+
+/*
+ * What turns old into new, by rule name: the rules only in new (added),
+ * only in old (removed), and in both with another definition or priority
+ * (changed), each list in its set's order. The names point into the
+ * sets, which must outlive the diff.
+ */
+struct sl_ruleset_diff {
+	const char **added, **removed, **changed;
+	size_t n_added, n_removed, n_changed;
+};
+
+/* 0 or -ENOMEM; free with sl_ruleset_diff_free() either way. */
+int sl_ruleset_diff(const struct sl_ruleset *old, const struct sl_ruleset *new,
+		    struct sl_ruleset_diff *d);
+void sl_ruleset_diff_free(struct sl_ruleset_diff *d);
+
+/* {"added": [names], "removed": [...], "changed": [...]}, as answers
+ * carry it; NULL when out of memory. */
+cJSON *sl_ruleset_diff_json(const struct sl_ruleset *old,
+			    const struct sl_ruleset *new);
+
+/* "added a, b; removed c; changed d" ("no rule changed" when empty), cut
+ * with "..." to fit len bytes: for a log line. */
+void sl_ruleset_diff_text(const struct sl_ruleset_diff *d, char *buf,
+			  size_t len);
 
 #endif

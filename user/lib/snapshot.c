@@ -31,11 +31,13 @@
 #define SL_SNAPSHOT_FILE_MAX (64u << 20) /* as for rule files */
 #define SL_SHA256_LEN	     32
 #define SL_CHECKSUM_PREFIX   "sha256:"
-#define SL_CHECKSUM_LEN	     (7 + 2 * SL_SHA256_LEN) /* "sha256:" hex */
+#define SL_CHECKSUM_LEN	     SL_SNAPSHOT_CHECKSUM_LEN
 #define SL_TIME_LEN	     SL_UTC_LEN /* "2026-11-29T18:00:00Z" */
 #define SL_SUB_ERR_LEN	     16384 /* a rule parser error list */
 
-_Static_assert(sizeof(SL_CHECKSUM_PREFIX) - 1 == 7, "checksum prefix length");
+_Static_assert(sizeof(SL_CHECKSUM_PREFIX) - 1 + 2 * SL_SHA256_LEN ==
+		       SL_CHECKSUM_LEN,
+	       "checksum length");
 
 static const char *errstr(int e, char *buf, size_t len)
 {
@@ -102,6 +104,44 @@ static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
 
 	sha256_hex(canon, strlen(canon), hex);
 	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
+}
+
+void sl_snapshot_checksum(const struct sl_ruleset *rs,
+			  char out[SL_SNAPSHOT_CHECKSUM_LEN + 1])
+{
+	char *canon = sl_rules_text(rs);
+
+	if (!canon) {
+		/* never equal to a stored checksum */
+		snprintf(out, SL_CHECKSUM_LEN + 1, "%s", "out of memory");
+		return;
+	}
+	canon_checksum(canon, out);
+	free(canon);
+}
+
+int sl_snapshot_source_copy(struct sl_snapshot_source *dst,
+			    const struct sl_snapshot_source *src)
+{
+	struct sl_snapshot_source c = *src;
+
+	c.etcd_key = src->etcd_key ? strdup(src->etcd_key) : NULL;
+	c.rule_file = src->rule_file ? strdup(src->rule_file) : NULL;
+	if ((src->etcd_key && !c.etcd_key) ||
+	    (src->rule_file && !c.rule_file)) {
+		sl_snapshot_source_free(&c);
+		return -ENOMEM;
+	}
+	sl_snapshot_source_free(dst);
+	*dst = c;
+	return 0;
+}
+
+void sl_snapshot_source_free(struct sl_snapshot_source *src)
+{
+	free(src->etcd_key);
+	free(src->rule_file);
+	memset(src, 0, sizeof(*src));
 }
 
 /* Exactly "YYYY-MM-DDTHH:MM:SSZ", a real UTC time (no Feb 30, no :60). */
@@ -265,6 +305,39 @@ static bool checksum_shape(const char *s)
 	return true;
 }
 
+/* "source": {"rule_file": path, "file_checksum": "sha256:...",
+ * "changed_by_cli": bool} */
+static int parse_file_source(const char *path, const cJSON *so,
+			     struct sl_snapshot_source *src, char *err,
+			     size_t errlen)
+{
+	const cJSON *file = cJSON_GetObjectItemCaseSensitive(so, "rule_file");
+	const cJSON *sum = cJSON_GetObjectItemCaseSensitive(so, "file_checksum");
+	const cJSON *cli = cJSON_GetObjectItemCaseSensitive(so,
+							    "changed_by_cli");
+
+	if (!cJSON_IsObject(so) || cJSON_GetArraySize(so) != 3 ||
+	    !cJSON_IsString(file) || !*file->valuestring ||
+	    !cJSON_IsString(sum) || !checksum_shape(sum->valuestring) ||
+	    !cJSON_IsBool(cli)) {
+		sl_set_err(err, errlen,
+			"%s: field \"source\" must be {\"rule_file\": a "
+			"non-empty string, \"file_checksum\": \"sha256:\" and "
+			"64 hex digits, \"changed_by_cli\": true or false}",
+			path);
+		return -EINVAL;
+	}
+	src->rule_file = strdup(file->valuestring);
+	if (!src->rule_file) {
+		sl_set_err(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	snprintf(src->file_checksum, sizeof(src->file_checksum), "%s",
+		 sum->valuestring);
+	src->changed_by_cli = cJSON_IsTrue(cli);
+	return 0;
+}
+
 /* The optional fields: "allow_empty" (of the rules) and "source". */
 static int parse_extras(const char *path, const cJSON *doc,
 			struct sl_ruleset *rs, struct sl_snapshot_source *src,
@@ -284,6 +357,8 @@ static int parse_extras(const char *path, const cJSON *doc,
 	rs->allow_empty = cJSON_IsTrue(ae);
 	if (!so)
 		return 0;
+	if (cJSON_GetObjectItemCaseSensitive(so, "rule_file"))
+		return parse_file_source(path, so, src, err, errlen);
 	key = cJSON_GetObjectItemCaseSensitive(so, "etcd_key");
 	rev = cJSON_GetObjectItemCaseSensitive(so, "revision");
 	if (!cJSON_IsObject(so) || cJSON_GetArraySize(so) != 2 ||
@@ -501,9 +576,7 @@ void sl_snapshot_free(struct sl_snapshot *s)
 	if (!s)
 		return;
 	sl_ruleset_free(&s->rules);
-	free(s->source.etcd_key);
-	s->source.etcd_key = NULL;
-	s->source.revision = 0;
+	sl_snapshot_source_free(&s->source);
 	s->version = 0;
 	s->updated_at = 0;
 }
@@ -602,19 +675,27 @@ static char *snapshot_text(const char *canon, const char *sum,
 		t.nomem = true; /* never: canon is ours */
 	if (allow_empty)
 		sl_text_printf(&t, ",\n\t\"allow_empty\":\ttrue");
-	if (src && src->etcd_key) {
-		cJSON *item = cJSON_CreateStringReference(src->etcd_key);
-		char *key = item ? cJSON_PrintUnformatted(item) : NULL;
+	if (src && (src->etcd_key || src->rule_file)) {
+		cJSON *item = cJSON_CreateStringReference(
+			src->etcd_key ? src->etcd_key : src->rule_file);
+		char *name = item ? cJSON_PrintUnformatted(item) : NULL;
 
 		cJSON_Delete(item);
-		sl_text_printf(&t,
-			       ",\n\t\"source\":\t{\n\t\t\"etcd_key\":\t%s,"
-			       "\n\t\t\"revision\":\t%llu\n\t}",
-			       key ? key : "\"\"",
-			       (unsigned long long) src->revision);
-		if (!key)
+		if (!name)
 			t.nomem = true;
-		free(key);
+		else if (src->etcd_key)
+			sl_text_printf(&t,
+				       ",\n\t\"source\":\t{\n\t\t\"etcd_key\":\t"
+				       "%s,\n\t\t\"revision\":\t%llu\n\t}",
+				       name, (unsigned long long)src->revision);
+		else
+			sl_text_printf(&t,
+				       ",\n\t\"source\":\t{\n\t\t\"rule_file\":\t"
+				       "%s,\n\t\t\"file_checksum\":\t\"%s\",\n"
+				       "\t\t\"changed_by_cli\":\t%s\n\t}",
+				       name, src->file_checksum,
+				       src->changed_by_cli ? "true" : "false");
+		free(name);
 	}
 	sl_text_put(&t, "\n}\n", 3);
 	if (t.nomem) {

@@ -21,12 +21,34 @@
 /* Versions are JSON numbers: keep them exact as doubles. */
 #define SL_SNAPSHOT_VERSION_MAX ((1ULL << 53) - 1)
 
-/* Where the rules came from when a config source wrote them (optional in
- * the file: snapshots without it still load). */
+/* "sha256:" and the hex of 32 bytes */
+#define SL_SNAPSHOT_CHECKSUM_LEN (7 + 64)
+
+/*
+ * Where the rules came from (optional in the file: snapshots without it
+ * still load): an etcd key at a revision, or a rule file as it was when
+ * the agent loaded it, and whether the CLI changed the rules since. At
+ * most one of etcd_key and rule_file is set.
+ */
 struct sl_snapshot_source {
-	char *etcd_key;	  /* NULL: no source (a rule file, the CLI) */
+	char *etcd_key;	  /* NULL: not from etcd */
 	uint64_t revision; /* the key's mod_revision the rules are */
+	char *rule_file;  /* --rules, as given; NULL: not from a file */
+	/* sl_snapshot_checksum() of the file's rules when loaded */
+	char file_checksum[SL_SNAPSHOT_CHECKSUM_LEN + 1];
+	bool changed_by_cli; /* rule add|del|replace since the file */
 };
+
+/* "sha256:HEX" over the canonical text of rs's rules: the snapshot's
+ * checksum, and what tells whether a rule file changed. */
+void sl_snapshot_checksum(const struct sl_ruleset *rs,
+			  char out[SL_SNAPSHOT_CHECKSUM_LEN + 1]);
+
+/* A deep copy of src into *dst (freed first with the snapshot's
+ * sl_snapshot_source_free); -ENOMEM. */
+int sl_snapshot_source_copy(struct sl_snapshot_source *dst,
+			    const struct sl_snapshot_source *src);
+void sl_snapshot_source_free(struct sl_snapshot_source *src);
 
 struct sl_snapshot {
 	uint64_t version;   /* 1.., chosen by the writer; higher is newer */
