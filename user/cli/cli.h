@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "params.h"
+#include "rules.h"
 
 #define SL_CLI_DEF_STATE_DIR "/var/lib/sluice"
 #define SL_CLI_DEF_PIN_DIR   "/sys/fs/bpf/sluice"
@@ -98,6 +99,33 @@ int cli_run(const struct cli *c, cJSON *req, void (*human)(const cJSON *resp));
 
 /* The exit code for what cli_call() returned. */
 int cli_exit_code(int err);
+
+/* ---- rates between two stats answers (rates.c) ---- */
+
+/* A rule's totals in one answer and its rates since the answer before. */
+struct cli_rate {
+	char name[SL_NAME_MAX + 1];
+	bool bytes;		 /* a bps rule: bytes, otherwise packets */
+	double passed, blocked;	 /* totals */
+	double passed_s, blocked_s; /* per second */
+};
+
+/* The last answer's rules, in its order, and the agent's clock then. */
+struct cli_rates {
+	struct cli_rate *r;
+	size_t n;
+	uint64_t time_ns;
+	struct sl_index by_name;
+};
+
+/*
+ * Replace rs (zeroed at first) with resp's rules: r[k] is its k-th rule
+ * object, its rates the counters' change since rs over the agent's clock;
+ * the sliding window's estimate for the first answer and for a rule new
+ * or reset since. -ENOMEM leaves rs as it was.
+ */
+int cli_rates_take(struct cli_rates *rs, const cJSON *resp);
+void cli_rates_free(struct cli_rates *rs);
 
 /* ---- tables (table.c) ---- */
 
