@@ -30,6 +30,9 @@ enum sl_cli_exit {
 	SL_CLI_FAILED = 1,	/* refused or failed; the reason is on stderr */
 	SL_CLI_USAGE = SL_EXIT_USAGE, /* bad command line, then the usage */
 	SL_CLI_UNREACHABLE = 3, /* no agent answered on the control socket */
+	/* status: no agent answered, but a data plane is pinned and
+	 * enforcing the rules it shows */
+	SL_CLI_NO_AGENT_ENFORCING = 4,
 };
 
 /* The options of every CLI verb; each verb's table names its own. */
@@ -54,6 +57,10 @@ struct cli {
 	{ .name = "state-dir", .type = SL_OPT_STRING,                        \
 	  .field = SL_FIELD(struct cli, state_dir), .metavar = "DIR",        \
 	  .help = "the agent's state directory (" SL_CLI_DEF_STATE_DIR ")" }
+#define CLI_OPT_PIN_DIR                                                      \
+	{ .name = "pin-dir", .type = SL_OPT_STRING,                          \
+	  .field = SL_FIELD(struct cli, pin_dir), .metavar = "DIR",          \
+	  .help = "the agent's bpffs directory (" SL_CLI_DEF_PIN_DIR ")" }
 #define CLI_OPT_JSON                                                         \
 	{ .name = "json", .short_name = 'j', .type = SL_OPT_FLAG,            \
 	  .field = SL_FIELD(struct cli, json),                               \
