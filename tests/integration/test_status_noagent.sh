@@ -19,7 +19,8 @@ T=$NETNS_TMP
 cat >"$T/rules.json" <<'J'
 {"rules": [
  {"name": "dns", "match": {"proto": "udp", "dport": 53}, "grade": "pps", "count": 100},
- {"name": "web-syn", "match": {"proto": "tcp", "dport": 443}, "grade": "cps", "count": 50}
+ {"name": "web-syn", "match": {"proto": "tcp", "dport": 443}, "grade": "cps", "count": 50,
+  "breaker": {"strategy": "error_count", "threshold": 5, "open_ms": 1000}}
 ]}
 J
 cat >"$T/more.json" <<'J'
@@ -32,6 +33,8 @@ sluice_start agent --rules "$T/rules.json" ||
 sluice_cli rule add "$T/more.json" >/dev/null ||
 	{ echo "Bail out! rule add"; exit 1; }
 version=$(sluice_cli status -j | jq .in_force_version)
+sluice_cli rule list | grep -q '^breaker web-syn: {"strategy":"error_count"'
+check $? "rule list prints the breaker settings"
 sluice_kill agent
 
 st() { ip netns exec "$NS_RX" "$SLUICE" status --state-dir "$SL_STATE" "$@"; }

@@ -163,6 +163,10 @@ void table_addf(struct table *t, const char *fmt, ...)
 /* Print and free. */
 void table_done(struct table *t);
 
+/* After a table of rules: a line per rule's breaker, system and cluster
+ * settings ("breaker NAME: {...}"), which the columns leave out. */
+void cli_print_settings(const cJSON *rules);
+
 /* ---- checking a rule file (check.c) ---- */
 
 struct sl_ruleset;

@@ -1608,7 +1608,10 @@ int sl_rules_read_file(const char *path, char **text, size_t *len,
 
 	if (err && errlen)
 		err[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!strcmp(path, "-"))
+		path = "<stdin>";
+	fd = strcmp(path, "<stdin>") ? open(path, O_RDONLY | O_CLOEXEC)
+				     : dup(STDIN_FILENO);
 	if (fd < 0) {
 		ret = -errno;
 		path_err(err, errlen, path, "cannot open", -ret);
