@@ -75,6 +75,24 @@ grep -q '^in force:  3 rules, version unknown' "$T/out2"
 check $? "a snapshot other than the pinned rules: version unknown"
 mv "$T/snap.keep" "$SL_STATE/rules.json"
 
+# adopting the data plane (its breaker's clsact there already) and taking
+# it down without a breaker or a clsact: no tc noise ("Exclusivity flag
+# on", "Parent Qdisc doesn't exists" before)
+sluice_start agent2 || { echo "Bail out! the agent did not adopt"; exit 1; }
+sluice_cli rule replace "$T/more.json" >/dev/null ||
+	{ echo "Bail out! rule replace"; exit 1; }
+netns_stop agent2
+ip netns exec "$NS_RX" tc qdisc del dev veth-rx clsact 2>/dev/null
+show "$T/agent2.err"
+grep -Eiq 'qdisc|kernel error' "$T/agent2.err"
+check $((! $?)) "adopt and stop: no kernel tc message in the agent's log"
+ip netns exec "$NS_RX" "$SLUICE" down --iface veth-rx --pin-dir "$SL_PIN" \
+	>"$T/down" 2>"$T/down.err"
+rc=$?
+show "$T/down.err"
+check $((rc == 0 ? 0 : 1)) "down: exit $rc"
+check $([ -s "$T/down.err" ]; echo $((! $?))) "down: nothing on stderr"
+
 mkdir -p "$SL_BPFFS/empty"
 st --pin-dir "$SL_BPFFS/empty" >"$T/out3" 2>"$T/err3"
 rc=$?

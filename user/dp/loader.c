@@ -1057,14 +1057,31 @@ static bool any_breaker(const struct sl_ruleset *rs)
 	return false;
 }
 
+static libbpf_print_fn_t tc_print;
+
+/* The kernel's answers to a tc call whose failure is expected and handled
+ * (no clsact qdisc to detach from: "Parent Qdisc doesn't exists"; one
+ * there already: "Exclusivity flag on") are not worth a warning. */
+static int tc_quiet(enum libbpf_print_level level, const char *fmt,
+		    va_list ap)
+{
+	if (strstr(fmt, "Kernel error message"))
+		return 0;
+	return tc_print ? tc_print(level, fmt, ap) : 0;
+}
+
 int sl_tc_detach(int ifindex)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
 		    .attach_point = BPF_TC_EGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
 		    .priority = SL_TC_PRIO);
+	int err;
 
-	return bpf_tc_detach(&hook, &o);
+	tc_print = libbpf_set_print(tc_quiet);
+	err = bpf_tc_detach(&hook, &o);
+	libbpf_set_print(tc_print);
+	return err;
 }
 
 /* Our filter on ifc's clsact egress, replacing an earlier agent's. */
@@ -1075,8 +1092,11 @@ static int tc_attach(struct sl_dataplane *dp, struct sl_iface *ifc)
 	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
 		    .priority = SL_TC_PRIO, .flags = BPF_TC_F_REPLACE,
 		    .prog_fd = bpf_program__fd(dp->skel->progs.sluice_egress));
-	int err = bpf_tc_hook_create(&hook);
+	int err;
 
+	tc_print = libbpf_set_print(tc_quiet);
+	err = bpf_tc_hook_create(&hook);
+	libbpf_set_print(tc_print);
 	if (err && err != -EEXIST)
 		return err;
 	err = bpf_tc_attach(&hook, &o);
