@@ -32,6 +32,8 @@ sluice_start agent --rules "$T/rules.json" ||
 	{ echo "Bail out! the agent did not start"; exit 1; }
 sluice_cli rule add "$T/more.json" >/dev/null ||
 	{ echo "Bail out! rule add"; exit 1; }
+grep -q 'info: rules at version 2: 3 in force; added ntp$' "$T/agent.err"
+check $? "the agent logs which rules a change added"
 version=$(sluice_cli status -j | jq .in_force_version)
 sluice_cli rule list | grep -q '^breaker web-syn: {"strategy":"error_count"'
 check $? "rule list prints the breaker settings"

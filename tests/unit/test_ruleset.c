@@ -173,6 +173,33 @@ static void test_replace(void **state)
 	sl_ruleset_free(&out);
 }
 
+static void test_diff(void **state)
+{
+	struct sl_ruleset a, b;
+	char out[64], names[4096] = "";
+
+	(void)state;
+	make("x y z", &a);
+	make("y z w q:v", &b);
+	b.rules[1].count = 5; /* z changed */
+	sl_ruleset_diff(&a, &b, out, sizeof(out));
+	assert_string_equal(out, "added w, v; removed x; changed z");
+	sl_ruleset_diff(&a, &a, out, sizeof(out));
+	assert_string_equal(out, "nothing changed");
+	sl_ruleset_free(&b);
+	/* bounded: what does not fit is counted */
+	for (int i = 0; i < 100; i++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names),
+			 "%srule-%03d", i ? " " : "", i);
+	make(names, &b);
+	sl_ruleset_diff(&a, &b, out, sizeof(out));
+	assert_true(strlen(out) < sizeof(out));
+	assert_true(!strncmp(out, "added rule-000, rule-001", 24));
+	assert_non_null(strstr(out, " more"));
+	sl_ruleset_free(&a);
+	sl_ruleset_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +208,7 @@ int main(void)
 		cmocka_unit_test(test_add_limit),
 		cmocka_unit_test(test_del),
 		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_diff),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

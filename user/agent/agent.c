@@ -42,8 +42,10 @@
 #include "util.h"
 
 #define ERRBUF 8192
+#define SL_LOG_CHANGES_LEN 512 /* of the rule names a change logs */
 
 struct agent {
+	struct sl_log_opts log;
 	const char *state_dir;
 	const char *pin_dir;
 	const char *rules_file;
@@ -724,7 +726,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 {
 	uint64_t version = version_after(a->snap.version, a->snap_from_prev);
 	struct sl_ruleset next = *next_in, old = { 0 };
-	char *source_key = NULL;
+	char *source_key = NULL, changes[SL_LOG_CHANGES_LEN];
 	cJSON *r;
 	int err;
 
@@ -779,9 +781,11 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 		sl_ruleset_free(&next);
 		return r;
 	}
+	/* next is the snapshot's now, its memory too */
+	sl_ruleset_diff(&old, &next, changes, sizeof(changes));
 	sl_ruleset_free(&old);
-	pr_info("rules at version %llu: %zu in force",
-		(unsigned long long)version, next.n);
+	pr_info("rules at version %llu: %zu in force; %s",
+		(unsigned long long)version, next.n, changes);
 	serve_new_rules(a);
 	notify_status(a, false);
 	r = ok_answer();
@@ -1246,6 +1250,7 @@ static void defaults(void *opts)
 {
 	struct agent *a = opts;
 
+	a->log.level = SL_LOG_INFO;
 	a->state_dir = "/var/lib/sluice";
 	a->pin_dir = "/sys/fs/bpf/sluice";
 	a->metrics_fd = -1;
@@ -1331,6 +1336,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	ret = check_args(cmd, a);
 	if (ret)
 		return ret;
+	sl_log_daemon(&a->log, NULL);
 	a->started = sl_now_ns() / 1e9;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -1481,6 +1487,7 @@ static const struct sl_opt agent_opts[] = {
 	  .field = SL_FIELD(struct agent, metrics_addr),
 	  .metavar = "ADDR:PORT",
 	  .help = "serve Prometheus metrics on http://ADDR:PORT/metrics" },
+	SL_LOG_OPTS(struct agent, log),
 	{ 0 },
 };
 

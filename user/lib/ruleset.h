@@ -31,4 +31,12 @@ int sl_ruleset_del(const struct sl_ruleset *cur, const char *const *names,
 /* next, moved into *out (next is emptied), as the whole new set. */
 void sl_ruleset_replace(struct sl_ruleset *next, struct sl_ruleset *out);
 
+/*
+ * What changed from old to next, by name, for a log line: "added a, b;
+ * removed c; changed d" ("changed": the definition differs), "nothing
+ * changed". Names that do not fit in len are counted ("... and 12 more").
+ */
+void sl_ruleset_diff(const struct sl_ruleset *old,
+		     const struct sl_ruleset *next, char *out, size_t len);
+
 #endif
