@@ -129,6 +129,15 @@ check $(( $(wc -l <"$T/err") == 2 ? 0 : 1 )) \
 	"a cps rule before a pps rule of the same match shadows only SYNs: no warning"
 check $(grep -q warning "$T/out"; echo $((!$?))) "warnings stay off stdout"
 
+# "$schema" for editors: accepted (a string), and the schema has an $id
+printf '{"$schema":"rules/schema.json","rules":[%s]}\n' \
+	'{"name":"dns","match":{"proto":"udp","dport":53},"grade":"pps","count":100}' \
+	>"$T/schema.json"
+"$SLUICE" check "$T/schema.json" >"$T/out" 2>&1
+check $? "a rule file may carry \"\$schema\""
+jq -e '."$id" and .properties."$schema".type == "string"' rules/schema.json >/dev/null
+check $? "rules/schema.json has an \$id and allows \"\$schema\""
+
 # errors carry the documented prefix
 "$SLUICE" check "$T/typo.json" 2>&1 >/dev/null | head -1 | grep -q '^sluice: error: '
 check $? "an invalid file: the error starts with 'sluice: error:'"
