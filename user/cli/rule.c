@@ -4,12 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "ctl.h"
 #include "log.h"
 #include "rules_json.h"
 #include "rules_parse.h"
