@@ -8,6 +8,20 @@
 #include "sluice.h"
 #include "tokend.h"
 
+static int run_version(const struct sl_cmd *cmd, void *opts, int argc,
+		       char **argv)
+{
+	printf("sluice %s\n", sl_version);
+	return 0;
+}
+
+static const struct sl_cmd sl_cmd_version = {
+	.name = "version",
+	.run = run_version,
+	.summary = "print the build's version (`git describe` of its tree); "
+		   "also --version",
+};
+
 const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_agent,
 	&sl_cmd_rule_add,
@@ -23,15 +37,15 @@ const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_tokend,
 	&sl_cmd_check,
 	&sl_cmd_push,
+	&sl_cmd_version,
 	NULL,
 };
 
 int sl_main(int argc, char **argv)
 {
-	if (argc == 1 && (!strcmp(argv[0], "--version") ||
-			  !strcmp(argv[0], "version"))) {
-		printf("sluice %s\n", sl_version);
-		return 0;
-	}
+	static char *version[] = { "version", NULL };
+
+	if (argc == 1 && !strcmp(argv[0], "--version"))
+		return sl_params_main(sl_commands, 1, version);
 	return sl_params_main(sl_commands, argc, argv);
 }

@@ -8,7 +8,10 @@
 #   - the same failure over a running data plane (an agent restarting with
 #     a bad --iface): the running data plane stays attached and pinned;
 #   - maps pinned without any link: `sluice down` removes them, says so,
-#     exits 0.
+#     exits 0;
+#   - the log: "<3>" sd-daemon prefixes when stderr is the journal's stream
+#     (JOURNAL_STREAM is its dev:ino), an ISO-8601 UTC timestamp otherwise,
+#     one JSON object a line with --log-format json, --log-level.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -85,4 +88,41 @@ rc=$?
 grep -q "nothing pinned" "$T/down2"
 check $((rc == 1 && $? == 0 ? 0 : 1)) \
 	"down with nothing pinned at all: exit $rc (want 1), 'nothing pinned'"
+
+# the log, on an agent that refuses a bad rule file (and one that starts)
+printf '{"rules":[{"name":"x","match":{},"grade":"pps","count":0}]}\n' \
+	>"$T/bad.json"
+: >"$T/journal"
+JOURNAL_STREAM=$(stat -c %d:%i "$T/journal") \
+	ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx \
+	--state-dir "$T/st1" --pin-dir "$SL_PIN" --rules "$T/bad.json" \
+	2>>"$T/journal"
+rc=$?
+show "$T/journal" 2
+grep -q '^<3>sluice: error: ' "$T/journal"
+check $((rc == 1 && $? == 0 ? 0 : 1)) \
+	"stderr is the journal's stream: errors carry <3> (exit $rc)"
+JOURNAL_STREAM=1:1 ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx \
+	--state-dir "$T/st1" --pin-dir "$SL_PIN" --rules "$T/bad.json" \
+	2>"$T/plain.log"
+show "$T/plain.log" 1
+grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z sluice: error: ' \
+	"$T/plain.log" && ! grep -q '^<' "$T/plain.log"
+check $? "stderr elsewhere: an ISO-8601 UTC timestamp, no <N>"
+ip netns exec "$NS_RX" "$SLUICE" agent --iface veth-rx --state-dir "$T/st1" \
+	--pin-dir "$SL_PIN" --rules "$T/bad.json" --log-format json \
+	2>"$T/json.log"
+python3 - "$T/json.log" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert recs and all({"time", "level", "msg"} <= r.keys() for r in recs)
+assert any(r["level"] == "error" for r in recs)
+PY
+check $? "--log-format json: every line one JSON object with time, level, msg"
+sluice_agent_fg "$T/quiet" --rules rules/demo.json --log-level error
+grep -q 'info:' "$T/quiet"
+check $((! $?)) "--log-level error: no info lines"
+sluice_agent_fg "$T/loud" --rules rules/demo.json --log-level debug
+grep -q 'info:' "$T/loud"
+check $? "--log-level debug: info lines too"
 echo "1..$n"

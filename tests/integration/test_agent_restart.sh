@@ -73,8 +73,8 @@ sl_mark t_kill
 sluice_kill agent1
 kill -0 "$FLOOD_PID" 2>/dev/null
 check $? "(a) the flood is still running when the agent is killed"
-sluice_cli status >/dev/null 2>&1
-check $(( $? == 3 ? 0 : 1 )) "(a) no agent answers after kill -9 (status exits 3)"
+sluice_cli status --pin-dir "$SL_PIN" >/dev/null 2>&1
+check $(( $? == 4 ? 0 : 1 )) "(a) no agent answers after kill -9, the pinned data plane enforces (status exits 4)"
 xdp_attached
 check $? "(a) XDP stays attached to veth-rx with no agent running"
 [ -e "$SL_LINK" ] && sl_pinned_map rule_cfg

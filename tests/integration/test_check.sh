@@ -87,4 +87,58 @@ for args in "--frobnicate" "" "a.json b.json"; do
 	check $(( rc == 2 && $? == 0 ? 0 : 1 )) \
 		"check ${args:-(no file)}: exit $rc (want 2) with the usage"
 done
+# -j: the compiled rules as JSON in precedence order, settings included
+"$SLUICE" check -j rules/examples/breaker.json >"$T/json" 2>"$T/err"
+rc=$?
+jq -e '[.rules[].rank] == [1, 2] and .rules[0].name == "db-syn-breaker" and
+	.rules[1].breaker.strategy == "error_ratio" and .classes == 2' \
+	"$T/json" >/dev/null
+check $(( rc == 0 && $? == 0 ? 0 : 1 )) "check -j: exit $rc, ranked rules with their breaker as JSON"
+check $([ -s "$T/err" ]; echo $((!$?))) "check -j of a clean file: nothing on stderr"
+"$SLUICE" check rules/examples/breaker.json >"$T/out" 2>&1
+grep -q '^breaker api-syn-breaker: {"strategy":"error_ratio",' "$T/out"
+check $? "check prints each rule's breaker settings"
+for f in system cluster; do
+	"$SLUICE" check "rules/examples/$f.json" >"$T/out" 2>&1
+	grep -q "^$f [a-z0-9-]*: {" "$T/out"
+	check $? "check prints the $f settings of rules/examples/$f.json"
+done
+
+# - reads stdin
+"$SLUICE" check - <rules/demo.json >"$T/out" 2>&1
+rc=$?
+grep -q '^<stdin>: ' "$T/out"
+check $(( rc == 0 && $? == 0 ? 0 : 1 )) "check - reads stdin: exit $rc"
+
+# warnings, on stderr, exit 0: a catch-all, a rule shadowed by an identical match
+printf '{"rules":[%s,%s,%s,%s,%s]}\n' \
+	'{"name":"all","match":{},"grade":"pps","count":100000}' \
+	'{"name":"dns1","match":{"proto":"udp","dport":53},"grade":"pps","count":100}' \
+	'{"name":"dns2","match":{"proto":"udp","dport":53},"grade":"pps","count":200}' \
+	'{"name":"syn","match":{"proto":"tcp","dport":22},"grade":"cps","count":10}' \
+	'{"name":"ssh","match":{"proto":"tcp","dport":22},"grade":"pps","count":1000}' \
+	>"$T/warn.json"
+"$SLUICE" check "$T/warn.json" >"$T/out" 2>"$T/err"
+rc=$?
+show "$T/err"
+grep -q "^sluice: warning: rule 'all' matches every packet" "$T/err"
+check $(( rc == 0 && $? == 0 ? 0 : 1 )) "a catch-all rule: a warning on stderr, exit $rc (want 0)"
+grep -q "^sluice: warning: rule 'dns2' can never match: 'dns1'" "$T/err"
+check $? "a rule with an earlier identical match: a warning naming both"
+check $(( $(wc -l <"$T/err") == 2 ? 0 : 1 )) \
+	"a cps rule before a pps rule of the same match shadows only SYNs: no warning"
+check $(grep -q warning "$T/out"; echo $((!$?))) "warnings stay off stdout"
+
+# "$schema" for editors: accepted (a string), and the schema has an $id
+printf '{"$schema":"rules/schema.json","rules":[%s]}\n' \
+	'{"name":"dns","match":{"proto":"udp","dport":53},"grade":"pps","count":100}' \
+	>"$T/schema.json"
+"$SLUICE" check "$T/schema.json" >"$T/out" 2>&1
+check $? "a rule file may carry \"\$schema\""
+jq -e '."$id" and .properties."$schema".type == "string"' rules/schema.json >/dev/null
+check $? "rules/schema.json has an \$id and allows \"\$schema\""
+
+# errors carry the documented prefix
+"$SLUICE" check "$T/typo.json" 2>&1 >/dev/null | head -1 | grep -q '^sluice: error: '
+check $? "an invalid file: the error starts with 'sluice: error:'"
 echo "1..$n"

@@ -276,11 +276,16 @@ static int teardown(void **state __maybe_unused)
 static void test_unknown_verb(void **state __maybe_unused)
 {
 	expect_usage(RUN("frob"), "unknown command 'frob'", NULL);
+	/* one line with a suggestion, not the 50 lines of `help` */
+	expect_usage(RUN("stauts"), "unknown command 'stauts' (did you mean "
+				    "'status'?); `sluice help` lists the "
+				    "commands\n", NULL);
+	assert_true(strchr(err, '\n') == err + strlen(err) - 1);
 	expect_usage(RUN("rule"), "missing subcommand", NULL);
 	assert_in(err, "sluice rule add FILE|-");
 	expect_usage(RUN("rule", "frob"), "unknown subcommand 'frob'", NULL);
 	expect_usage(RUN("rule", "--state-dir", dir, "list"),
-		     "subcommand (add, del, replace or list) comes before",
+		     "subcommand (add, del, replace, list or save) comes before",
 		     NULL);
 }
 
@@ -296,6 +301,16 @@ static void test_unknown_option(void **state __maybe_unused)
 		     "option '--if-version' does not apply", "rule list");
 	expect_usage(RUN("status", "--watch"),
 		     "option '--watch' does not apply", "status");
+	/* a prefix of another verb's option is a typo, not that option */
+	expect_usage(RUN("status", "--wat"),
+		     "unknown or ambiguous option '--wat'", "status");
+	assert_null(strstr(err, "--watch"));
+	expect_usage(RUN("status", "--jsn"),
+		     "unknown or ambiguous option '--jsn' (did you mean "
+		     "'--json'?)", "status");
+	/* an interface twice */
+	expect_usage(RUN("down", "--iface", "v0,v0"),
+		     "--iface: 'v0' is given twice in 'v0,v0'", "down");
 	expect_usage(RUN("status", "--json=yes"),
 		     "option '--json' takes no value", "status");
 	expect_usage(RUN("stats", "--ready"),
@@ -425,6 +440,14 @@ static void test_help(void **state __maybe_unused)
 	assert_in(out, "sluice rule del NAME");
 	assert_int_equal(RUN("rule", "add", "-h"), 0);
 	assert_in(out, "usage: sluice rule add FILE|-");
+	/* version is a command like the others */
+	assert_int_equal(RUN("help", "version"), 0);
+	assert_in(out, "usage: sluice version");
+	assert_int_equal(RUN("version"), 0);
+	assert_in(out, "sluice ");
+	assert_int_equal(RUN("--version"), 0);
+	assert_in(out, "sluice ");
+	assert_string_equal(err, "");
 }
 
 /* ---- no agent: exit 3, the socket path named ---- */
@@ -438,7 +461,9 @@ static void test_unreachable(void **state __maybe_unused)
 		 "directory — is `sluice agent` running? (--state-dir DIR to "
 		 "reach another)",
 		 empty);
-	assert_int_equal(RUN("status", "--state-dir", empty), 3);
+	/* nothing pinned either (the pin dir is empty too): 3 */
+	assert_int_equal(RUN("status", "--state-dir", empty, "--pin-dir",
+			     empty), 3);
 	assert_in(err, want);
 	assert_string_equal(out, "");
 	assert_int_equal(RUN("status", "--ready", "--state-dir", empty), 3);

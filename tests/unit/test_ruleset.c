@@ -173,6 +173,54 @@ static void test_replace(void **state)
 	sl_ruleset_free(&out);
 }
 
+/* The text of a diff of a and b into out. */
+static void diff_text(const struct sl_ruleset *a, const struct sl_ruleset *b,
+		      char *out, size_t len)
+{
+	struct sl_ruleset_diff d;
+
+	assert_int_equal(sl_ruleset_diff(a, b, &d), 0);
+	sl_ruleset_diff_text(&d, out, len);
+	sl_ruleset_diff_free(&d);
+}
+
+static void test_diff(void **state)
+{
+	struct sl_ruleset a, b;
+	char out[64], names[4096] = "";
+	cJSON *j;
+
+	(void)state;
+	make("x y z", &a);
+	make("y z w q:v", &b);
+	b.rules[1].count = 5; /* z changed */
+	diff_text(&a, &b, out, sizeof(out));
+	assert_string_equal(out, "added w, v; removed x; changed z");
+	j = sl_ruleset_diff_json(&a, &b);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "added")), 2);
+	assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "removed"),
+					       0)->valuestring, "x");
+	cJSON_Delete(j);
+	b.rules[1].count = a.rules[2].count;
+	b.rules[1].priority = 7; /* a priority is a change too */
+	diff_text(&a, &b, out, sizeof(out));
+	assert_string_equal(out, "added w, v; removed x; changed z");
+	diff_text(&a, &a, out, sizeof(out));
+	assert_string_equal(out, "no rule changed");
+	sl_ruleset_free(&b);
+	/* bounded: what does not fit is counted */
+	for (int i = 0; i < 100; i++)
+		snprintf(names + strlen(names), sizeof(names) - strlen(names),
+			 "%srule-%03d", i ? " " : "", i);
+	make(names, &b);
+	diff_text(&a, &b, out, sizeof(out));
+	assert_true(strlen(out) < sizeof(out));
+	assert_true(!strncmp(out, "added rule-000, rule-001", 24));
+	assert_non_null(strstr(out, " more"));
+	sl_ruleset_free(&a);
+	sl_ruleset_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +229,7 @@ int main(void)
 		cmocka_unit_test(test_add_limit),
 		cmocka_unit_test(test_del),
 		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_diff),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -180,6 +180,22 @@ static void test_ifaces(void **state)
 					 sizeof(err)),
 			 -EINVAL);
 	assert_non_null(strstr(err, "more than 16 interfaces"));
+	/* the same interface twice would be attached twice */
+	assert_int_equal(sl_parse_ifaces("v0,v1,v0", names, SL_MAX_IFACES, &n,
+					 err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "'v0' is given twice in 'v0,v1,v0'");
+}
+
+static void test_edit_distance(void **state)
+{
+	(void)state;
+	assert_int_equal(sl_edit_distance("dport", "dport"), 0);
+	/* a swap of neighbours is one edit: "dprot" is near "dport" */
+	assert_int_equal(sl_edit_distance("dprot", "dport"), 1);
+	assert_int_equal(sl_edit_distance("stauts", "status"), 1);
+	assert_int_equal(sl_edit_distance("", "abc"), 3);
+	assert_int_equal(sl_edit_distance("wat", "watch"), 2);
 }
 
 /* Colliding hashes come back one by one; other hashes never. */
@@ -294,6 +310,7 @@ int main(void)
 		cmocka_unit_test(test_hostport),
 		cmocka_unit_test(test_sockaddr),
 		cmocka_unit_test(test_ifaces),
+		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_index),
 		cmocka_unit_test(test_read_fd),
 		cmocka_unit_test(test_format_utc),

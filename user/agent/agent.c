@@ -42,8 +42,10 @@
 #include "util.h"
 
 #define ERRBUF 8192
+#define SL_LOG_CHANGES_LEN 512 /* of the rule names a change logs */
 
 struct agent {
+	struct sl_log_opts log;
 	const char *state_dir;
 	const char *pin_dir;
 	const char *rules_file;
@@ -204,7 +206,7 @@ static int rules_from_file(struct agent *a)
 	struct sl_ruleset rs = { 0 };
 	uint64_t version = 1;
 	bool from_prev, same_file, same;
-	char what[1024];
+	char what[SL_LOG_CHANGES_LEN];
 
 	if (sl_rules_load_file(a->rules_file, &rs, a->err, sizeof(a->err))) {
 		pr_err("%s: refusing to start, the rule file is invalid:\n%s",
@@ -769,7 +771,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	uint64_t version = version_after(a->snap.version, a->snap_from_prev);
 	struct sl_ruleset next = *next_in, old = { 0 };
 	struct sl_snapshot_source src = { 0 };
-	char what[1024];
+	char what[SL_LOG_CHANGES_LEN];
 	cJSON *r;
 	int err;
 
@@ -1319,6 +1321,7 @@ static void defaults(void *opts)
 {
 	struct agent *a = opts;
 
+	a->log.level = SL_LOG_INFO;
 	a->state_dir = "/var/lib/sluice";
 	a->pin_dir = "/sys/fs/bpf/sluice";
 	a->metrics_fd = -1;
@@ -1404,6 +1407,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	ret = check_args(cmd, a);
 	if (ret)
 		return ret;
+	sl_log_daemon(&a->log, NULL);
 	a->started = sl_now_ns() / 1e9;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
@@ -1558,6 +1562,7 @@ static const struct sl_opt agent_opts[] = {
 	  .field = SL_FIELD(struct agent, metrics_addr),
 	  .metavar = "ADDR:PORT",
 	  .help = "serve Prometheus metrics on http://ADDR:PORT/metrics" },
+	SL_LOG_OPTS(struct agent, log),
 	{ 0 },
 };
 

@@ -7,6 +7,8 @@
 
 #include "cli.h"
 #include "compile.h"
+#include "log.h"
+#include "rules_json.h"
 #include "rules_parse.h"
 
 #define ERRBUF 65536
@@ -58,7 +60,8 @@ int cli_check_rules(const char *file, char **text, size_t *len,
 	if (!ret)
 		ret = sl_rules_parse(buf, used, rs, err, ERRBUF);
 	if (ret) {
-		fprintf(stderr, "%s: invalid:\n%s\n", file, err);
+		pr_err("%s: invalid:\n%s", strcmp(file, "-") ? file : "<stdin>",
+		       err);
 		goto out;
 	}
 	slots = calloc(rs->n + 1, sizeof(*slots));
@@ -68,8 +71,9 @@ int cli_check_rules(const char *file, char **text, size_t *len,
 				 ERRBUF)
 		    : -ENOMEM;
 	if (ret) {
-		fprintf(stderr, "%s: cannot compile: %s\n", file,
-			ret == -ENOMEM ? "out of memory" : err);
+		pr_err("%s: cannot compile: %s",
+		       strcmp(file, "-") ? file : "<stdin>",
+		       ret == -ENOMEM ? "out of memory" : err);
 		sl_ruleset_free(rs);
 		goto out;
 	}
@@ -85,45 +89,162 @@ out:
 	return ret;
 }
 
+static bool same_prefix(const struct sl_prefix *a, const struct sl_prefix *b)
+{
+	return a->family == b->family && a->len == b->len &&
+	       !memcmp(a->addr, b->addr, sizeof(a->addr));
+}
+
+/* Whether every packet b would judge is judged by a, ranked before it:
+ * the same match, and a cps rule (SYNs only) shadows only cps rules. */
+static bool shadows(const struct sl_rule *a, const struct sl_rule *b)
+{
+	return a->proto == b->proto && a->dport_lo == b->dport_lo &&
+	       a->dport_hi == b->dport_hi && same_prefix(&a->dst, &b->dst) &&
+	       same_prefix(&a->src, &b->src) && a->has_vlan == b->has_vlan &&
+	       a->vlan == b->vlan &&
+	       (a->grade != SL_GRADE_CPS || b->grade == SL_GRADE_CPS);
+}
+
+static bool matches_all(const struct sl_rule *r)
+{
+	return r->proto == SL_PROTO_ANY && !r->dport_lo && !r->dst.family &&
+	       !r->src.family && !r->has_vlan;
+}
+
+/* Rules that are valid but likely mistakes, on stderr. */
+static void warn_rules(const struct sl_ruleset *rs, const size_t *order)
+{
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct sl_rule *r = &rs->rules[order[i]];
+
+		if (matches_all(r))
+			pr_warn("rule '%s' matches every packet (\"match\": "
+				"{}), SSH and the agent's own traffic too",
+				r->name);
+		for (size_t j = 0; j < i; j++) {
+			const struct sl_rule *a = &rs->rules[order[j]];
+
+			if (!shadows(a, r))
+				continue;
+			pr_warn("rule '%s' can never match: '%s' (rank %zu) "
+				"has the same match and judges its packets "
+				"first", r->name, a->name, j + 1);
+			break;
+		}
+	}
+}
+
+/* The rules in canonical form, in precedence order, each with its rank. */
+static cJSON *ranked_json(const struct sl_ruleset *rs, const size_t *order)
+{
+	char *text = sl_ruleset_to_json(rs, false);
+	cJSON *doc = text ? cJSON_Parse(text) : NULL;
+	cJSON **item = calloc(rs->n + 1, sizeof(*item));
+	cJSON *out = NULL, *r;
+	size_t k = 0;
+
+	free(text);
+	/* the canonical rules are in file order */
+	cJSON_ArrayForEach(r, cli_get(doc, "rules"))
+		if (item && k < rs->n)
+			item[k++] = r;
+	if (item && k == rs->n)
+		out = cJSON_CreateArray();
+	for (size_t i = 0; out && i < rs->n; i++) {
+		r = cJSON_Duplicate(item[order[i]], true);
+		if (!r || !cJSON_AddNumberToObject(r, "rank", i + 1) ||
+		    !cJSON_AddItemToArray(out, r)) {
+			cJSON_Delete(r);
+			cJSON_Delete(out);
+			out = NULL;
+		}
+	}
+	free(item);
+	cJSON_Delete(doc);
+	return out;
+}
+
 static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 		     char **argv)
 {
+	struct cli *c = opts;
 	struct sl_ruleset rs = { 0 };
 	struct sl_compiled comp;
 	const char *file = argv[0];
+	const char *label = strcmp(file, "-") ? file : "<stdin>";
+	cJSON *rules = NULL;
 	size_t *order;
-	int ret;
+	int ret = 1;
 
 	if (cli_check_rules(file, NULL, NULL, &rs, &comp))
-		return 1;
-	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries\n",
-	       file, rs.n, comp.n_classes, comp.n_lpm4, comp.n_lpm6);
-	printf("%-4s %-24s %-6s %-11s %-8s %-20s %-20s %-4s %12s %-10s %-7s %-4s %s\n",
-	       "rank", "name", "proto", "dport", "vlan", "dst", "src", "grad",
-	       "count", "window", "mode", "prio", "per_source");
+		return SL_CLI_FAILED;
 	order = calloc(rs.n + 1, sizeof(*order));
 	for (size_t i = 0; order && i < rs.n; i++)
 		order[i] = i;
-	if (order)
+	if (order) {
 		qsort_r(order, rs.n, sizeof(*order), rank_cmp, &rs);
-	for (size_t i = 0; order && i < rs.n; i++)
+		rules = ranked_json(&rs, order);
+	}
+	if (!rules) {
+		pr_err("%s: out of memory", label);
+		goto out;
+	}
+	warn_rules(&rs, order);
+	ret = 0;
+	if (c->json) {
+		cJSON *o = cJSON_CreateObject();
+		char *text;
+
+		cJSON_AddStringToObject(o, "file", label);
+		cJSON_AddNumberToObject(o, "classes", comp.n_classes);
+		cJSON_AddNumberToObject(o, "lpm4_entries", comp.n_lpm4);
+		cJSON_AddNumberToObject(o, "lpm6_entries", comp.n_lpm6);
+		cJSON_AddItemToObject(o, "rules", rules);
+		rules = NULL;
+		text = cJSON_Print(o);
+		cJSON_Delete(o);
+		if (text)
+			puts(text);
+		else
+			pr_err("%s: out of memory", label);
+		ret = text ? 0 : 1;
+		cJSON_free(text);
+		goto out;
+	}
+	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries\n",
+	       label, rs.n, comp.n_classes, comp.n_lpm4, comp.n_lpm6);
+	printf("%-4s %-24s %-6s %-11s %-8s %-20s %-20s %-4s %12s %-10s %-7s %-4s %s\n",
+	       "rank", "name", "proto", "dport", "vlan", "dst", "src", "grad",
+	       "count", "window", "mode", "prio", "per_source");
+	for (size_t i = 0; i < rs.n; i++)
 		print_rule_line(&rs.rules[order[i]], (int)i + 1);
-	ret = order ? 0 : 1;
-	if (ret)
-		fprintf(stderr, "%s: out of memory\n", file);
+	cli_print_settings(rules);
+out:
+	cJSON_Delete(rules);
 	sl_compiled_free(&comp);
 	sl_ruleset_free(&rs);
 	free(order);
 	return ret;
 }
 
+static const struct sl_opt check_opts[] = {
+	{ .name = "json", .short_name = 'j', .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct cli, json),
+	  .help = "print the compiled rules as JSON, in precedence order" },
+	{ 0 },
+};
+
 const struct sl_cmd sl_cmd_check = {
 	.name = "check",
-	.args = "FILE",
+	.args = "FILE|-",
 	.min_args = 1,
 	.max_args = 1,
-	.missing = "FILE (a rule file)",
+	.missing = "FILE (a rule file, or - for stdin)",
+	.opts = check_opts,
+	CLI_VERB,
 	.run = run_check,
-	.summary = "validate a rule file and print the compiled rules in "
-		   "precedence order",
+	.summary = "validate a rule file (- reads stdin) and print the "
+		   "compiled rules in\nprecedence order; warnings for rules "
+		   "that match everything or never",
 };

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "params.h"
+#include "rules.h"
 
 #define SL_CLI_DEF_STATE_DIR "/var/lib/sluice"
 #define SL_CLI_DEF_PIN_DIR   "/sys/fs/bpf/sluice"
@@ -29,6 +30,9 @@ enum sl_cli_exit {
 	SL_CLI_FAILED = 1,	/* refused or failed; the reason is on stderr */
 	SL_CLI_USAGE = SL_EXIT_USAGE, /* bad command line, then the usage */
 	SL_CLI_UNREACHABLE = 3, /* no agent answered on the control socket */
+	/* status: no agent answered, but a data plane is pinned and
+	 * enforcing the rules it shows */
+	SL_CLI_NO_AGENT_ENFORCING = 4,
 };
 
 /* The options of every CLI verb; each verb's table names its own. */
@@ -54,6 +58,10 @@ struct cli {
 	{ .name = "state-dir", .type = SL_OPT_STRING,                        \
 	  .field = SL_FIELD(struct cli, state_dir), .metavar = "DIR",        \
 	  .help = "the agent's state directory (" SL_CLI_DEF_STATE_DIR ")" }
+#define CLI_OPT_PIN_DIR                                                      \
+	{ .name = "pin-dir", .type = SL_OPT_STRING,                          \
+	  .field = SL_FIELD(struct cli, pin_dir), .metavar = "DIR",          \
+	  .help = "the agent's bpffs directory (" SL_CLI_DEF_PIN_DIR ")" }
 #define CLI_OPT_JSON                                                         \
 	{ .name = "json", .short_name = 'j', .type = SL_OPT_FLAG,            \
 	  .field = SL_FIELD(struct cli, json),                               \
@@ -100,6 +108,33 @@ int cli_run(const struct cli *c, cJSON *req, void (*human)(const cJSON *resp));
 /* The exit code for what cli_call() returned. */
 int cli_exit_code(int err);
 
+/* ---- rates between two stats answers (rates.c) ---- */
+
+/* A rule's totals in one answer and its rates since the answer before. */
+struct cli_rate {
+	char name[SL_NAME_MAX + 1];
+	bool bytes;		 /* a bps rule: bytes, otherwise packets */
+	double passed, blocked;	 /* totals */
+	double passed_s, blocked_s; /* per second */
+};
+
+/* The last answer's rules, in its order, and the agent's clock then. */
+struct cli_rates {
+	struct cli_rate *r;
+	size_t n;
+	uint64_t time_ns;
+	struct sl_index by_name;
+};
+
+/*
+ * Replace rs (zeroed at first) with resp's rules: r[k] is its k-th rule
+ * object, its rates the counters' change since rs over the agent's clock;
+ * the sliding window's estimate for the first answer and for a rule new
+ * or reset since. -ENOMEM leaves rs as it was.
+ */
+int cli_rates_take(struct cli_rates *rs, const cJSON *resp);
+void cli_rates_free(struct cli_rates *rs);
+
 /* ---- tables (table.c) ---- */
 
 /* Cells: "-" when absent; rates with k/M/G above 10000. */
@@ -128,6 +163,10 @@ void table_addf(struct table *t, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Print and free. */
 void table_done(struct table *t);
+
+/* After a table of rules: a line per rule's breaker, system and cluster
+ * settings ("breaker NAME: {...}"), which the columns leave out. */
+void cli_print_settings(const cJSON *rules);
 
 /* ---- checking a rule file (check.c) ---- */
 

@@ -54,9 +54,7 @@ static const struct sl_opt down_opts[] = {
 	{ .name = "iface", .type = SL_OPT_IFACES,
 	  .field = SL_FIELD(struct cli, ifaces), .metavar = "IF[,IF...]",
 	  .required = true, .help = "the interfaces to take down" },
-	{ .name = "pin-dir", .type = SL_OPT_STRING,
-	  .field = SL_FIELD(struct cli, pin_dir), .metavar = "DIR",
-	  .help = "the agent's bpffs directory (" SL_CLI_DEF_PIN_DIR ")" },
+	CLI_OPT_PIN_DIR,
 	/* accepted like every verb's, though down needs no agent */
 	{ .name = "state-dir", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct cli, state_dir), .metavar = "DIR",

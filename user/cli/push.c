@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "compile.h"
 #include "etcd.h"
+#include "log.h"
 #include "rules.h"
 #include "rules_parse.h"
 #include "ruleset.h"
@@ -85,9 +86,9 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 	sl_compiled_free(&comp);
 	/* every agent would refuse it: nothing is sent */
 	if (!rs.n && !rs.allow_empty) {
-		fprintf(stderr, "%s: no rules; agents refuse an empty set "
-				"unless the document says \"allow_empty\": "
-				"true; nothing sent\n", file);
+		pr_err("%s: no rules; agents refuse an empty set unless the "
+		       "document says \"allow_empty\": true; nothing sent",
+		       file);
 		ret = SL_CLI_FAILED;
 		goto out;
 	}
@@ -99,17 +100,16 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 			  p->if_revision, &revision, err, sizeof(err));
 	if (ret == -ECANCELED) {
 		if (revision)
-			fprintf(stderr, "%s: not published: %s is at revision "
-					"%lld, not %llu\n", file, p->key,
-				(long long)revision,
-				(unsigned long long)p->if_revision);
+			pr_err("%s: not published: %s is at revision %lld, "
+			       "not %llu", file, p->key, (long long)revision,
+			       (unsigned long long)p->if_revision);
 		else
-			fprintf(stderr, "%s: not published: %s does not "
-					"exist, not at revision %llu\n", file,
-				p->key, (unsigned long long)p->if_revision);
+			pr_err("%s: not published: %s does not exist, not at "
+			       "revision %llu", file, p->key,
+			       (unsigned long long)p->if_revision);
 		ret = SL_CLI_FAILED;
 	} else if (ret) {
-		fprintf(stderr, "%s: not published: %s\n", file, err);
+		pr_err("%s: not published: %s", file, err);
 		ret = SL_CLI_FAILED;
 	} else {
 		printf("%s: %zu rules published as %s at revision %lld\n",

@@ -10,7 +10,6 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "ctl.h"
 #include "log.h"
 #include "rules_json.h"
 #include "rules_parse.h"
@@ -64,23 +63,8 @@ static int load_rules(const char *file, char **rules, char *err,
 {
 	struct sl_ruleset rs = { 0 };
 	char *arr;
-	int ret;
+	int ret = sl_rules_load_file(file, &rs, err, errlen);
 
-	if (!strcmp(file, "-")) {
-		size_t len = 0;
-		char *buf = NULL;
-
-		ret = sl_read_fd(STDIN_FILENO, SL_CTL_MAX_MSG, &buf, &len);
-		if (ret) {
-			snprintf(err, errlen, "cannot read stdin: %s",
-				 strerror(-ret));
-			return ret;
-		}
-		ret = sl_rules_parse(buf, len, &rs, err, errlen);
-		free(buf);
-	} else {
-		ret = sl_rules_load_file(file, &rs, err, errlen);
-	}
 	if (ret)
 		return ret;
 	arr = sl_rules_text(&rs);
@@ -219,6 +203,7 @@ static void print_list(const cJSON *resp)
 		if (cJSON_IsObject(r))
 			list_row(&t, r);
 	table_done(&t);
+	cli_print_settings(rules);
 }
 
 static int run_list(const struct sl_cmd *cmd, void *opts, int argc,

@@ -31,14 +31,14 @@ static const char *num(const cJSON *r, const char *key, char *buf, size_t len)
 }
 
 /* Returns true for a shadow rule. */
-static bool stats_row(struct table *t, const cJSON *r)
+static bool stats_row(struct table *t, const cJSON *r,
+		      const struct cli_rate *rt)
 {
 	const char *mode = cli_get_str(r, "mode", "?");
 	const char *grade = cli_get_str(r, "grade", "pps");
 	const char *state = cli_get_str(r, "cluster_state", NULL);
-	bool shadow = !strcmp(mode, "shadow"), bytes = !strcmp(grade, "bps");
+	bool shadow = !strcmp(mode, "shadow");
 	char n1[32], n2[32];
-	double over;
 
 	table_add(t, cli_get_str(r, "name", "?"));
 	if (state)
@@ -48,12 +48,11 @@ static bool stats_row(struct table *t, const cJSON *r)
 	table_addf(t, "%s %s", num(r, "count", n1, sizeof(n1)),
 		   grade_unit(grade));
 	/* rates in the unit of the limit */
-	table_add(t, cli_rate_cell(cli_get_num(r, bytes ? "passed_Bps"
-							: "passed_pps", -1),
-				   n1, sizeof(n1)));
-	over = cli_get_num(r, bytes ? "blocked_Bps" : "blocked_pps", -1);
-	table_add(t, shadow ? "-" : cli_rate_cell(over, n1, sizeof(n1)));
-	table_add(t, shadow ? cli_rate_cell(over, n1, sizeof(n1)) : "-");
+	table_add(t, cli_rate_cell(rt->passed_s, n1, sizeof(n1)));
+	table_add(t, shadow ? "-"
+			    : cli_rate_cell(rt->blocked_s, n1, sizeof(n1)));
+	table_add(t, shadow ? cli_rate_cell(rt->blocked_s, n1, sizeof(n1))
+			    : "-");
 	table_add(t, num(r, "passed_pkts", n1, sizeof(n1)));
 	if (shadow)
 		table_addf(t, "(%s)", num(r, "blocked_pkts", n1, sizeof(n1)));
@@ -119,23 +118,22 @@ static void print_host(const cJSON *host)
 	putchar('\n');
 }
 
-static void print_stats(const cJSON *resp)
+static void print_stats(const cJSON *resp, const struct cli_rates *rates)
 {
 	static const char *const heads[] = {
 		"rule", "mode", "limit", "passed/s", "dropped/s",
 		"would-drop/s", "passed", "dropped", "sources", "overflow",
 	};
 	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
-	bool shadow = false, any = false;
+	bool shadow = false;
 	const cJSON *r;
+	size_t k = 0;
 
-	cJSON_ArrayForEach(r, cli_get(resp, "rules")) {
-		if (!cJSON_IsObject(r))
-			continue;
-		shadow |= stats_row(&t, r);
-		any = true;
-	}
-	if (any) {
+	/* rates->r[k] is the k-th rule object */
+	cJSON_ArrayForEach(r, cli_get(resp, "rules"))
+		if (cJSON_IsObject(r) && k < rates->n)
+			shadow |= stats_row(&t, r, &rates->r[k++]);
+	if (k) {
 		table_done(&t);
 		if (shadow)
 			printf("shadow rules drop nothing: would-drop/s and "
@@ -148,8 +146,12 @@ static void print_stats(const cJSON *resp)
 	fflush(stdout);
 }
 
-/* One request: the table (after header, which may be NULL) or -j. */
-static int stats_once(const struct cli *c, const char *header)
+/*
+ * One request: the table (after header, which may be NULL) or -j. The
+ * rates are over the time since the answer rates holds, as in top.
+ */
+static int stats_once(const struct cli *c, const char *header,
+		      struct cli_rates *rates)
 {
 	cJSON *req = cli_request("stats"), *resp = NULL;
 	int err;
@@ -160,10 +162,12 @@ static int stats_once(const struct cli *c, const char *header)
 		err = cli_call_json(c, req);
 	} else {
 		err = cli_call(c, req, &resp);
+		if (!err)
+			err = cli_rates_take(rates, resp);
 		if (!err) {
 			if (header)
 				fputs(header, stdout);
-			print_stats(resp);
+			print_stats(resp, rates);
 		}
 	}
 	cJSON_Delete(req);
@@ -196,6 +200,7 @@ static int watch_stats(const struct cli *c)
 	struct sigaction sa = { .sa_handler = on_sigint }, old;
 	bool tty = !c->json && isatty(STDOUT_FILENO);
 	double every = c->watch_s > 0 ? c->watch_s : 1;
+	struct cli_rates rates = { 0 };
 	bool answered = false;
 	int err = 0;
 
@@ -210,7 +215,7 @@ static int watch_stats(const struct cli *c)
 		snprintf(header, sizeof(header),
 			 "%s%s  every %gs, Ctrl-C to stop\n",
 			 tty ? CLEAR_SCREEN : "", when, every);
-		err = stats_once(c, header);
+		err = stats_once(c, header, &rates);
 		/* once it has answered, an agent restart is worth riding out */
 		if (err && !answered)
 			break;
@@ -221,6 +226,7 @@ static int watch_stats(const struct cli *c)
 		watch_sleep(every);
 	}
 	sigaction(SIGINT, &old, NULL);
+	cli_rates_free(&rates);
 	if (err == -ENOMEM)
 		pr_err("stats: out of memory");
 	return cli_exit_code(err);
@@ -230,13 +236,15 @@ static int run_stats(const struct sl_cmd *cmd, void *opts, int argc,
 		     char **argv)
 {
 	struct cli *c = opts;
+	struct cli_rates rates = { 0 };
 	int err = cli_start(c, cmd, argc, argv);
 
 	if (err)
 		return err;
 	if (c->watch)
 		return watch_stats(c);
-	err = stats_once(c, NULL);
+	err = stats_once(c, NULL, &rates);
+	cli_rates_free(&rates);
 	if (err == -ENOMEM)
 		pr_err("stats: out of memory");
 	return cli_exit_code(err);

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `sluice status`: readiness, snapshot, interfaces, cluster flows. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "loader.h"
 #include "log.h"
+#include "rules_json.h"
+#include "snapshot.h"
 
 static void print_ifaces(const cJSON *ifs, const char *snap_rules)
 {
@@ -185,14 +191,141 @@ static void print_status(const cJSON *resp)
 		print_cluster(cli_get(resp, "cluster"));
 }
 
+/* Whether the snapshot's rules are exactly the pinned ones (by name and
+ * definition): then the version in force is the snapshot's. */
+static bool snapshot_in_force(const struct sl_snapshot *snap,
+			      const struct sl_pins_view *v)
+{
+	const struct sl_ruleset *rs = &snap->rules;
+	uint64_t *h = calloc(rs->n + 1, sizeof(*h));
+	bool same = h && rs->n == v->n_rules;
+
+	if (same)
+		sl_rule_def_hashes(rs, h);
+	for (size_t i = 0; same && i < v->n_rules; i++) {
+		size_t j = 0;
+
+		while (j < rs->n && (h[j] != v->rules[i].def_hash ||
+				     strcmp(rs->rules[j].name,
+					    v->rules[i].name)))
+			j++;
+		same = j < rs->n;
+	}
+	free(h);
+	return same;
+}
+
+/* The pinned data plane as JSON: interfaces, rules, the version. */
+static cJSON *pinned_json(const struct cli *c, const struct sl_pins_view *v,
+			  int err)
+{
+	cJSON *o = cJSON_CreateObject(), *ifs, *rules, *i;
+	struct sl_snapshot snap = { 0 };
+	char path[PATH_MAX], why[512];
+	bool known;
+
+	snprintf(path, sizeof(path), "%s/" SL_SNAPSHOT_FILE, c->state_dir);
+	known = !err && !sl_snapshot_read(path, &snap, why, sizeof(why)) &&
+		snapshot_in_force(&snap, v);
+	cJSON_AddBoolToObject(o, "agent", false);
+	cJSON_AddStringToObject(o, "pin_dir", c->pin_dir);
+	ifs = cJSON_AddArrayToObject(o, "interfaces");
+	for (int k = 0; k < v->n_ifaces; k++) {
+		i = cJSON_CreateObject();
+		cJSON_AddStringToObject(i, "name", v->ifaces[k].name);
+		cJSON_AddNumberToObject(i, "ifindex", v->ifaces[k].ifindex);
+		cJSON_AddBoolToObject(i, "attached", v->ifaces[k].ifindex > 0);
+		cJSON_AddItemToArray(ifs, i);
+	}
+	if (err) {
+		cJSON_AddNullToObject(o, "rules_in_force");
+	} else {
+		cJSON_AddNumberToObject(o, "rules_in_force", v->n_rules);
+		rules = cJSON_AddArrayToObject(o, "rules");
+		for (size_t k = 0; k < v->n_rules; k++)
+			cJSON_AddItemToArray(rules, cJSON_CreateString(
+							    v->rules[k].name));
+	}
+	if (known)
+		cJSON_AddNumberToObject(o, "in_force_version", snap.version);
+	else
+		cJSON_AddNullToObject(o, "in_force_version");
+	cJSON_AddStringToObject(o, "snapshot", path);
+	sl_snapshot_free(&snap);
+	return o;
+}
+
+static void print_pinned(const cJSON *o)
+{
+	const cJSON *i, *r;
+	char n[32], ver[32];
+
+	printf("NO AGENT: the data plane pinned under %s is enforcing\n",
+	       cli_get_str(o, "pin_dir", "?"));
+	printf("interfaces:");
+	cJSON_ArrayForEach(i, cli_get(o, "interfaces"))
+		printf(" %s%s", cli_get_str(i, "name", "?"),
+		       cli_get_bool(i, "attached") ? "" : " (gone)");
+	putchar('\n');
+	if (!cJSON_IsNumber(cli_get(o, "rules_in_force"))) {
+		printf("in force:  unknown (the pinned maps cannot be read)\n");
+		return;
+	}
+	printf("in force:  %s rules, version %s\n",
+	       cli_cell(cli_get(o, "rules_in_force"), n, sizeof(n)),
+	       cJSON_IsNumber(cli_get(o, "in_force_version"))
+		       ? cli_cell(cli_get(o, "in_force_version"), ver,
+				  sizeof(ver))
+		       : "unknown (not the snapshot's rules)");
+	printf("rules:    ");
+	cJSON_ArrayForEach(r, cli_get(o, "rules"))
+		printf(" %s", r->valuestring);
+	putchar('\n');
+}
+
+/*
+ * No agent answered: what the pinned data plane enforces, from the pins.
+ * SL_CLI_NO_AGENT_ENFORCING when a link is pinned, else unreachable.
+ */
+static int status_pinned(const struct cli *c)
+{
+	struct sl_pins_view v;
+	int err = sl_pins_view(c->pin_dir, &v);
+	cJSON *o = NULL;
+	char *text;
+
+	if (err != -ENOENT)
+		o = pinned_json(c, &v, err);
+	sl_pins_view_free(&v);
+	if (err == -ENOENT) {
+		pr_err("no data plane pinned under %s either", c->pin_dir);
+		return SL_CLI_UNREACHABLE;
+	}
+	if (!o) {
+		pr_err("status: out of memory");
+		return SL_CLI_FAILED;
+	}
+	if (c->json && (text = cJSON_Print(o))) {
+		puts(text);
+		cJSON_free(text);
+	} else if (!c->json) {
+		print_pinned(o);
+	}
+	cJSON_Delete(o);
+	fflush(stdout);
+	return SL_CLI_NO_AGENT_ENFORCING;
+}
+
 static int status(const struct cli *c)
 {
 	cJSON *req = cli_request("status"), *resp;
 	const cJSON *why;
 	int err;
 
-	if (!c->ready)
-		return cli_run(c, req, print_status);
+	if (!c->ready) {
+		err = cli_run(c, req, print_status);
+		return err == SL_CLI_UNREACHABLE ? status_pinned(c) : err;
+	}
 	if (!req) {
 		pr_err("status: out of memory");
 		return SL_CLI_FAILED;
@@ -226,6 +359,7 @@ static const struct sl_opt status_opts[] = {
 	  .field = SL_FIELD(struct cli, ready),
 	  .help = "print nothing, exit 0 only if the agent is ready" },
 	CLI_OPT_STATE_DIR,
+	CLI_OPT_PIN_DIR,
 	{ 0 },
 };
 
@@ -236,5 +370,6 @@ const struct sl_cmd sl_cmd_status = {
 	.run = run_status,
 	.summary = "show the agent's state; with --ready print nothing and "
 		   "exit 0\nonly if the agent is ready (1 if not, with the "
-		   "reasons)",
+		   "reasons); without an agent,\nwhat the pinned data plane "
+		   "enforces (exit 4)",
 };

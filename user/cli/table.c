@@ -183,3 +183,24 @@ void table_done(struct table *t)
 		pr_err("out of memory while printing a table");
 	table_free(t);
 }
+
+void cli_print_settings(const cJSON *rules)
+{
+	static const char *const keys[] = { "breaker", "system", "cluster" };
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, rules) {
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			const cJSON *v = cli_get(r, keys[k]);
+			char *text;
+
+			if (!cJSON_IsObject(v))
+				continue;
+			text = cJSON_PrintUnformatted(v);
+			printf("%s %s: %s\n", keys[k],
+			       cli_get_str(r, "name", "?"),
+			       text ? text : "(out of memory)");
+			cJSON_free(text);
+		}
+	}
+}

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * `sluice top`: the rules as a live view, refreshed from the agent's
- * control socket. Rates are the counters' change between two answers over
- * the agent's clock between them (the first frame shows the sliding
- * window's). ncurses redraws only the cells that changed, so the screen
+ * control socket, with the rates of rates.c. ncurses redraws only the cells that changed, so the screen
  * never blanks between frames.
  */
 #include <errno.h>
@@ -42,9 +40,7 @@ static const char *const col_heads[N_COLS] = {
 
 struct row {
 	char name[SL_NAME_MAX + 1];
-	bool shadow, bytes;
-	/* totals in the rule's unit (bytes for bps, packets otherwise) */
-	double passed, blocked;
+	bool shadow;
 	/* per second: within the limit, and over it (dropped, or for a
 	 * shadow rule would-drop and passed) */
 	double passed_s, dropped_s;
@@ -54,13 +50,12 @@ struct row {
 struct frame {
 	struct row *rows;
 	size_t n;
-	uint64_t time_ns; /* the agent's clock at the answer */
-	struct sl_index by_name; /* rows by the hash of their name */
 };
 
 struct top {
 	const struct cli *c;
 	struct frame shown; /* the last answer's, on screen */
+	struct cli_rates rates; /* its totals, for the next one's rates */
 	char head[HEAD_LINES - 1][256];
 	char problem[256]; /* why the last refresh failed; "" when it did not */
 	size_t scroll;
@@ -76,59 +71,16 @@ static const char *unit_of(const char *grade)
 	return "pkt";
 }
 
-/* The rule's previous totals; NULL when it is new or its slot was reset. */
-static const struct row *previous(const struct top *t, const struct row *r)
-{
-	size_t cursor = 0;
-	int64_t i;
-
-	if (!t->shown.by_name.size)
-		return NULL;
-	while ((i = sl_index_next(&t->shown.by_name, sl_fnv1a_str(r->name),
-				  &cursor)) >= 0) {
-		const struct row *p = &t->shown.rows[i];
-
-		if (strcmp(p->name, r->name))
-			continue;
-		if (p->bytes != r->bytes || r->passed < p->passed ||
-		    r->blocked < p->blocked)
-			return NULL;
-		return p;
-	}
-	return NULL;
-}
-
-static void frame_free(struct frame *f)
-{
-	free(f->rows);
-	sl_index_free(&f->by_name);
-}
-
-static void fill_row(struct top *t, struct row *r, const cJSON *j,
-		     double dt_s)
+static void fill_row(struct row *r, const cJSON *j, const struct cli_rate *rt)
 {
 	const char *grade = cli_get_str(j, "grade", "pps");
 	const char *state = cli_get_str(j, "cluster_state", NULL);
-	const struct row *p;
 	char n[32];
 
-	snprintf(r->name, sizeof(r->name), "%s", cli_get_str(j, "name", "?"));
+	snprintf(r->name, sizeof(r->name), "%s", rt->name);
 	r->shadow = !strcmp(cli_get_str(j, "mode", ""), "shadow");
-	r->bytes = !strcmp(grade, "bps");
-	r->passed = cli_get_num(j, r->bytes ? "passed_bytes" : "passed_pkts",
-				0);
-	r->blocked = cli_get_num(j, r->bytes ? "blocked_bytes"
-					     : "blocked_pkts", 0);
-	p = dt_s > 0 ? previous(t, r) : NULL;
-	if (p) {
-		r->passed_s = (r->passed - p->passed) / dt_s;
-		r->dropped_s = (r->blocked - p->blocked) / dt_s;
-	} else {
-		r->passed_s = cli_get_num(j, r->bytes ? "passed_Bps"
-						      : "passed_pps", 0);
-		r->dropped_s = cli_get_num(j, r->bytes ? "blocked_Bps"
-						       : "blocked_pps", 0);
-	}
+	r->passed_s = rt->passed_s;
+	r->dropped_s = rt->blocked_s;
 	snprintf(r->cell[C_RULE], sizeof(r->cell[0]), "%s", r->name);
 	snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s",
 		 r->shadow ? "shadow" : "enforce");
@@ -174,32 +126,21 @@ static int by_drops(const void *a, const void *b)
 /* The new frame from a stats answer; -ENOMEM or 0. */
 static int take_stats(struct top *t, const cJSON *resp)
 {
-	const cJSON *rules = cli_get(resp, "rules"), *j;
-	uint64_t now = (uint64_t)cli_get_num(resp, "time_ns", 0);
-	size_t n = cJSON_GetArraySize(rules);
-	struct frame f = { .time_ns = now };
-	double dt_s;
+	const cJSON *j;
+	struct frame f = { 0 };
+	size_t k = 0;
 
-	f.rows = calloc(n ? n : 1, sizeof(*f.rows));
+	if (cli_rates_take(&t->rates, resp))
+		return -ENOMEM;
+	f.rows = calloc(t->rates.n ? t->rates.n : 1, sizeof(*f.rows));
 	if (!f.rows)
 		return -ENOMEM;
-	dt_s = t->shown.time_ns && now > t->shown.time_ns
-		       ? (now - t->shown.time_ns) / 1e9
-		       : 0;
-	cJSON_ArrayForEach(j, rules)
-		if (cJSON_IsObject(j) && f.n < n)
-			fill_row(t, &f.rows[f.n++], j, dt_s);
+	/* rates.r[k] is the k-th rule object of the answer */
+	cJSON_ArrayForEach(j, cli_get(resp, "rules"))
+		if (cJSON_IsObject(j) && k < t->rates.n)
+			fill_row(&f.rows[f.n++], j, &t->rates.r[k++]);
 	qsort(f.rows, f.n, sizeof(*f.rows), by_drops);
-	if (sl_index_init(&f.by_name, f.n)) {
-		free(f.rows);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < f.n; i++)
-		if (sl_index_add(&f.by_name, sl_fnv1a_str(f.rows[i].name), i)) {
-			frame_free(&f);
-			return -ENOMEM;
-		}
-	frame_free(&t->shown);
+	free(t->shown.rows);
 	t->shown = f;
 	return 0;
 }
@@ -475,7 +416,8 @@ static int run_top(const struct sl_cmd *cmd, void *opts, int argc,
 	err = run_view(&t);
 	endwin();
 	delscreen(screen);
-	frame_free(&t.shown);
+	free(t.shown.rows);
+	cli_rates_free(&t.rates);
 	if (err == -ENOMEM)
 		pr_err("top: out of memory");
 	return err == -ENOMEM ? SL_CLI_FAILED : SL_CLI_OK;

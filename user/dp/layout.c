@@ -296,6 +296,25 @@ static bool types_by_name(const struct btf *btf, const char *pin,
 	return false;
 }
 
+int sl_layout_var_offset(const struct sl_layout_map *m, const char *var)
+{
+	const struct btf_type *t = m->btf ? btf__type_by_id(m->btf,
+							     m->value_type)
+					  : NULL;
+	const struct btf_var_secinfo *vs;
+
+	if (!t || !btf_is_datasec(t))
+		return -ENOENT;
+	vs = btf_var_secinfos(t);
+	for (uint16_t i = 0; i < btf_vlen(t); i++, vs++) {
+		const struct btf_type *v = btf__type_by_id(m->btf, vs->type);
+
+		if (v && !strcmp(btf__name_by_offset(m->btf, v->name_off), var))
+			return vs->offset;
+	}
+	return -ENOENT;
+}
+
 int sl_layout_of_pins(const char *dir, const uint32_t *ids, uint32_t n_ids,
 		      struct sl_layout *l)
 {

@@ -58,6 +58,9 @@ void sl_layout_free(struct sl_layout *l);
 const struct sl_layout_map *sl_layout_find(const struct sl_layout *l,
 					   const char *name);
 
+/* The offset of variable var in a data section map (".bss"); -ENOENT. */
+int sl_layout_var_offset(const struct sl_layout_map *m, const char *var);
+
 /* A map's pin name (bpffs refuses names with dots, as in "sluice_b.bss"). */
 void sl_layout_pin_name(const char *map_name, char *out, size_t len);
 

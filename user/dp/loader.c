@@ -1057,14 +1057,31 @@ static bool any_breaker(const struct sl_ruleset *rs)
 	return false;
 }
 
+static libbpf_print_fn_t tc_print;
+
+/* The kernel's answers to a tc call whose failure is expected and handled
+ * (no clsact qdisc to detach from: "Parent Qdisc doesn't exists"; one
+ * there already: "Exclusivity flag on") are not worth a warning. */
+static int tc_quiet(enum libbpf_print_level level, const char *fmt,
+		    va_list ap)
+{
+	if (strstr(fmt, "Kernel error message"))
+		return 0;
+	return tc_print ? tc_print(level, fmt, ap) : 0;
+}
+
 int sl_tc_detach(int ifindex)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex,
 		    .attach_point = BPF_TC_EGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
 		    .priority = SL_TC_PRIO);
+	int err;
 
-	return bpf_tc_detach(&hook, &o);
+	tc_print = libbpf_set_print(tc_quiet);
+	err = bpf_tc_detach(&hook, &o);
+	libbpf_set_print(tc_print);
+	return err;
 }
 
 /* Our filter on ifc's clsact egress, replacing an earlier agent's. */
@@ -1075,8 +1092,11 @@ static int tc_attach(struct sl_dataplane *dp, struct sl_iface *ifc)
 	LIBBPF_OPTS(bpf_tc_opts, o, .handle = SL_TC_HANDLE,
 		    .priority = SL_TC_PRIO, .flags = BPF_TC_F_REPLACE,
 		    .prog_fd = bpf_program__fd(dp->skel->progs.sluice_egress));
-	int err = bpf_tc_hook_create(&hook);
+	int err;
 
+	tc_print = libbpf_set_print(tc_quiet);
+	err = bpf_tc_hook_create(&hook);
+	libbpf_set_print(tc_print);
 	if (err && err != -EEXIST)
 		return err;
 	err = bpf_tc_attach(&hook, &o);
@@ -1452,6 +1472,87 @@ int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed)
 	unlink(path);
 	*maps_removed = remove_if_no_link(pin_dir);
 	return 0;
+}
+
+/* The active rule set of pinned maps: set_gen's low bit in the bss. */
+static int pinned_active_set(const struct sl_layout *l, uint32_t *active)
+{
+	const struct sl_layout_map *bss = NULL;
+	uint32_t key = 0, gen;
+	uint8_t *val;
+	int off, err;
+
+	for (int i = 0; i < l->n; i++) {
+		size_t n = strlen(l->maps[i].name);
+
+		if (n > 4 && !strcmp(l->maps[i].name + n - 4, "_bss"))
+			bss = &l->maps[i];
+	}
+	if (!bss)
+		return -ENOENT;
+	off = sl_layout_var_offset(bss, "set_gen");
+	if (off < 0 || off + sizeof(gen) > bss->value_size)
+		return -ENOENT;
+	val = malloc(bss->value_size);
+	if (!val)
+		return -ENOMEM;
+	err = bpf_map_lookup_elem(bss->fd, &key, val) ? -errno : 0;
+	memcpy(&gen, val + off, sizeof(gen));
+	free(val);
+	*active = gen & 1;
+	return err;
+}
+
+int sl_pins_view(const char *pin_dir, struct sl_pins_view *v)
+{
+	const struct sl_layout_map *meta;
+	struct sl_pins p;
+	uint32_t active;
+	int err;
+
+	memset(v, 0, sizeof(*v));
+	err = sl_pins_open(pin_dir, "", &p);
+	if (!err && !p.n_links)
+		err = -ENOENT;
+	for (int i = 0; !err && i < p.n_links; i++) {
+		struct bpf_link_info info = { 0 };
+		__u32 len = sizeof(info);
+
+		snprintf(v->ifaces[i].name, sizeof(v->ifaces[i].name), "%s",
+			 p.links[i].ifname);
+		if (!bpf_obj_get_info_by_fd(p.links[i].fd, &info, &len))
+			v->ifaces[i].ifindex = info.xdp.ifindex;
+		v->n_ifaces++;
+	}
+	meta = sl_layout_find(&p.maps, "rule_meta");
+	if (!err && (!meta || meta->value_size != sizeof(struct sluice_rule_meta)))
+		err = -ENODATA;
+	if (!err && pinned_active_set(&p.maps, &active))
+		err = -ENODATA;
+	if (!err)
+		v->rules = calloc(meta->max_entries + 1, sizeof(*v->rules));
+	if (!err && !v->rules)
+		err = -ENOMEM;
+	for (uint32_t slot = 0; !err && slot < meta->max_entries; slot++) {
+		struct sl_slot_state *st = &v->rules[v->n_rules];
+		struct sluice_rule_meta m;
+
+		if (bpf_map_lookup_elem(meta->fd, &slot, &m) ||
+		    !(m.set_mask & (1u << active)))
+			continue;
+		st->in_force = true;
+		st->def_hash = m.def_hash;
+		memcpy(st->name, m.name, sizeof(st->name) - 1);
+		v->n_rules++;
+	}
+	sl_pins_close(&p);
+	return err;
+}
+
+void sl_pins_view_free(struct sl_pins_view *v)
+{
+	free(v->rules);
+	memset(v, 0, sizeof(*v));
 }
 
 void sl_dp_abandon(struct sl_dataplane *dp)

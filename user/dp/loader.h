@@ -186,6 +186,24 @@ void sl_dp_destroy(struct sl_dataplane *dp);
  */
 int sl_pins_down(const char *pin_dir, const char *ifname, bool *maps_removed);
 
+/* What a pinned data plane enforces, read from its pins alone. */
+struct sl_pins_view {
+	int n_ifaces;
+	struct {
+		char name[IF_NAMESIZE];
+		int ifindex; /* 0: the link's interface is gone */
+	} ifaces[SL_MAX_IFACES];
+	size_t n_rules; /* the rule set in force */
+	struct sl_slot_state *rules; /* name and def_hash */
+};
+
+/* The links pinned in pin_dir and the rules their maps hold in force,
+ * without loading anything (no agent needed). -ENOENT: no link pinned;
+ * -ENODATA: links but no rules readable (the interfaces are set). Free
+ * with sl_pins_view_free() whatever it returns. */
+int sl_pins_view(const char *pin_dir, struct sl_pins_view *v);
+void sl_pins_view_free(struct sl_pins_view *v);
+
 /*
  * A start that failed: detach the links this process made and, unless it
  * adopted an earlier agent's data plane, remove the pins, so nothing

@@ -206,12 +206,12 @@ int sl_params_error(const struct sl_cmd *cmd, const char *fmt, ...)
 
 /* ---- parsing ---- */
 
-/* The option named word (a long name, or a prefix of exactly one) among
- * every command's, for "does not apply here". */
+/* The option named word (its long name exactly: a prefix of another
+ * verb's option is only a typo here) or short_name among every command's,
+ * for "does not apply here". */
 static const struct sl_opt *find_anywhere(const struct sl_cmd *const *cmds,
 					  const char *word, char short_name)
 {
-	const struct sl_opt *found = NULL;
 	size_t len = strcspn(word, "=");
 
 	for (; *cmds; cmds++) {
@@ -219,16 +219,32 @@ static const struct sl_opt *find_anywhere(const struct sl_cmd *const *cmds,
 			const struct sl_opt *o = &(*cmds)->opts[i];
 
 			if (short_name ? o->short_name == short_name
-				       : !strncmp(o->name, word, len)) {
-				if (!short_name && strlen(o->name) == len)
-					return o;
-				if (found && strcmp(found->name, o->name))
-					return NULL; /* ambiguous */
-				found = o;
-			}
+				       : !strncmp(o->name, word, len) &&
+						 strlen(o->name) == len)
+				return o;
 		}
 	}
-	return found;
+	return NULL;
+}
+
+/* The option of cmd closest to word (without "--"), for "did you mean";
+ * NULL when none is near. */
+static const char *closest_opt(const struct sl_cmd *cmd, const char *word)
+{
+	char w[SL_EDIT_MAX + 1];
+	unsigned int best = 3;
+	const char *name = NULL;
+
+	snprintf(w, sizeof(w), "%.*s", (int)strcspn(word, "="), word);
+	for (int i = 0; i < n_opts(cmd); i++) {
+		unsigned int d = sl_edit_distance(w, cmd->opts[i].name);
+
+		if (!cmd->opts[i].hidden && d < best) {
+			best = d;
+			name = cmd->opts[i].name;
+		}
+	}
+	return name;
 }
 
 static const char *type_what(const struct sl_opt *o, char *buf, size_t len)
@@ -339,10 +355,16 @@ static int bad_option(const struct sl_cmd *cmd, const struct sl_cmd *const *all,
 	/* getopt steps over an unknown long option; a short one is in
 	 * optopt */
 	if (!optopt && !strncmp(word, "--", 2)) {
+		const char *near = closest_opt(cmd, word + 2);
+
 		other = find_anywhere(all, word + 2, 0);
 		if (other)
 			return sl_params_error(cmd, "option '--%s' does not "
 						    "apply here", other->name);
+		if (near)
+			return sl_params_error(cmd, "unknown or ambiguous "
+						    "option '%s' (did you mean "
+						    "'--%s'?)", word, near);
 		return sl_params_error(cmd, "unknown or ambiguous option '%s'",
 				       word);
 	}
@@ -469,6 +491,30 @@ static bool is_group(const struct sl_cmd *const *cmds, const char *word)
 	return false;
 }
 
+/* The command (or group) closest to word; NULL when none is near. */
+static const char *closest_cmd(const struct sl_cmd *const *cmds,
+			       const char *word)
+{
+	static char best_name[64];
+	unsigned int best = 3;
+	const char *found = NULL;
+
+	for (; *cmds; cmds++) {
+		char first[64];
+		unsigned int d;
+
+		snprintf(first, sizeof(first), "%.*s",
+			 (int)strcspn((*cmds)->name, " "), (*cmds)->name);
+		d = sl_edit_distance(word, first);
+		if (d < best) {
+			best = d;
+			snprintf(best_name, sizeof(best_name), "%s", first);
+			found = best_name;
+		}
+	}
+	return found;
+}
+
 static bool is_help(const char *s)
 {
 	return !strcmp(s, "-h") || !strcmp(s, "--help");
@@ -513,8 +559,12 @@ int sl_params_main(const struct sl_cmd *const *cmds, int argc, char **argv)
 	if (cmd)
 		return run(cmd, cmds, argc, argv);
 	if (!is_group(cmds, argv[0])) {
-		pr_err("unknown command '%s'", argv[0]);
-		print_commands(stderr, cmds);
+		const char *near = closest_cmd(cmds, argv[0]);
+
+		/* one line, not the whole list: `help` is there for that */
+		pr_err("unknown command '%s'%s%s%s; `" PROGRAM " help` lists "
+		       "the commands", argv[0], near ? " (did you mean '" : "",
+		       near ? near : "", near ? "'?)" : "");
 		return SL_EXIT_USAGE;
 	}
 	group_subs(cmds, argv[0], subs, sizeof(subs));

@@ -179,44 +179,6 @@ static const char *json_type(const cJSON *it)
 }
 
 /*
- * Edit distance counting a swap of neighbours as one edit ("dprot" is one
- * from "dport", not two, so it is not mistaken for "proto"). Optimal
- * string alignment over three rolling rows; callers bound the lengths.
- */
-static unsigned int edit_distance(const char *a, const char *b)
-{
-	unsigned int rows[3][SL_KEY_SHOW_MAX + 1];
-	unsigned int *pp, *prev, *cur;
-	size_t la = strlen(a), lb = strlen(b), i, j;
-
-	if (la > SL_KEY_SHOW_MAX || lb > SL_KEY_SHOW_MAX)
-		return ~0u;
-	/* Row i lives in rows[i % 3]. */
-	for (j = 0; j <= lb; j++)
-		rows[0][j] = j;
-	for (i = 1; i <= la; i++) {
-		cur = rows[i % 3];
-		prev = rows[(i + 2) % 3];
-		pp = rows[(i + 1) % 3];
-		cur[0] = i;
-		for (j = 1; j <= lb; j++) {
-			unsigned int best =
-			    prev[j - 1] + (a[i - 1] != b[j - 1]);
-
-			if (prev[j] + 1 < best)
-				best = prev[j] + 1;
-			if (cur[j - 1] + 1 < best)
-				best = cur[j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
-			    a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
-				best = pp[j - 2] + 1;
-			cur[j] = best;
-		}
-	}
-	return rows[la % 3][lb];
-}
-
-/*
  * Report keys of obj that are not in known (NULL-terminated) and keys that
  * appear twice: cJSON keeps duplicates and a lookup would silently take
  * the first one. where is the object's own path ("match") or NULL.
@@ -248,7 +210,7 @@ static void report_keys(struct rule_ctx *rc, const cJSON *obj,
 		}
 		/* a suggestion only for an unknown key: the rare case */
 		for (k = 0; known[k]; k++) {
-			unsigned int d = edit_distance(it->string, known[k]);
+			unsigned int d = sl_edit_distance(it->string, known[k]);
 
 			if (d < bestd) {
 				bestd = d;
@@ -1447,12 +1409,14 @@ static void syntax_error(struct errbuf *eb, const char *json, size_t len,
 static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		     size_t *n_out, bool *allow_empty, struct errbuf *eb)
 {
-	static const char *const known[] = {"rules", "allow_empty", NULL};
+	/* "$schema": editors find rules/schema.json by it; not kept */
+	static const char *const known[] = {"rules", "allow_empty", "$schema",
+					    NULL};
 	struct rule_ctx rc = {.eb = eb, .label = "document"};
 	struct sl_rule *rules = NULL;
 	const char **names = NULL;
 	size_t *first_of = NULL;
-	const cJSON *got[2], *arr, *it;
+	const cJSON *got[3], *arr, *it;
 	size_t n, i;
 
 	if (!cJSON_IsObject(doc)) {
@@ -1467,6 +1431,9 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		rule_err(&rc, "allow_empty", "must be true or false, got %s",
 			 json_type(got[1]));
 	*allow_empty = cJSON_IsTrue(got[1]);
+	if (got[2] && !cJSON_IsString(got[2]))
+		rule_err(&rc, "$schema", "must be a string (the schema's URI), "
+			 "got %s", json_type(got[2]));
 	if (!arr) {
 		rule_err(&rc, "rules", "required");
 		return -EINVAL;
@@ -1627,7 +1594,10 @@ int sl_rules_read_file(const char *path, char **text, size_t *len,
 
 	if (err && errlen)
 		err[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!strcmp(path, "-"))
+		path = "<stdin>";
+	fd = strcmp(path, "<stdin>") ? open(path, O_RDONLY | O_CLOEXEC)
+				     : dup(STDIN_FILENO);
 	if (fd < 0) {
 		ret = -errno;
 		path_err(err, errlen, path, "cannot open", -ret);

@@ -31,8 +31,8 @@ int sl_rules_from_cjson(const cJSON *doc, struct sl_ruleset *out, char *err,
 int sl_rules_from_array(const cJSON *arr, struct sl_ruleset *out, char *err,
 			size_t errlen);
 
-/* The bytes of a rule file (64 MiB at most), not parsed: *text malloc'd,
- * NUL-terminated; errors name the file. */
+/* The bytes of a rule file (64 MiB at most; "-" reads stdin), not parsed:
+ * *text malloc'd, NUL-terminated; errors name the file. */
 int sl_rules_read_file(const char *path, char **text, size_t *len,
 		       char *err, size_t errlen);
 

@@ -193,18 +193,6 @@ cJSON *sl_ruleset_diff_json(const struct sl_ruleset *old,
 	return o;
 }
 
-/* a then b at buf + *used; false once they no longer fit */
-static bool put(char *buf, size_t len, size_t *used, const char *a,
-		const char *b)
-{
-	int w = snprintf(buf + *used, len - *used, "%s%s", a, b);
-
-	if (w < 0 || (size_t)w >= len - *used)
-		return false;
-	*used += w;
-	return true;
-}
-
 void sl_ruleset_diff_text(const struct sl_ruleset_diff *d, char *buf,
 			  size_t len)
 {
@@ -213,28 +201,35 @@ void sl_ruleset_diff_text(const struct sl_ruleset_diff *d, char *buf,
 		const char **names;
 		size_t n;
 	} parts[] = {
-		{ "added ", d->added, d->n_added },
-		{ "removed ", d->removed, d->n_removed },
-		{ "changed ", d->changed, d->n_changed },
+		{ "added", d->added, d->n_added },
+		{ "removed", d->removed, d->n_removed },
+		{ "changed", d->changed, d->n_changed },
 	};
-	size_t used = 0;
+	/* room kept for the count of what does not fit */
+	const size_t tail = sizeof(" ... and 99999 more"); /* SL_MAX_RULES */
+	size_t used = 0, more = 0;
 
-	if (len < 4)
+	if (!len)
 		return;
 	buf[0] = 0;
 	for (size_t p = 0; p < ARRAY_SIZE(parts); p++) {
 		for (size_t i = 0; i < parts[p].n; i++) {
-			bool ok = i ? put(buf, len - 3, &used, ", ", "")
-				    : put(buf, len - 3, &used,
-					  used ? "; " : "", parts[p].what);
+			const char *name = parts[p].names[i];
+			size_t need = strlen(name) +
+				      (i ? 2 : strlen(parts[p].what) + 3);
 
-			if (!ok || !put(buf, len - 3, &used, parts[p].names[i],
-					"")) {
-				snprintf(buf + used, len - used, "...");
-				return;
+			if (more || used + need + tail > len) {
+				more++;
+				continue;
 			}
+			used += snprintf(buf + used, len - used, "%s%s%s%s",
+					 !i && used ? "; " : "",
+					 i ? ", " : parts[p].what,
+					 i ? "" : " ", name);
 		}
 	}
-	if (!used)
+	if (more)
+		snprintf(buf + used, len - used, " ... and %zu more", more);
+	else if (!used)
 		snprintf(buf, len, "no rule changed");
 }

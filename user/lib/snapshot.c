@@ -383,6 +383,7 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 			  struct sl_snapshot *out, char *err, size_t errlen)
 {
 	const cJSON *fmt, *ver, *at, *sum, *arr;
+	struct sl_snapshot_source src = {0};
 	char want[SL_CHECKSUM_LEN + 1], *rerr, *canon;
 	struct sl_ruleset rs = {0};
 	int64_t updated_at;
@@ -515,11 +516,13 @@ static int parse_snapshot(const char *path, const cJSON *doc,
 		sl_ruleset_free(&rs);
 		return -EINVAL;
 	}
-	ret = parse_extras(path, doc, &rs, &out->source, err, errlen);
+	ret = parse_extras(path, doc, &rs, &src, err, errlen);
 	if (ret) {
+		sl_snapshot_source_free(&src);
 		sl_ruleset_free(&rs);
 		return ret;
 	}
+	out->source = src;
 	out->version = v;
 	out->updated_at = updated_at;
 	out->rules = rs;

@@ -265,9 +265,54 @@ int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max,
 			return -EINVAL;
 		}
 		memcpy(names[*n], it, len);
-		names[(*n)++][len] = '\0';
+		names[*n][len] = '\0';
+		for (int i = 0; i < *n; i++)
+			if (!strcmp(names[i], names[*n])) {
+				snprintf(err, errlen, "'%s' is given twice in "
+					 "'%s'", names[i], list);
+				return -EINVAL;
+			}
+		(*n)++;
 	}
 	return 0;
+}
+
+/*
+ * Edit distance counting a swap of neighbours as one edit ("dprot" is one
+ * from "dport", not two, so it is not mistaken for "proto"). Optimal
+ * string alignment over three rolling rows.
+ */
+unsigned int sl_edit_distance(const char *a, const char *b)
+{
+	unsigned int rows[3][SL_EDIT_MAX + 1];
+	unsigned int *pp, *prev, *cur;
+	size_t la = strlen(a), lb = strlen(b), i, j;
+
+	if (la > SL_EDIT_MAX || lb > SL_EDIT_MAX)
+		return ~0u;
+	/* Row i lives in rows[i % 3]. */
+	for (j = 0; j <= lb; j++)
+		rows[0][j] = j;
+	for (i = 1; i <= la; i++) {
+		cur = rows[i % 3];
+		prev = rows[(i + 2) % 3];
+		pp = rows[(i + 1) % 3];
+		cur[0] = i;
+		for (j = 1; j <= lb; j++) {
+			unsigned int best =
+			    prev[j - 1] + (a[i - 1] != b[j - 1]);
+
+			if (prev[j] + 1 < best)
+				best = prev[j] + 1;
+			if (cur[j - 1] + 1 < best)
+				best = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && pp[j - 2] + 1 < best)
+				best = pp[j - 2] + 1;
+			cur[j] = best;
+		}
+	}
+	return rows[la % 3][lb];
 }
 
 /* ---- files ---- */

@@ -163,6 +163,13 @@ uint32_t sl_backoff_ms(uint32_t min_ms, uint32_t max_ms, uint32_t failures,
 /* xorshift32 of *state (not 0): jitter only, nothing secret. */
 uint32_t sl_xorshift32(uint32_t *state);
 
+/* ---- words ---- */
+
+/* Edit distance of a and b, a swap of neighbours one edit, for "did you
+ * mean"; ~0u when either is longer than SL_EDIT_MAX bytes. */
+#define SL_EDIT_MAX 64
+unsigned int sl_edit_distance(const char *a, const char *b);
+
 /* ---- time ---- */
 
 /* CLOCK_MONOTONIC in ns: what durations and deadlines are measured in. */

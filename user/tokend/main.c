@@ -86,6 +86,7 @@ static void raise_nofile(const struct sl_tokend_cfg *cfg)
 }
 
 struct tokend_opts {
+	struct sl_log_opts log;
 	struct sl_tokend_cfg cfg;
 	const char *rules, *state_dir, *secrets, *metrics;
 	bool learn_given;
@@ -268,6 +269,7 @@ static void defaults(void *opts)
 
 	sl_tokend_cfg_default(&o->cfg);
 	o->election.ttl_ms = SL_ELECTION_TTL_MS;
+	o->log.level = SL_LOG_INFO;
 }
 
 static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
@@ -312,6 +314,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 					    "HOST:PORT, where agents reach "
 					    "this replica");
 	cfg.elected = ec.name != NULL;
+	sl_log_daemon(&o->log, NULL);
 	raise_nofile(&cfg);
 	err = calloc(1, ERRBUF);
 	if (!err)
@@ -451,6 +454,7 @@ static const struct sl_opt tokend_opts[] = {
 	  .field = SL_FIELD(struct tokend_opts, election.ttl_ms),
 	  .metavar = "MS", .min = 1000, .max = 3600000,
 	  .help = "the leader's etcd lease, whole seconds (2000)" },
+	SL_LOG_OPTS(struct tokend_opts, log),
 	{ 0 },
 };
 
