@@ -589,10 +589,15 @@ static __always_inline void breaker_response(const struct sluice_conn_key *k,
 
 /* ---- XDP: a request of a rule with a breaker ---------------------------- */
 
-/* Does a packet of a rule whose rule_cpu.has_breaker is `on` ask it? */
+/* Does a packet of a rule whose rule_cpu.has_breaker is `on` ask it? A
+ * later fragment (UDP port 0: no L4 header) does not: its datagram asked
+ * with its first fragment. */
 static __always_inline bool breaker_asked(__u8 on, __u32 port_key)
 {
-	return on == SLUICE_BRK_ON_UDP || port_key_is_syn(port_key);
+	if (on == SLUICE_BRK_ON_UDP)
+		return port_key != sluice_port_key(4, SLUICE_SLOT_UDP, 0) &&
+		       port_key != sluice_port_key(6, SLUICE_SLOT_UDP, 0);
+	return port_key_is_syn(port_key);
 }
 
 /*

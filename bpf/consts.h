@@ -104,7 +104,19 @@
 #define SLUICE_BRK_CONNS 16384
 #endif
 
-/* IPv6 extension headers walked before giving up (malformed). */
+/* Fragmented datagrams whose first fragment's verdict is kept for the
+ * later ones (an LRU; bound and memory in docs/architecture.md). */
+#ifndef SLUICE_FRAG_DATAGRAMS
+#define SLUICE_FRAG_DATAGRAMS 32768
+#endif
+
+/* A datagram's verdict outlives its first fragment by this much: the
+ * kernel's own reassembly timeout (net.ipv4.ipfrag_time, 30 s). */
+#ifndef SLUICE_FRAG_TTL_NS
+#define SLUICE_FRAG_TTL_NS 30000000000ULL
+#endif
+
+/* IPv6 extension headers walked before giving up (unclassified). */
 #ifndef SLUICE_MAX_IPV6_EXT
 #define SLUICE_MAX_IPV6_EXT 8
 #endif

@@ -157,6 +157,25 @@ struct {
 	__type(value, struct sluice_conn);
 } breaker_conns SEC(".maps");
 
+/* The first fragment's verdict of each fragmented datagram, for its
+ * later fragments (sluice.bpf.c); written once per datagram. One LRU
+ * for all CPUs: a datagram's fragments reach the CPU of its L3 hash, and
+ * a CPU's own list would hold 1/nr_cpus (docs/architecture.md). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SLUICE_FRAG_DATAGRAMS);
+	__type(key, struct sluice_frag_key);
+	__type(value, struct sluice_frag);
+} frag_table SEC(".maps");
+
+/* A per-CPU place for a frag_table key and value, off the stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_frag_buf);
+} frag_key_buf SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_ST_MAX);
@@ -180,6 +199,10 @@ volatile __u32 set_gen;
  * through the skeleton's mmap. */
 __u32 port_table[SLUICE_NUM_SETS * SLUICE_SET_SPACE];
 
+/* What each set's rules need to classify a packet (SLUICE_NEED_*),
+ * written with its port table. */
+__u32 needs_l4[SLUICE_NUM_SETS];
+
 /* Fixed at load time: the CPUs rule_cpu is sized for, the test clock. */
 const volatile __u32 nr_cpus = 1;
 const volatile __u8 test_clock = 0;
@@ -187,7 +210,8 @@ const volatile __u8 test_clock = 0;
 /* The clock of test builds: written by the test through the .bss map. */
 volatile __u64 test_now_ns;
 
-/* Verdict for packets whose headers are cut short or inconsistent. */
-const volatile __u32 malformed_verdict = XDP_PASS;
+/* Verdict for packets sluice cannot classify: headers cut short or
+ * inconsistent, or missing what a rule in force needs. */
+const volatile __u32 unclassified_verdict = XDP_DROP;
 
 #endif

@@ -3,7 +3,10 @@
  * Header parsing: Ethernet, up to two VLAN tags, IPv4 (options, fragments),
  * IPv6 with a bounded walk over extension headers, TCP/UDP/ICMP/ICMPv6.
  * Every read is bounds-checked against data_end; a header cut short or
- * inconsistent yields a SLUICE_ST_MALFORMED_* code (docs/architecture.md).
+ * inconsistent yields a SLUICE_ST_MALFORMED_* code, a packet the kernel
+ * may still deliver but whose headers sluice cannot read in full one of
+ * the unclassified codes (SLUICE_ST_FRAG_TINY, SLUICE_ST_IP6_CHAIN;
+ * docs/architecture.md).
  */
 #ifndef SLUICE_PARSE_H
 #define SLUICE_PARSE_H
@@ -42,7 +45,7 @@ struct ipv6_frag {
 	__u8 nexthdr;
 	__u8 reserved;
 	__be16 frag_off;
-	__be32 id;
+	__be32 identification;
 };
 
 /* Words, not bytes: the fast path then needs no zero-extensions. */
@@ -56,7 +59,22 @@ struct sluice_pkt {
 	__u32 vlan;		/* innermost VID; 0: untagged, priority tag */
 	const __u8 *saddr;	/* into the packet, bounds already checked */
 	const __u8 *daddr;
+	/* a fragment's datagram: IPv4's id, or IPv6's Fragment header id */
+	__u32 frag_id;
+	__u8 frag;		/* SLUICE_FRAG_*; 0: not a fragment */
+	__u8 frag_proto;	/* IPv4's protocol, a part of the datagram's key */
 };
+
+#define SLUICE_FRAG_FIRST 1	/* offset 0, more to come */
+#define SLUICE_FRAG_LATER 2	/* offset > 0: no L4 header */
+
+/* A cut L4 header: the port-0 key of its protocol, which a first
+ * fragment cut there is classified by where no rule needs the port. */
+static __always_inline int l4_short(struct sluice_pkt *p, __u32 slot)
+{
+	p->port_key = sluice_port_key(p->family, slot, 0);
+	return SLUICE_ST_MALFORMED_L4;
+}
 
 /* L4 header at pos for protocol proto; pos may be past data_end. */
 static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
@@ -67,7 +85,7 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 		struct tcphdr *th = pos;
 
 		if ((void *)(th + 1) > data_end)
-			return SLUICE_ST_MALFORMED_L4;
+			return l4_short(p, SLUICE_SLOT_TCP);
 		p->port_key = sluice_port_key(p->family,
 					      th->syn && !th->ack ?
 						      SLUICE_SLOT_TCP_SYN :
@@ -79,7 +97,7 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 		struct udphdr *uh = pos;
 
 		if ((void *)(uh + 1) > data_end)
-			return SLUICE_ST_MALFORMED_L4;
+			return l4_short(p, SLUICE_SLOT_UDP);
 		p->port_key = sluice_port_key(p->family, SLUICE_SLOT_UDP,
 					      bpf_ntohs(uh->dest));
 		return PARSE_OK;
@@ -95,7 +113,9 @@ static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
 		}
 		/* type, code, checksum and the 4-byte rest of header */
 		if (pos + 8 > data_end)
-			return SLUICE_ST_MALFORMED_L4;
+			return l4_short(p, proto == IPPROTO_ICMP ?
+						   SLUICE_SLOT_ICMP :
+						   SLUICE_SLOT_ICMPV6);
 		p->port_key = sluice_port_key(p->family,
 					      proto == IPPROTO_ICMP ?
 						      SLUICE_SLOT_ICMP :
@@ -143,12 +163,33 @@ static __always_inline int parse_ipv4(struct sluice_pkt *p, void *pos,
 	p->family = 4;
 	p->saddr = (const __u8 *)&iph->saddr;
 	p->daddr = (const __u8 *)&iph->daddr;
-	if (iph->frag_off & bpf_htons(IP_OFFSET)) {
-		p->port_key = sluice_port_key(4, fragment_slot(iph->protocol, 4),
-					      0);
-		return SLUICE_ST_FRAGMENTS;
+	/* one test for an unfragmented datagram */
+	if (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
+		p->frag_id = iph->id;
+		p->frag_proto = iph->protocol;
+		p->frag = SLUICE_FRAG_FIRST;
+		if (iph->frag_off & bpf_htons(IP_OFFSET)) {
+			p->frag = SLUICE_FRAG_LATER;
+			p->port_key = sluice_port_key(
+				4, fragment_slot(iph->protocol, 4), 0);
+			return SLUICE_ST_FRAGMENTS;
+		}
 	}
 	return parse_l4(p, pos + hlen, data_end, iph->protocol);
+}
+
+/* An IPv6 chain the walk does not finish: no protocol known. */
+static __always_inline int ip6_chain(struct sluice_pkt *p)
+{
+	p->port_key = sluice_port_key(6, SLUICE_SLOT_OTHER, 0);
+	return SLUICE_ST_IP6_CHAIN;
+}
+
+/* A chain cut short: malformed, but in a first fragment the rest of it
+ * may come in the next (what RFC 7112 forbids, the kernel reassembles). */
+static __always_inline int ip6_cut(struct sluice_pkt *p)
+{
+	return p->frag ? ip6_chain(p) : SLUICE_ST_MALFORMED_IP6;
 }
 
 static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
@@ -177,21 +218,27 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 			struct ipv6_opt *opt = pos;
 
 			if ((void *)(opt + 1) > data_end)
-				return SLUICE_ST_MALFORMED_IP6;
+				return ip6_cut(p);
 			nexthdr = opt->nexthdr;
 			pos += (opt->hdrlen + 1) * 8;
 			/* cut inside this header: an IPv6 error, not L4 */
 			if (pos > data_end)
-				return SLUICE_ST_MALFORMED_IP6;
+				return ip6_cut(p);
 			break;
 		}
 		case IPPROTO_FRAGMENT: {
 			struct ipv6_frag *fh = pos;
 
 			if ((void *)(fh + 1) > data_end)
-				return SLUICE_ST_MALFORMED_IP6;
+				return ip6_cut(p);
 			nexthdr = fh->nexthdr;
+			/* offset or M: a fragment (RFC 6946: not both 0) */
+			if (fh->frag_off & bpf_htons(0xFFF9)) {
+				p->frag_id = fh->identification;
+				p->frag = SLUICE_FRAG_FIRST;
+			}
 			if (fh->frag_off & bpf_htons(0xFFF8)) {
+				p->frag = SLUICE_FRAG_LATER;
 				p->port_key = sluice_port_key(
 					6, fragment_slot(nexthdr, 6), 0);
 				return SLUICE_ST_FRAGMENTS;
@@ -203,8 +250,8 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 			return parse_l4(p, pos, data_end, nexthdr);
 		}
 	}
-	/* more extension headers than we walk: judged as malformed */
-	return SLUICE_ST_MALFORMED_IP6;
+	/* more extension headers than we walk: the protocol is unknown */
+	return ip6_chain(p);
 }
 
 static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
@@ -213,13 +260,16 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	struct ethhdr *eth = data;
 	void *pos = eth + 1;
 	__be16 proto;
-	int i;
+	int i, rc;
 
 	p->len = data_end - data;
 	/* set on every path, so that no reader sees them uninitialized */
 	p->family = 0;
 	p->port_key = 0;
 	p->vlan = 0;
+	p->frag_id = 0;
+	p->frag = 0;
+	p->frag_proto = 0;
 	if (pos > data_end)
 		return SLUICE_ST_MALFORMED_ETH;
 	/* one 16-bit load: struct ethhdr is packed, so its field is read
@@ -242,12 +292,19 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	}
 
 	if (proto == bpf_htons(ETH_P_IP))
-		return parse_ipv4(p, pos, data_end);
-	if (proto == bpf_htons(ETH_P_IPV6))
-		return parse_ipv6(p, pos, data_end);
-	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD))
+		rc = parse_ipv4(p, pos, data_end);
+	else if (proto == bpf_htons(ETH_P_IPV6))
+		rc = parse_ipv6(p, pos, data_end);
+	else if (proto == bpf_htons(ETH_P_8021Q) ||
+		 proto == bpf_htons(ETH_P_8021AD))
 		return SLUICE_ST_MALFORMED_VLAN; /* a third tag */
-	return PARSE_NOT_IP;
+	else
+		return PARSE_NOT_IP;
+	/* a first fragment too short for its L4 header: the rest comes
+	 * with the next fragment (RFC 1858, RFC 3128) */
+	if (rc == SLUICE_ST_MALFORMED_L4 && p->frag)
+		return SLUICE_ST_FRAG_TINY;
+	return rc;
 }
 
 #endif

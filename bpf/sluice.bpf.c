@@ -19,33 +19,22 @@
 #include "classify.h"
 #include "admit.h"
 #include "breaker.h"
+#include "frag.h"
 
-SEC("xdp")
-int sluice_xdp(struct xdp_md *ctx)
+/*
+ * The verdict of the rule ref names for p (none: pass), for a packet
+ * classified or a later fragment charged to its datagram's rule.
+ */
+static __always_inline int judge(struct xdp_md *ctx,
+				 const struct sluice_pkt *p, __u32 ref)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct sluice_rule_cpu *rc;
 	struct sluice_rule_cfg *cfg;
-	struct sluice_pkt p;
-	__u32 ref, slot, cpu_slot;
+	__u32 slot, cpu_slot;
 	__u64 cost;
 	bool passed;
-	int rc_parse, verdict;
+	int verdict;
 
-	rc_parse = parse_packet(&p, data, data_end);
-	if (rc_parse == PARSE_NOT_IP) {
-		host_stat(SLUICE_ST_UNMATCHED);
-		return XDP_PASS;
-	}
-	if (rc_parse == SLUICE_ST_FRAGMENTS) {
-		host_stat(SLUICE_ST_FRAGMENTS);
-	} else if (rc_parse != PARSE_OK) {
-		host_stat(rc_parse);
-		return malformed_verdict;
-	}
-
-	ref = classify(&p, ctx);
 	if (ref == SLUICE_REF_NONE) {
 		host_stat(SLUICE_ST_UNMATCHED);
 		return XDP_PASS;
@@ -56,14 +45,14 @@ int sluice_xdp(struct xdp_md *ctx)
 	if (rc) {
 		/* one byte of the line judge_fast() reads anyway */
 		if (rc->has_breaker &&
-		    breaker_asked(rc->has_breaker, p.port_key)) {
+		    breaker_asked(rc->has_breaker, p->port_key)) {
 			verdict = breaker_request(ctx, slot);
 			if (verdict == XDP_TX)
 				return breaker_rst(ctx);
 			if (verdict >= 0)
 				return verdict;
 		}
-		verdict = judge_fast(rc, p.len);
+		verdict = judge_fast(rc, p->len);
 		if (verdict >= 0)
 			return verdict;
 	}
@@ -73,25 +62,68 @@ int sluice_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	cost = cfg->grade == SLUICE_GRADE_BPS ? p.len : 1;
+	cost = cfg->grade == SLUICE_GRADE_BPS ? p->len : 1;
 	/* a flood's drops are held: counted in bulk (flush_held()) */
 	if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
-		enum admit_result res = admit_source(slot, &p, rc, cfg, cost);
+		enum admit_result res = admit_source(slot, p, rc, cfg, cost);
 
 		if (res == ADMIT_HELD)
 			goto refused;
 		passed = res == ADMIT_PASSED;
 	} else if (rc->tokens < cost &&
-		   hold_refused(rc, cfg, &rc->refusal, cfg->slot_ns, p.len)) {
+		   hold_refused(rc, cfg, &rc->refusal, cfg->slot_ns, p->len)) {
 		goto refused;
 	} else {
 		passed = admit_rule(slot, rc, cfg, cost);
 	}
-	account(rc, cfg, p.len, passed);
+	account(rc, cfg, p->len, passed);
 	if (passed)
 		return XDP_PASS;
 refused:
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
+}
+
+SEC("xdp")
+int sluice_xdp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	const struct sluice_frag *f;
+	struct sluice_pkt p;
+	int rc_parse;
+	__u32 ref;
+
+	rc_parse = parse_packet(&p, data, data_end);
+	if (rc_parse == PARSE_NOT_IP) {
+		host_stat(SLUICE_ST_UNMATCHED);
+		return XDP_PASS;
+	}
+	if (p.frag)
+		frag_key(&p);
+	if (rc_parse == SLUICE_ST_FRAGMENTS) {
+		host_stat(SLUICE_ST_FRAGMENTS);
+		f = frag_find();
+		if (f && !frag_charged(f->ref))
+			return XDP_PASS;
+		if (f) {
+			ref = f->ref;
+			goto charge;
+		}
+		rc_parse = SLUICE_ST_FRAG_ORPHAN;
+	}
+	/* the malformed codes come before the unclassified ones */
+	if (rc_parse != PARSE_OK && (rc_parse < SLUICE_ST_FRAG_ORPHAN ||
+				     rules_need(&p, rc_parse))) {
+		host_stat(rc_parse);
+		return unclassified_verdict;
+	}
+	ref = classify(&p, ctx);
+	/* before the verdict: a branch after judge() would double the
+	 * verifier's walk of it */
+	if (p.frag == SLUICE_FRAG_FIRST)
+		frag_note(ref);
+charge:
+	return judge(ctx, &p, ref);
 }
 
 /* The answers to the requests of rules with a breaker, on egress (tc);

@@ -372,6 +372,41 @@ struct sluice_conn {
 	__u32 flags;		/* SLUICE_CONN_* */
 };
 
+/*
+ * needs_l4[set]: what the rules of a set need to classify a packet, per
+ * family (IPv6's bits shifted by SLUICE_NEED_V6_SHIFT). A packet that
+ * lacks what no rule needs is classified without it.
+ */
+#define SLUICE_NEED_TCP_PORT  (1u << 0) /* a TCP port or SYN flag */
+#define SLUICE_NEED_UDP_PORT  (1u << 1)
+#define SLUICE_NEED_PROTO     (1u << 2) /* the IP protocol */
+#define SLUICE_NEED_V6_SHIFT  4
+
+/* A fragmented datagram: frag_table's key, as the kernel reassembles
+ * (RFC 791, RFC 8200), with the VLAN that classification reads. */
+struct sluice_frag_key {
+	__u32 saddr[4];		/* IPv4: saddr[0], the rest 0 */
+	__u32 daddr[4];
+	__u32 id;		/* IPv4's 16-bit id; IPv6's Fragment header id */
+	__u8 family;		/* 4 or 6 */
+	/* IPv4's protocol; 0 for IPv6, whose first fragment alone says */
+	__u8 proto;
+	__u16 vlan;
+};
+
+/* The rule that judged the first fragment of a datagram. */
+struct sluice_frag {
+	__u64 first_ns;		/* when; older than SLUICE_FRAG_TTL_NS: gone */
+	__u32 ref;		/* its slot + 1; 0: no rule */
+	__u32 pad;
+};
+
+/* frag_key_buf's value: a key and a value built off the stack. */
+struct sluice_frag_buf {
+	struct sluice_frag_key key;
+	struct sluice_frag val;
+};
+
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {
 	SLUICE_ST_UNMATCHED = 0,
@@ -383,6 +418,10 @@ enum sluice_stat {
 	SLUICE_ST_FRAGMENTS,	/* non-first fragments (no L4 header) */
 	SLUICE_ST_NO_RULE_CFG,	/* a class pointed at an unknown slot */
 	SLUICE_ST_SRC_TABLE_FULL, /* source table exhausted: blocked */
+	/* unclassified, where a rule in force needs what is missing: */
+	SLUICE_ST_FRAG_ORPHAN,	/* a later fragment, its first not seen */
+	SLUICE_ST_FRAG_TINY,	/* a first fragment without its L4 header */
+	SLUICE_ST_IP6_CHAIN,	/* more IPv6 extension headers than walked */
 	SLUICE_ST_MAX,
 };
 

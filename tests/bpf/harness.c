@@ -260,6 +260,13 @@ const char *verdict_str(int v)
 
 /* ---- fixture frames ---------------------------------------------------- */
 
+/* n bytes of v, big-endian, at b */
+static void put_be(uint8_t *b, uint32_t v, int n)
+{
+	for (int i = n - 1; i >= 0; i--, v >>= 8)
+		b[i] = v & 0xff;
+}
+
 size_t build(const struct pspec *s, struct pkt *p)
 {
 	int family = s->family ? s->family : 4;
@@ -289,12 +296,17 @@ size_t build(const struct pspec *s, struct pkt *p)
 	if (family == 4) {
 		pkt_ipv4_ex(p, s->src ? s->src : SRC4, s->dst ? s->dst : DST4,
 			    s->ip4_optlen, s->frag, s->mf);
+		if (s->frag_id)
+			put_be(p->buf + p->l3_off + 4, s->frag_id, 2);
 	} else {
 		pkt_ipv6(p, s->src ? s->src : SRC6, s->dst ? s->dst : DST6);
 		for (int i = 0; i < s->n_ext; i++) {
-			if (s->ext[i] == IPPROTO_FRAGMENT)
+			if (s->ext[i] == IPPROTO_FRAGMENT) {
 				pkt_ipv6_frag(p, s->frag, s->mf);
-			else
+				if (s->frag_id)
+					put_be(p->buf + p->len - 4,
+					       s->frag_id, 4);
+			} else
 				pkt_ipv6_ext(p, s->ext[i],
 					     s->ext_len ? s->ext_len : 8);
 		}

@@ -121,6 +121,8 @@ struct pspec {
 	uint8_t ip4_optlen;
 	uint16_t frag;		/* fragment offset, 8-byte units */
 	bool mf;
+	uint32_t frag_id;	/* the datagram's id (IPv4: 16 bits); 0: the
+				 * builder's */
 	uint8_t n_ext;		/* IPv6 extension headers, in order */
 	uint8_t ext[16];	/* IPPROTO_FRAGMENT takes frag/mf */
 	uint16_t ext_len;	/* bytes of each option header, default 8 */

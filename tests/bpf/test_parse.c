@@ -3,7 +3,7 @@
  * Header parsing: which rule each protocol, VLAN/QinQ tagging, IPv4
  * options, IPv6 extension chain and fragment lands in, the malformed
  * frames and their host stats, and every truncation length, with
- * malformed frames passed and (a second plane) dropped.
+ * malformed frames dropped and (a second plane) passed.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -117,7 +117,7 @@ static struct fixture fx_proto[] = {
 	  { .tags = 2, .proto = TCP_, .dport = 443, .flags = PKT_SYN },
 	  P(XDP_PASS, "syn443") },
 	{ "three VLAN tags are malformed", { .tags = 3, .dport = 53 },
-	  .verdict = XDP_PASS, .host = HOST(MALFORMED_VLAN) },
+	  .verdict = XDP_DROP, .host = HOST(MALFORMED_VLAN) },
 	{ "ARP passes unmatched", { .ethertype = ETH_P_ARP }, UNMATCHED },
 	{ "802.1Q ARP passes unmatched", { .tags = 1, .ethertype = ETH_P_ARP },
 	  UNMATCHED },
@@ -128,32 +128,34 @@ static struct fixture fx_proto[] = {
 	  P(XDP_PASS, "tcp80") },
 	{ "IPv4 first fragment (MF, offset 0) has L4: dport rule",
 	  { .mf = true, .dport = 53, .size = 200 }, P(XDP_PASS, "udp53") },
-	{ "IPv4 non-first UDP fragment: proto-only rule, counted",
-	  { .frag = 185, .mf = true }, P(XDP_PASS, "udp-any"),
-	  .host = HOST(FRAGMENTS) },
-	{ "IPv4 last UDP fragment (offset, no MF)", { .frag = 100 },
-	  P(XDP_PASS, "udp-any"), .host = HOST(FRAGMENTS) },
+	/* udp53 and tcp80 need the port: a fragment without its first is
+	 * unclassified (tests/bpf/test_frag.c has the datagrams) */
+	{ "IPv4 non-first UDP fragment without its first: dropped",
+	  { .frag_id = 0x101, .frag = 185, .mf = true }, .verdict = XDP_DROP,
+	  .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
+	{ "IPv4 last UDP fragment (offset, no MF) without its first",
+	  { .frag_id = 0x102, .frag = 100 }, .verdict = XDP_DROP,
+	  .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
 	{ "IPv4 non-first UDP fragment whose payload looks like port 53",
-	  { .frag = 1, .mf = true, .mangle = payload_port53 },
-	  P(XDP_PASS, "udp-any"),
-	  .host = HOST(FRAGMENTS) },
-	{ "IPv4 non-first TCP fragment never matches a dport rule",
-	  { .proto = TCP_, .frag = 3 }, .verdict = XDP_PASS,
-	  .host = HOST(UNMATCHED) | HOST(FRAGMENTS) },
+	  { .frag_id = 0x103, .frag = 1, .mf = true, .mangle = payload_port53 },
+	  .verdict = XDP_DROP, .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
+	{ "IPv4 non-first TCP fragment without its first: dropped",
+	  { .frag_id = 0x104, .proto = TCP_, .frag = 3 }, .verdict = XDP_DROP,
+	  .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
 	{ "IPv4 non-first ICMP fragment: icmp rule",
-	  { .proto = IPPROTO_ICMP, .frag = 3 }, P(XDP_PASS, "icmp"),
+	  { .frag_id = 0x105, .proto = IPPROTO_ICMP, .frag = 3 }, P(XDP_PASS, "icmp"),
 	  .host = HOST(FRAGMENTS) },
 	{ "IPv4 version 5 is malformed",
 	  { .dport = 53, .mangle = ip4_version5 },
-	  .verdict = XDP_PASS, .host = HOST(MALFORMED_IP4) },
+	  .verdict = XDP_DROP, .host = HOST(MALFORMED_IP4) },
 	{ "IPv4 IHL 4 is malformed", { .dport = 53, .mangle = ip4_ihl4 },
-	  .verdict = XDP_PASS, .host = HOST(MALFORMED_IP4) },
+	  .verdict = XDP_DROP, .host = HOST(MALFORMED_IP4) },
 	{ "IPv4 IHL past the end of the frame is malformed",
 	  { .dport = 53, .mangle = ip4_ihl_past_end },
-	  .verdict = XDP_PASS, .host = HOST(MALFORMED_IP4) },
+	  .verdict = XDP_DROP, .host = HOST(MALFORMED_IP4) },
 	{ "IPv6 header with version 4 is malformed",
 	  { .family = 6, .dport = 53, .mangle = ip6_version4 },
-	  .verdict = XDP_PASS, .host = HOST(MALFORMED_IP6) },
+	  .verdict = XDP_DROP, .host = HOST(MALFORMED_IP6) },
 	{ "IPv6 hop-by-hop, UDP to 53",
 	  { .family = 6, .n_ext = 1, .ext = { HBH }, .dport = 53 },
 	  P(XDP_PASS, "udp53") },
@@ -175,26 +177,26 @@ static struct fixture fx_proto[] = {
 	{ "IPv6 chain HBH, DO, RT, DO, ICMPv6",
 	  { .family = 6, .n_ext = 4, .ext = { HBH, DO, RT, DO },
 	    .proto = IPPROTO_ICMPV6 }, P(XDP_PASS, "icmp6") },
-	{ "IPv6 non-first UDP fragment: proto-only rule, counted",
-	  { .family = 6, .n_ext = 1, .ext = { FR }, .frag = 10, .mf = true },
-	  P(XDP_PASS, "udp-any"), .host = HOST(FRAGMENTS) },
-	{ "IPv6 HBH, RT, non-first TCP fragment: no dport rule",
-	  { .family = 6, .n_ext = 3, .ext = { HBH, RT, FR }, .frag = 7,
-	    .proto = TCP_ }, .verdict = XDP_PASS,
-	  .host = HOST(UNMATCHED) | HOST(FRAGMENTS) },
+	{ "IPv6 non-first UDP fragment without its first: dropped",
+	  { .frag_id = 0x106, .family = 6, .n_ext = 1, .ext = { FR }, .frag = 10, .mf = true },
+	  .verdict = XDP_DROP, .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
+	{ "IPv6 HBH, RT, non-first TCP fragment without its first",
+	  { .frag_id = 0x107, .family = 6, .n_ext = 3, .ext = { HBH, RT, FR }, .frag = 7,
+	    .proto = TCP_ }, .verdict = XDP_DROP,
+	  .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
 	{ "IPv6 non-first ICMPv6 fragment: icmpv6 rule",
-	  { .family = 6, .n_ext = 1, .ext = { FR }, .frag = 2,
+	  { .frag_id = 0x108, .family = 6, .n_ext = 1, .ext = { FR }, .frag = 2,
 	    .proto = IPPROTO_ICMPV6 }, P(XDP_PASS, "icmp6"),
 	  .host = HOST(FRAGMENTS) },
 	/* the two below get their chains filled in at run time */
 	{ "IPv6 with SLUICE_MAX_IPV6_EXT extension headers parses",
 	  { .family = 6, .dport = 53 }, P(XDP_PASS, "udp53") },
-	{ "IPv6 with SLUICE_MAX_IPV6_EXT + 1 extension headers is malformed",
-	  { .family = 6, .dport = 53 }, .verdict = XDP_PASS,
-	  .host = HOST(MALFORMED_IP6) },
+	{ "IPv6 with SLUICE_MAX_IPV6_EXT + 1 extension headers: unclassified",
+	  { .family = 6, .dport = 53 }, .verdict = XDP_DROP,
+	  .host = HOST(IP6_CHAIN) },
 	{ "IPv6 extension header longer than the frame is malformed",
 	  { .family = 6, .n_ext = 1, .ext = { DO }, .dport = 53,
-	    .mangle = ip6_ext_past_end }, .verdict = XDP_PASS,
+	    .mangle = ip6_ext_past_end }, .verdict = XDP_DROP,
 	  .host = HOST(MALFORMED_IP6) },
 };
 
@@ -339,62 +341,63 @@ static void test_truncation_on(struct sl_dataplane *d, const char *dname,
 	}
 }
 
-/* dp_drop: the drop_malformed plane, NULL when it did not load */
+/* dp_pass: the pass_unclassified plane, NULL when it did not load */
 static void test_truncation(struct sl_dataplane *dp,
-			    struct sl_dataplane *dp_drop)
+			    struct sl_dataplane *dp_pass)
 {
 	next_scenario();
 	if (!tap(apply(dp, rules_proto) == 0, "truncation: rule set applies"))
 		return;
-	test_truncation_on(dp, "malformed passes", XDP_PASS);
-	if (!dp_drop) {
+	test_truncation_on(dp, "malformed dropped", XDP_DROP);
+	if (!dp_pass) {
 		tap_skip("second data plane did not load",
-			 "truncation with drop_malformed");
+			 "truncation with pass_unclassified");
 		return;
 	}
-	if (!tap(apply(dp_drop, rules_proto) == 0,
-		 "truncation: rule set applies to the drop_malformed plane"))
+	if (!tap(apply(dp_pass, rules_proto) == 0,
+		 "truncation: rule set applies to the pass_unclassified plane"))
 		return;
-	test_truncation_on(dp_drop, "drop_malformed", XDP_DROP);
+	test_truncation_on(dp_pass, "pass_unclassified", XDP_PASS);
 	{
 		static const struct fixture fx[] = {
 			{ "ARP still passes", { .ethertype = ETH_P_ARP },
 			  UNMATCHED },
-			{ "three VLAN tags are dropped", { .tags = 3 },
-			  .verdict = XDP_DROP,
+			{ "three VLAN tags pass", { .tags = 3 },
+			  .verdict = XDP_PASS,
 			  .host = HOST(MALFORMED_VLAN) },
-			{ "IPv4 IHL 4 is dropped",
+			{ "IPv4 IHL 4 passes",
 			  { .dport = 53, .mangle = ip4_ihl4 },
-			  .verdict = XDP_DROP,
+			  .verdict = XDP_PASS,
 			  .host = HOST(MALFORMED_IP4) },
-			{ "non-first fragments are not malformed",
-			  { .frag = 9 }, P(XDP_PASS, "udp-any"),
-			  .host = HOST(FRAGMENTS) },
+			{ "a fragment without its first passes, counted",
+			  { .frag = 9, .frag_id = 0x109 }, .verdict = XDP_PASS,
+			  .host = HOST(FRAGMENTS) | HOST(FRAG_ORPHAN) },
 		};
 
-		RUN_TABLE(dp_drop, "drop_malformed", fx);
+		RUN_TABLE(dp_pass, "pass_unclassified", fx);
 	}
 }
 
 int main(void)
 {
-	struct sl_dp_opts od = { .test_clock = true, .drop_malformed = true };
-	struct sl_dataplane dp, dp_drop;
-	bool drop_loaded;
+	struct sl_dp_opts od = { .test_clock = true, .pass_unclassified = true };
+	struct sl_dataplane dp, dp_pass;
+	bool pass_loaded;
 	int err;
 
 	if (h_begin(&dp))
 		return h_end();
 	tap(true, "data plane loads with the test clock (%d CPUs)", dp.n_cpus);
-	err = h_load(&dp_drop, &od);
-	drop_loaded = !err;
-	tap(!err, "a second data plane loads with drop_malformed (%d)", err);
+	err = h_load(&dp_pass, &od);
+	pass_loaded = !err;
+	tap(!err, "a second data plane loads with pass_unclassified (%d)",
+	    err);
 
 	test_protocols(&dp);
-	test_truncation(&dp, drop_loaded ? &dp_drop : NULL);
+	test_truncation(&dp, pass_loaded ? &dp_pass : NULL);
 
-	if (drop_loaded)
-		h_unload(&dp_drop);
+	if (pass_loaded)
+		h_unload(&dp_pass);
 	h_unload(&dp);
 	return h_end();
 }

@@ -53,7 +53,8 @@ struct agent {
 	enum sl_xdp_mode mode;
 	bool allow_empty;
 	bool replace_snapshot; /* --rules wins over the CLI's changes */
-	bool drop_malformed;
+	bool drop_malformed;	/* the default; contradicts the next */
+	bool pass_unclassified;
 	uint32_t stats_interval;
 	char sock_path[PATH_MAX];
 	struct sl_ctl_server *ctl;
@@ -130,6 +131,9 @@ static int check_args(const struct sl_cmd *cmd, struct agent *a)
 					    "rules) or --election");
 	if (a->etcd_key && !a->etcd_endpoints)
 		return sl_params_error(cmd, "--etcd-key needs --etcd");
+	if (a->drop_malformed && a->pass_unclassified)
+		return sl_params_error(cmd, "--drop-malformed and "
+					    "--pass-unclassified: one verdict");
 	if (sl_etcd_auth_given(&a->etcd_auth) && !a->etcd_endpoints)
 		return sl_params_error(cmd, "--etcd-cacert, --etcd-cert, "
 					    "--etcd-user... need --etcd");
@@ -1186,7 +1190,7 @@ static int new_etcd_source(struct agent *a)
 
 static int start(struct agent *a)
 {
-	struct sl_dp_opts o = { .drop_malformed = a->drop_malformed,
+	struct sl_dp_opts o = { .pass_unclassified = a->pass_unclassified,
 				.pin_dir = a->pin_dir };
 	int err, fd;
 
@@ -1515,9 +1519,14 @@ static const struct sl_opt agent_opts[] = {
 	  .field = SL_FIELD(struct agent, stats_interval),
 	  .metavar = "SECONDS", .max = 86400,
 	  .help = "print the counters every SECONDS (0: never)" },
+	{ .name = "pass-unclassified", .type = SL_OPT_FLAG,
+	  .field = SL_FIELD(struct agent, pass_unclassified),
+	  .help = "pass packets sluice cannot classify (malformed, or "
+		  "lacking a port or protocol a rule needs) rather than "
+		  "drop them" },
 	{ .name = "drop-malformed", .type = SL_OPT_FLAG,
 	  .field = SL_FIELD(struct agent, drop_malformed),
-	  .help = "drop packets with truncated or invalid headers" },
+	  .help = "the default: accepted for older command lines" },
 	{ .name = "token-server", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct agent, token_servers),
 	  .metavar = "HOST:PORT[,HOST:PORT...]",

@@ -220,8 +220,11 @@ static const struct sl_metric
 		      "rules." },
 	malformed = { "sluice_packets_malformed_total",
 		      "Packets with a truncated or invalid header, by the "
-		      "layer at fault (the malformed verdict: pass unless "
-		      "--drop-malformed)." },
+		      "layer at fault (dropped unless --pass-unclassified)." },
+	unclassified = { "sluice_packets_unclassified_total",
+			 "Packets lacking what a rule in force needs to "
+			 "judge them, by reason (dropped unless "
+			 "--pass-unclassified)." },
 	flow_state = { "sluice_cluster_flow_state",
 		       "1 for the state of a cluster flow: cluster (a lease "
 		       "in force), lease_expired, fallback." },
@@ -284,7 +287,7 @@ static const struct sl_metric rule_counters[RULE_COUNTERS] = {
 static const char *const host_help[SLUICE_ST_MAX] = {
 	[SLUICE_ST_UNMATCHED] = "Packets no rule matched (passed).",
 	[SLUICE_ST_FRAGMENTS] = "Non-first fragments (no L4 header), "
-				"classified without a port.",
+				"judged as their datagram's first.",
 	[SLUICE_ST_NO_RULE_CFG] = "Packets classified to a slot without "
 				  "configuration; should stay 0.",
 	[SLUICE_ST_SRC_TABLE_FULL] = "Packets blocked because the source "
@@ -485,9 +488,27 @@ static void put_system(struct sl_metrics *m, const struct scrape *s)
 		sl_metrics_gauge(m, &host_load, NULL, 0, g[0].host.load);
 }
 
+/* The host counters named "<family>_<reason>": one metric each family,
+ * labelled by reason. */
+static const struct {
+	const char *prefix;
+	const struct sl_metric *metric;
+} host_families[] = {
+	{ "malformed_", &malformed },
+	{ "unclassified_", &unclassified },
+};
+
+static int host_family(const char *stat)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(host_families); i++)
+		if (!strncmp(stat, host_families[i].prefix,
+			     strlen(host_families[i].prefix)))
+			return (int)i;
+	return -1;
+}
+
 static void put_host(struct sl_metrics *m, const struct scrape *s)
 {
-	static const char prefix[] = "malformed_";
 	char name[SL_METRIC_NAME_MAX + 1];
 
 	if (!s->have_host)
@@ -496,20 +517,23 @@ static void put_host(struct sl_metrics *m, const struct scrape *s)
 		const char *stat = sl_host_stat_name(k);
 		struct sl_metric f = { name, host_help[k] };
 
-		if (!strncmp(stat, prefix, sizeof(prefix) - 1))
+		if (host_family(stat) >= 0)
 			continue;
 		snprintf(name, sizeof(name), "sluice_packets_%s_total", stat);
 		sl_metrics_counter(m, &f, NULL, 0, s->host[k]);
 	}
-	for (int k = 0; k < SLUICE_ST_MAX; k++) {
-		const char *stat = sl_host_stat_name(k);
+	for (size_t i = 0; i < ARRAY_SIZE(host_families); i++) {
+		size_t plen = strlen(host_families[i].prefix);
 
-		if (strncmp(stat, prefix, sizeof(prefix) - 1))
-			continue;
-		sl_metrics_counter(m, &malformed,
-				   SL_LABELS({ "reason",
-					       stat + sizeof(prefix) - 1 }),
-				   s->host[k]);
+		for (int k = 0; k < SLUICE_ST_MAX; k++) {
+			const char *stat = sl_host_stat_name(k);
+
+			if (host_family(stat) != (int)i)
+				continue;
+			sl_metrics_counter(m, host_families[i].metric,
+					   SL_LABELS({ "reason", stat + plen }),
+					   s->host[k]);
+		}
 	}
 }
 

@@ -411,8 +411,8 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	if (err)
 		goto fail;
 	dp->skel->rodata->test_clock = opts->test_clock;
-	dp->skel->rodata->malformed_verdict =
-		opts->drop_malformed ? XDP_DROP : XDP_PASS;
+	dp->skel->rodata->unclassified_verdict =
+		opts->pass_unclassified ? XDP_PASS : XDP_DROP;
 	if (opts->pin_dir) {
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", opts->pin_dir);
 		err = choose_pins(dp, &pins, &next, &upgrading);
@@ -928,8 +928,10 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	ret = init_slots(dp, rs, slots, hashes, fresh, set);
 	if (!ret)
 		ret = write_kept_meta(dp, rs, slots, fresh, 3u, keys, meta);
-	if (!ret)
+	if (!ret) {
 		write_port_table(dp, set, comp.port);
+		dp->skel->bss->needs_l4[set] = comp.needs_l4;
+	}
 	for (; written < comp.n_lpm && !ret; written++)
 		ret = lpm_write(dp, &comp.lpm[written], false);
 	if (ret) {

@@ -25,7 +25,9 @@ enum sl_xdp_mode {
 
 struct sl_dp_opts {
 	bool test_clock;	/* time comes from sl_dp_set_test_time() */
-	bool drop_malformed;	/* verdict for malformed headers */
+	/* pass what sluice cannot classify (malformed, or lacking what a
+	 * rule needs) rather than drop it */
+	bool pass_unclassified;
 	/* bpffs directory for the maps and links; NULL: nothing pinned,
 	 * the data plane ends with the process */
 	const char *pin_dir;

@@ -190,6 +190,9 @@ const char *sl_host_stat_name(int stat)
 		[SLUICE_ST_FRAGMENTS] = "fragments",
 		[SLUICE_ST_NO_RULE_CFG] = "no_rule_cfg",
 		[SLUICE_ST_SRC_TABLE_FULL] = "source_table_full",
+		[SLUICE_ST_FRAG_ORPHAN] = "unclassified_fragment_orphan",
+		[SLUICE_ST_FRAG_TINY] = "unclassified_fragment_tiny",
+		[SLUICE_ST_IP6_CHAIN] = "unclassified_ipv6_chain",
 	};
 
 	return stat >= 0 && stat < SLUICE_ST_MAX ? names[stat] : "?";

@@ -474,6 +474,42 @@ static int build_slot(struct ctx *x, enum sluice_slot slot, uint32_t *ranks)
 	return err;
 }
 
+/*
+ * What the set needs of a packet to classify it, per family: the port
+ * of a protocol whose entries are not all its port-0 entry (a dport or
+ * cps rule), the protocol when the entries of some slot are not all the
+ * "other" slot's. A packet lacking only what is not needed is classified
+ * by the port-0 entry, as every port or protocol would be.
+ */
+static uint32_t needs_l4(const uint32_t *port)
+{
+	uint32_t needs = 0;
+
+	for (int f = 0; f < 2; f++) {
+		uint32_t fam = f ? 6 : 4, bits = 0;
+		uint32_t other = port[sluice_port_key(fam, SLUICE_SLOT_OTHER, 0)];
+		uint32_t tcp0 = port[sluice_port_key(fam, SLUICE_SLOT_TCP, 0)];
+		uint32_t udp0 = port[sluice_port_key(fam, SLUICE_SLOT_UDP, 0)];
+
+		for (uint32_t s = 0; s < SLUICE_SLOT_MAX; s++) {
+			uint32_t nports = s < SLUICE_PORTED_SLOTS ? 65536 : 1;
+
+			for (uint32_t p = 0; p < nports; p++) {
+				uint32_t v = port[sluice_port_key(fam, s, p)];
+
+				if (v != other)
+					bits |= SLUICE_NEED_PROTO;
+				if (s == SLUICE_SLOT_UDP && v != udp0)
+					bits |= SLUICE_NEED_UDP_PORT;
+				if (s <= SLUICE_SLOT_TCP_SYN && v != tcp0)
+					bits |= SLUICE_NEED_TCP_PORT;
+			}
+		}
+		needs |= bits << (f ? SLUICE_NEED_V6_SHIFT : 0);
+	}
+	return needs;
+}
+
 /* A class for a watched port whose entry is a direct answer (a rule, or
  * none): its /0 holds the answer. One per answer and family. */
 static int watch_class(struct ctx *x, uint32_t ref, int f, uint32_t *cls)
@@ -614,6 +650,8 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	}
 	if (!ret)
 		ret = watch_ports(&x);
+	if (!ret)
+		out->needs_l4 = needs_l4(out->port);
 	out->n_classes = x.next_class - class_base;
 	if (!ret && out->n_classes >= SLUICE_REF_WATCH) {
 		/* unreachable while the tries bound the classes */

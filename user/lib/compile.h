@@ -25,6 +25,7 @@ struct sl_compiled {
 	size_t cap_lpm;
 	uint32_t n_classes;
 	uint32_t n_lpm4, n_lpm6;
+	uint32_t needs_l4;	/* SLUICE_NEED_* of this set (bpf/frag.h) */
 };
 
 /*
