@@ -77,7 +77,7 @@ push "$T/v1.json" --etcd-cacert "$P/ca.crt" >"$T/push.out" 2>&1
 rc=$?
 # TLS 1.3: curl's reason is the server's alert or the connection it
 # closed, whichever the client sees first
-[ $rc = 1 ] && grep -q "^$T/v1.json: not published: $EP: " "$T/push.out" && holds "$T/v2.json"
+[ $rc = 1 ] && grep -q "^sluice: error: $T/v1.json: not published: $EP: " "$T/push.out" && holds "$T/v2.json"
 check $? "TLS: without a client certificate: exit 1 ($rc), the endpoint and curl's reason named, nothing sent"
 show "$T/push.out" 2
 push "$T/v1.json" --etcd-cacert "$P/other-ca.crt" --etcd-cert "$P/client.crt" \
