@@ -900,7 +900,9 @@ emb_start() # HOST: its agent, with an embedded replica
 		--advertise "198.19.0.1$1:7071" --token-server "$EMB_LIST" \
 		--node-id "h$1" --secrets "$T/secrets"
 }
-# the one server every host syncs with, if they all agree
+# the one server every host syncs with, if they all agree; a flow still
+# in cluster state on the lease of a server just lost has no session
+# (token_server null, "None")
 common_server()
 {
 	local i srv all=""
@@ -908,6 +910,7 @@ common_server()
 	for i in "$@"; do
 		srv=$(flow "$i" fleet token_server)
 		[ "$(flow "$i" fleet state)" = cluster ] || return 1
+		[ -n "$srv" ] && [ "$srv" != None ] || return 1
 		[ -z "$all" ] || [ "$srv" = "$all" ] || return 1
 		all=$srv
 	done
