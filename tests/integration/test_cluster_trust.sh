@@ -63,12 +63,15 @@ tokend() # RULES [OPTIONS]: a token server, restarted
 		--rules "$1" --state-dir "$T/td" "${@:2}"
 }
 
-agent() # [OPTIONS]: the agent, restarted
+agent() # [OPTIONS]: the agent, restarted; the run ends if it is not ready
 {
 	netns_stop agent >/dev/null 2>&1
 	sluice_bg agent --rules "$T/agent.json" --token-server "$TD" \
 		--node-id h1 --metrics "$METRICS" "$@"
-	sluice_wait_ready agent "$WAIT_S"
+	sluice_wait_ready agent "$WAIT_S" && return
+	echo "Bail out! the agent did not start"
+	show "$T/agent.err" 10
+	exit 1
 }
 
 flow() # RULE FIELD
@@ -113,7 +116,7 @@ check $((rc == 2 && $? == 0 ? 0 : 1)) "--max-lease-ttl-ms 0: exit $rc (want 2), 
 
 # ---- matching rules: believed ----
 tokend "$T/agent.json"
-agent || { echo "Bail out! the agent did not start"; show "$T/agent.err" 10; exit 1; }
+agent
 wait_state local cluster "$WAIT_S" && wait_state quota cluster "$WAIT_S"
 check $? "matching rules: both flows in cluster state ($(flow local limit)/$(flow quota limit))"
 check $([ "$(flow local limit)" = 1000 ] && [ "$(flow quota limit)" = 1000 ] &&
@@ -155,8 +158,7 @@ check $([ "$(flow local state)" = fallback ] &&
 	grep -qF "a lease of 60000 ms, above --max-lease-ttl-ms 10000" <<<"$err" &&
 	[ "$(refused ttl)" -ge 1 ] && echo 0 || echo 1) \
 	"TTL 60 s against --max-lease-ttl-ms 10000: refused, counted ($(refused ttl)): $err"
-agent --max-lease-ttl-ms 60000 ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --max-lease-ttl-ms 60000
 wait_state local cluster "$WAIT_S"
 check $? "--max-lease-ttl-ms 60000: the same server is believed (local $(flow local state))"
 
@@ -173,8 +175,7 @@ secrets() # FILE LINES...: a secrets file of those lines, mode 0600
 secrets "$T/td.sec" "web $OLD"
 secrets "$T/ag.sec" "web $OLD" "web $NEW"
 tokend "$T/agent.json" --secrets "$T/td.sec"
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec"
 wait_state local cluster "$WAIT_S"
 check $? "rotation: the agent holds old and new, the server the old: cluster state (the newer refused, then the old)"
 sessions() { grep -c 'cluster: namespace web: token server' "$T/agent.err"; }
@@ -222,8 +223,7 @@ tokend "$T/agent.json" --secrets "$T/td.sec"
 wait_state local cluster "$WAIT_S"
 check $? "rotation done: a new session with the new secret reaches cluster state"
 secrets "$T/ag.sec" "web $OLD"
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec"
 sleep 1.5
 check $([ "$(flow local state)" = fallback ] &&
 	grep -q 'authentication failed' <<<"$(last_error)" && echo 0 || echo 1) \
@@ -252,8 +252,7 @@ limits_seen() # SECS: every threshold the flow "local" had, sampled
 netns_stop tokend >/dev/null 2>&1
 secrets "$T/ag.sec" "web $NEW"
 attacker impostor || { echo "Bail out! the impostor did not start"; exit 1; }
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec"
 seen=$(limits_seen 2)
 n_imp=$(refused server_auth)
 check $([ "$seen" = "100 " ] && [ "$(flow local state)" = fallback ] &&
@@ -268,8 +267,7 @@ check $? "impostor: the reason in status and the log, no SYNC ever sent to it"
 # state by then), on every connection
 TD_LISTEN=$TD_UP tokend "$T/agent.json" --secrets "$T/td.sec"
 attacker tamper 5 || { echo "Bail out! the relay did not start"; exit 1; }
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec"
 seen=$(limits_seen 3)
 n_mac=$(refused mac)
 check $([ "$n_mac" -ge 1 ] && grep -q 'one bit flipped' "$T/mitm.err" &&
@@ -280,8 +278,7 @@ check $? "... and logged"
 
 # on the path: the first GRANTS sent again as the third
 attacker replay 3 || { echo "Bail out! the relay did not start"; exit 1; }
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec"
 wait_state local cluster "$WAIT_S"
 sleep 1.5
 n_seq=$(refused sequence)
@@ -298,8 +295,7 @@ mkdir -p "$T/rep" "$T/old"
 netns_bg "$NS_RX" replica "$SLUICE" tokend --listen "$TD" \
 	--rules "$T/agent.json" --state-dir "$T/rep" --secrets "$T/td.sec" \
 	--etcd "$ETCD_EP" --election /sluice/trust --advertise "$TD"
-agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP"
 wait_state local cluster "$WAIT_S"
 term=$(sluice_cli status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')
 check $([ $? = 0 ] && [ "${term:-0}" -gt 0 ]; echo $?) \
@@ -373,16 +369,17 @@ rogue() # MODE LISTEN [ADDR]: the liar, restarted
 {
 	netns_stop rogue >/dev/null 2>&1
 	netns_bg "$NS_RX" rogue "$ROGUE" "$1" "$2" web "$NEW" 60 ${3:+"$3"}
-	netns_wait_ready rogue 5
+	netns_wait_ready rogue 5 && return
+	echo "Bail out! the rogue server did not start"
+	exit 1
 }
 TD_LISTEN=$TD_UP tokend "$T/agent.json" --secrets "$T/td.sec" --lease-ttl-ms 1000
 
 # GRANTS with more entries than the SYNC asked for, more than any SYNC
 # can carry: nothing is read past what was sent (an ASAN build reported a
 # heap-buffer-overflow read here)
-rogue extra "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+rogue extra "$TD"
+agent --secrets "$T/ag.sec"
 seen=$(limits_seen 2)
 n_bad=$(refused malformed)
 check $([ "$n_bad" -ge 1 ] && ! grep -qw 300 <<<"$seen" &&
@@ -391,17 +388,16 @@ check $([ "$n_bad" -ge 1 ] && ! grep -qw 300 <<<"$seen" &&
 	"GRANTS of 2727 entries for 2 flows: refused ($n_bad times, malformed), 300 never in force (thresholds seen: $seen)"
 
 # frames that must be sealed, without their seal: refused and counted
-rogue unsealed-grants "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+rogue unsealed-grants "$TD"
 n0=$(refused unsealed)
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec"
 seen=$(limits_seen 2)
 n1=$(refused unsealed)
 check $([ "$n1" -gt 0 ] && ! grep -qw 300 <<<"$seen" &&
 	grep -qF 'refused: a frame without a seal' "$T/agent.err" &&
 	echo 0 || echo 1) \
 	"GRANTS without a seal: refused, counted as unsealed ($n1), never in force (thresholds seen: $seen)"
-rogue unsealed-auth-ok "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+rogue unsealed-auth-ok "$TD"
 sleep 1.5
 n2=$(refused unsealed)
 check $([ "$n2" -gt "$n1" ] && [ "$(flow local state)" = fallback ] && echo 0 || echo 1) \
@@ -409,19 +405,17 @@ check $([ "$n2" -gt "$n1" ] && [ "$(flow local state)" = fallback ] && echo 0 ||
 
 # a REDIRECT of term 2^63 only points: the real leader (term 0) it names
 # is believed
-rogue redirect "$TD" "$TD_UP" || { echo "Bail out! the rogue server did not start"; exit 1; }
-agent --secrets "$T/ag.sec" ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+rogue redirect "$TD" "$TD_UP"
+agent --secrets "$T/ag.sec"
 wait_state local cluster "$WAIT_S"
 check $? "a REDIRECT of term 2^63 to the real server: followed, its term not learned, cluster state"
 
 # a server answering at term 2^63, then gone: the real server's term 0
 # is refused while a lease of term 2^63 may last (--max-lease-ttl-ms),
 # then believed
-rogue high-term "$TD" || { echo "Bail out! the rogue server did not start"; exit 1; }
+rogue high-term "$TD"
 n0=$(refused term)
-agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP" --max-lease-ttl-ms 2000 ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec" --token-server "$TD,$TD_UP" --max-lease-ttl-ms 2000
 for ((i = 0; i < WAIT_S * 10; i++)); do
 	term=$(sluice_cli status -j | sluice_json 'd["cluster"]["sessions"][0]["term"]')
 	[ "$term" = 9223372036854775808 ] && break
@@ -454,8 +448,7 @@ printf 'nameserver 198.18.0.1\n' >"/etc/netns/$NS_RX/resolv.conf"
 printf '%s\n' 'table inet blackhole {' \
 	'chain input { type filter hook input priority 0; udp dport 53 drop; tcp dport 53 drop; }' \
 	'}' | ip netns exec "$NS_TX" nft -f -
-agent --secrets "$T/ag.sec" --token-server tokens.sluice.test:7070 ||
-	{ echo "Bail out! the agent did not restart"; show "$T/agent.err" 10; exit 1; }
+agent --secrets "$T/ag.sec" --token-server tokens.sluice.test:7070
 worst=0
 for ((i = 0; i < 12; i++)); do
 	t0=$(date +%s%N)
