@@ -186,6 +186,17 @@ int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 	return 0;
 }
 
+/* sv's address when its host is numeric (freeaddrinfo it); NULL for a
+ * name, which only a resolver answers. */
+static struct addrinfo *numeric_addr(const struct sl_cluster_server *sv)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+
+	return getaddrinfo(sv->host, sv->port, &hints, &ai) ? NULL : ai;
+}
+
 /*
  * Without secrets the token protocol has no key: a peer is trusted only
  * on loopback, as tokend listens only there then. A name other than
@@ -194,20 +205,12 @@ int sl_cluster_parse_servers(const char *list, struct sl_cluster_server *out,
 static int check_unkeyed(const struct sl_cluster_server *sv, char *err,
 			 size_t errlen)
 {
-	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *ai;
-	bool loopback;
+	struct addrinfo *ai = numeric_addr(sv);
+	bool loopback = ai && sl_sockaddr_is_loopback(ai->ai_addr);
 
-	if (!strcmp(sv->host, "localhost"))
-		return 0;
-	if (getaddrinfo(sv->host, sv->port, &hints, &ai))
-		loopback = false;
-	else {
-		loopback = sl_sockaddr_is_loopback(ai->ai_addr);
+	if (ai)
 		freeaddrinfo(ai);
-	}
-	if (loopback)
+	if (loopback || !strcmp(sv->host, "localhost"))
 		return 0;
 	snprintf(err, errlen, "token server %s:%s is not a loopback address: "
 		 "a session with it needs --secrets", sv->host, sv->port);
@@ -653,14 +656,12 @@ static void sess_connect(struct sl_cluster_sync *c, struct session *s,
 			 uint64_t now)
 {
 	const struct sl_cluster_server *sv = sess_server(c, s);
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
 	struct sigevent none = { .sigev_notify = SIGEV_NONE };
-	struct addrinfo *ai;
+	struct addrinfo *ai = numeric_addr(sv);
 	struct resolve *r;
 	int ret;
 
-	if (!getaddrinfo(sv->host, sv->port, &hints, &ai)) {
+	if (ai) {
 		sess_dial(c, s, ai, now);
 		freeaddrinfo(ai);
 		return;
