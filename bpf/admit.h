@@ -64,7 +64,8 @@ static __always_inline __u64 sluice_now_coarse(void)
 static __always_inline __u32 sluice_tick(void)
 {
 	if (test_clock)
-		return (__u32)(test_now_ns ^ test_now_ns >> 32);
+		return test_tick_ns ? (__u32)(test_now_ns / test_tick_ns)
+				    : (__u32)(test_now_ns ^ test_now_ns >> 32);
 	return (__u32)bpf_jiffies64();
 }
 
@@ -443,23 +444,17 @@ static __always_inline void account(struct sluice_rule_cpu *rc,
 
 /*
  * A refusal blocks a batch of packets before the next request, but only
- * within the admission slot it was made in, so that after a flood a quiet
- * rule's next packets are judged afresh. The slot can end only when the
- * coarse clock moves, so a blocked packet compares the tick with the
- * refusal's, and the first one after a tick reads the clock: a flood pays
- * for the clock once per tick, not per packet.
+ * within the tick it was made in: every CPU under a refusal asks again in
+ * each tick, so CPUs share the credit a tick accrues by their arrivals.
+ * (A refusal held for a whole admission slot let a CPU that asks on every
+ * packet take all of it: one of two equal senders got 82 % of a rule.)
+ * A blocked packet compares the tick with the refusal's, one inlined load:
+ * a flood pays for the clock once per tick or batch, not per packet.
  */
 static __always_inline bool refusal_check_due(const struct sluice_refusal *r,
 					      __u32 tick)
 {
 	return r->tick != tick;
-}
-
-/* signed: the jiffy clock may lag the time of the refusal */
-static __always_inline bool refusal_expired(const struct sluice_refusal *r,
-					    __u64 now, __u64 slot_ns)
-{
-	return (__s64)(now - r->at_ns) >= (__s64)slot_ns;
 }
 
 /* What a per_source admission did with a packet. */
@@ -485,8 +480,7 @@ static __always_inline void hold_packet(struct sluice_rule_cpu *rc,
  */
 static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
 					 const struct sluice_rule_cfg *cfg,
-					 struct sluice_refusal *r, __u64 slot_ns,
-					 __u32 len)
+					 struct sluice_refusal *r, __u32 len)
 {
 	__u32 tick;
 
@@ -499,10 +493,8 @@ static __always_inline bool hold_refused(struct sluice_rule_cpu *rc,
 		r->tick = tick;
 		roll_bucket(rc, cfg, now);
 		flush_held(rc);
-		if (refusal_expired(r, now, slot_ns)) {
-			r->left = 0;
-			return false;
-		}
+		r->left = 0;
+		return false;
 	}
 	hold_packet(rc, r, len);
 	return true;
@@ -832,7 +824,7 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 			c->tokens -= cost;
 			return ADMIT_PASSED;
 		}
-		if (hold_refused(rc, cfg, &c->refusal, slot_ns, p->len))
+		if (hold_refused(rc, cfg, &c->refusal, p->len))
 			return ADMIT_HELD;
 	} else {
 		/* the entry now caches this source; the evicted one's
@@ -859,7 +851,7 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	overflow = tier == SOURCE_OVERFLOW;
 	/* overflow sources share one budget: no caching, one shared hint */
 	refusal = overflow ? &st->refusal : &c->refusal;
-	if (overflow && hold_refused(rc, cfg, refusal, slot_ns, p->len))
+	if (overflow && hold_refused(rc, cfg, refusal, p->len))
 		return ADMIT_HELD;
 	WRITE_ONCE(st->last_seen_ns, now);
 	chunk = count * cfg->interval_ms / 1000 /

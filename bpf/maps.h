@@ -209,6 +209,8 @@ const volatile __u8 test_clock = 0;
 
 /* The clock of test builds: written by the test through the .bss map. */
 volatile __u64 test_now_ns;
+/* Its tick (a jiffy) if set, else the tick moves with every change. */
+volatile __u64 test_tick_ns;
 
 /* Verdict for packets sluice cannot classify: headers cut short or
  * inconsistent, or missing what a rule in force needs. */

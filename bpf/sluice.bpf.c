@@ -71,7 +71,7 @@ static __always_inline int judge(struct xdp_md *ctx,
 			goto refused;
 		passed = res == ADMIT_PASSED;
 	} else if (rc->tokens < cost &&
-		   hold_refused(rc, cfg, &rc->refusal, cfg->slot_ns, p->len)) {
+		   hold_refused(rc, cfg, &rc->refusal, p->len)) {
 		goto refused;
 	} else {
 		passed = admit_rule(slot, rc, cfg, cost);
