@@ -245,6 +245,19 @@ static __always_inline void pace_hold(struct sluice_pacer *pacer,
 					    now_us - keep_us);
 }
 
+/* The pacing clock's credit in tokens at now_us, and its base: the
+ * clock's time, at most one interval back (credit builds up to one
+ * interval: from idle a burst of a whole window passes at once). */
+static __always_inline __u64 pace_credit(__u64 tat_us, __u64 count,
+					 __u32 interval_ms, __u64 now_us,
+					 __u64 *base)
+{
+	__u64 cap_us = (__u64)interval_ms * 1000;
+
+	*base = tat_us + cap_us < now_us ? now_us - cap_us : tat_us;
+	return *base < now_us ? (now_us - *base) * count / USEC_PER_SEC : 0;
+}
+
 /*
  * Spend pacing credit: up to `want` tokens, at least `cost`, at most
  * `free` (what the window allows). Returns the number granted, 0 when
@@ -256,9 +269,6 @@ static __always_inline __u64 pace_take(struct sluice_pacer *pacer,
 				       __u64 cost)
 {
 	__u64 now_us = now_ns / NSEC_PER_USEC;
-	/* credit builds up to one interval: from idle a burst of a whole
-	 * window passes at once */
-	__u64 credit_cap_us = (__u64)interval_ms * 1000;
 	__u64 old, base, credit, grant, next;
 	int tries;
 
@@ -272,11 +282,7 @@ static __always_inline __u64 pace_take(struct sluice_pacer *pacer,
 	}
 	for (tries = 0; tries < 3; tries++) {
 		old = READ_ONCE(pacer->tat_us);
-		base = old;
-		if (base + credit_cap_us < now_us)
-			base = now_us - credit_cap_us;
-		credit = base < now_us ? (now_us - base) * count / USEC_PER_SEC
-				       : 0;
+		credit = pace_credit(old, count, interval_ms, now_us, &base);
 		grant = want;
 		if (grant > free)
 			grant = free;

@@ -176,6 +176,15 @@ struct {
 	__type(value, struct sluice_frag_buf);
 } frag_key_buf SEC(".maps");
 
+/* sluice_explain's answer, read by the agent after each run (a map, not
+ * a global: the skeleton's users need not know its type). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_explain);
+} explain_out SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, SLUICE_ST_MAX);

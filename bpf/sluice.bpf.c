@@ -20,6 +20,7 @@
 #include "admit.h"
 #include "breaker.h"
 #include "frag.h"
+#include "explain_xdp.h"
 
 /*
  * The verdict of the rule ref names for p (none: pass), for a packet
@@ -124,6 +125,14 @@ int sluice_xdp(struct xdp_md *ctx)
 		frag_note(ref);
 charge:
 	return judge(ctx, &p, ref);
+}
+
+/* What sluice_xdp would make of a frame, for `sluice explain`: run by
+ * the agent with BPF_PROG_TEST_RUN, never attached. */
+SEC("xdp")
+int sluice_explain(struct xdp_md *ctx)
+{
+	return explain(ctx);
 }
 
 /* The answers to the requests of rules with a breaker, on egress (tc);

@@ -407,6 +407,36 @@ struct sluice_frag_buf {
 	struct sluice_frag val;
 };
 
+/* What sluice_explain made of a frame (bpf/explain.h). */
+enum sluice_explain_outcome {
+	SLUICE_EXPLAIN_NOT_IP = 1,	/* not IP: passes, no rule judges it */
+	SLUICE_EXPLAIN_UNCLASSIFIED,	/* reason: an enum sluice_stat */
+	SLUICE_EXPLAIN_NO_RULE,		/* no rule matches: passes */
+	SLUICE_EXPLAIN_RULE,		/* ref names the rule's slot + 1 */
+};
+
+/* A per_source rule's view of the frame's source. */
+enum sluice_explain_source {
+	SLUICE_EXPLAIN_SRC_NONE = 0,	/* not a per_source rule */
+	SLUICE_EXPLAIN_SRC_TRACKED,	/* its entry's window and credit */
+	SLUICE_EXPLAIN_SRC_UNTRACKED,	/* no entry: light until the sketch
+					 * counts half the count a second */
+};
+
+struct sluice_explain {
+	__u32 outcome;		/* enum sluice_explain_outcome */
+	__u32 reason;		/* unclassified: why (enum sluice_stat) */
+	__u32 verdict;		/* unclassified: the XDP verdict it gets */
+	__u32 ref;		/* rule: its slot + 1 */
+	__u32 source;		/* enum sluice_explain_source */
+	__u32 pad;
+	__u64 cost;		/* tokens the frame costs (bytes for bps) */
+	__u64 count;		/* the threshold per second now */
+	__u64 window;		/* tokens an interval admits */
+	__u64 used;		/* tokens granted in the window now */
+	__u64 credit;		/* the pacing clock's credit now, in tokens */
+};
+
 /* Host-wide per-CPU counters, indexed by enum sluice_stat. */
 enum sluice_stat {
 	SLUICE_ST_UNMATCHED = 0,

@@ -4,17 +4,15 @@
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Data plane tests: one binary per feature (tests/bpf/test_<feature>.c)
-# over one harness, frames from the packet builder that the traffic tools
-# share (tests/lib/pkt.c).
+# over one harness, frames from the library's packet builder, which the
+# traffic tools and `sluice explain` share (user/lib/pkt.c).
 BPF_FEATURES := pkt parse classify admit per_source swap cpu breaker frag
 BPF_TESTS  := $(if $(wildcard tests/bpf/harness.c),\
 		$(BPF_FEATURES:%=$(BUILD)/tests/bpf_%))
 BPF_OBJ_DIR := $(BUILD)/tests/bpf
 BPF_HARNESS := $(BPF_OBJ_DIR)/harness.o
 BPF_OBJS   := $(BPF_HARNESS) $(BPF_FEATURES:%=$(BPF_OBJ_DIR)/test_%.o)
-PKT_DIR    := tests/lib
-PKT_OBJ_DIR := $(BUILD)/tests/lib
-PKT_OBJ    := $(PKT_OBJ_DIR)/pkt.o
+PKT_OBJ    := $(OBJ)/lib/pkt.o
 INTEG_TESTS := $(sort $(wildcard tests/integration/test_*.sh))
 
 $(BUILD)/tests:
@@ -24,22 +22,19 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(PROG_LIBS) $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS) \
 		-lcmocka
 
-$(BPF_OBJ_DIR) $(PKT_OBJ_DIR):
+$(BPF_OBJ_DIR):
 	mkdir -p $@
 
 # Each object's headers are tracked in its .d file; the skeleton is
 # generated, so it is named for the first build.
-$(PKT_OBJ): $(PKT_DIR)/pkt.c | $(PKT_OBJ_DIR)
-	$(CC) $(CFLAGS) -MMD -MP -I$(PKT_DIR) -c $< -o $@
-
 $(BPF_OBJS): $(BPF_OBJ_DIR)/%.o: tests/bpf/%.c $(SKEL) | $(BPF_OBJ_DIR)
-	$(CC) $(CFLAGS) -MMD -MP $(INC_ALL) -I$(PKT_DIR) -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP $(INC_ALL) -c $< -o $@
 
 $(BPF_TESTS): $(BUILD)/tests/bpf_%: $(BPF_OBJ_DIR)/test_%.o $(BPF_HARNESS) \
 		$(PKT_OBJ) $(LIB) | $(BUILD)/tests
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
--include $(PKT_OBJ:.o=.d) $(BPF_OBJS:.o=.d)
+-include $(BPF_OBJS:.o=.d)
 
 # libFuzzer targets: tests/fuzz/fuzz_NAME.c over the library sources it
 # exercises (FUZZ_SRCS_NAME), built with clang and the sanitizers;

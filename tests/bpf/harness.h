@@ -2,7 +2,7 @@
 /*
  * The data plane tests' harness: TAP output, the data plane loaded through
  * the library on the injected test clock, rule sets applied from JSON,
- * frames from the packet builder (tests/lib/pkt.h) run through
+ * frames from the packet builder (user/lib/pkt.h) run through
  * BPF_PROG_TEST_RUN, and the rule and host counters read back. Fixture
  * tables (one frame, its verdict, its counter deltas) run through
  * run_table(). Each tests/bpf/test_<feature>.c is one TAP suite:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The packet builder (tests/lib/pkt.h) against golden frames: every other
+ * The packet builder (user/lib/pkt.h) against golden frames: every other
  * data plane suite trusts its bytes and checksums. Needs no BPF.
  */
 #include <stdio.h>

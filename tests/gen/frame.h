@@ -3,7 +3,7 @@
  * admit_shape): one Ethernet frame, optionally 802.1Q tagged or
  * 802.1ad+802.1Q (QinQ) tagged, carrying IPv4 or IPv6 with UDP, TCP, ICMP
  * echo or ICMPv6 echo, written by the tests' packet builder
- * (tests/lib/pkt.h) with all checksums filled in, and the struct frame_rw
+ * (user/lib/pkt.h) with all checksums filled in, and the struct frame_rw
  * that lets a sender vary the source address per packet.
  */
 #ifndef SLUICE_GEN_FRAME_H

@@ -4,13 +4,13 @@
 # CFLAGS and the $(BUILD) directory rule. `make gen` builds:
 #   $(BUILD)/xdpflood  live-frames flood     $(BUILD)/pktsend  paced sender
 #   $(BUILD)/xdppass   do-nothing XDP program $(BUILD)/rxcount  tc counter
-# Frames come from the tests' packet builder, $(PKT_OBJ) (tests/tests.mk).
+# Frames come from the library's packet builder, $(PKT_OBJ) (tests/tests.mk).
 
 GEN_DIR     := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 GEN_OUT     := $(BUILD)/gen
 GEN_BPF     := xdpflood xdppass rxcount
 GEN_TOOLS   := $(addprefix $(BUILD)/,xdpflood xdppass pktsend rxcount)
-GEN_CFLAGS  := $(CFLAGS) -I$(GEN_OUT) -I$(GEN_DIR) -I$(PKT_DIR) -Iuser/lib
+GEN_CFLAGS  := $(CFLAGS) -I$(GEN_OUT) -I$(GEN_DIR) -Iuser/lib
 GEN_BPFFLAGS := -O2 -g -target bpf -mcpu=v3 -Wall $(ARCH_INC) -I$(GEN_DIR)
 GEN_LDLIBS  := -lbpf -lelf -lz -lm
 GEN_HDRS    := $(wildcard $(GEN_DIR)/*.h)

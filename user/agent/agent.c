@@ -25,6 +25,7 @@
 #include "ctl.h"
 #include "etcd.h"
 #include "etcd_source.h"
+#include "explain.h"
 #include "guard.h"
 #include "http_metrics.h"
 #include "json_text.h"
@@ -985,12 +986,74 @@ static cJSON *do_reload_secrets(struct agent *a)
 	return r;
 }
 
+static const char *const explain_outcomes[] = {
+	[SLUICE_EXPLAIN_NOT_IP] = "not_ip",
+	[SLUICE_EXPLAIN_UNCLASSIFIED] = "unclassified",
+	[SLUICE_EXPLAIN_NO_RULE] = "no_rule",
+	[SLUICE_EXPLAIN_RULE] = "rule",
+};
+static const char *const explain_verdicts[] = {
+	[SL_EXPLAIN_PASS] = "pass",
+	[SL_EXPLAIN_DROP] = "drop",
+	[SL_EXPLAIN_SHADOW] = "shadow_drop",
+};
+
+/* `sluice explain`: the data plane's answer for the request's packet. */
+static cJSON *do_explain(struct agent *a, const struct sl_ctl_req *req)
+{
+	struct sl_explain_query q;
+	struct sl_explain e;
+	const struct sl_rule *rule;
+	cJSON *r;
+	int err;
+
+	if (sl_ctl_req_explain(req, &q, a->err, sizeof(a->err)))
+		return request_error(a, -EINVAL);
+	pthread_mutex_lock(&a->dp_lock);
+	err = sl_dp_explain(&a->dp, &q, &e);
+	rule = e.rule >= 0 ? &a->dp.rules.rules[e.rule] : NULL;
+	r = err ? error_answer("internal", "explain: %s", strerror(-err))
+		: ok_answer();
+	if (err)
+		goto out;
+	cJSON_AddNumberToObject(r, "frame_bytes", e.frame_len);
+	cJSON_AddStringToObject(r, "outcome", explain_outcomes[e.bpf.outcome]);
+	if (e.bpf.outcome == SLUICE_EXPLAIN_UNCLASSIFIED)
+		cJSON_AddStringToObject(r, "reason",
+					sl_host_stat_name(e.bpf.reason));
+	if (rule) {
+		cJSON_AddStringToObject(r, "rule", rule->name);
+		cJSON_AddStringToObject(r, "mode", sl_mode_str(rule->mode));
+		cJSON_AddStringToObject(r, "grade", sl_grade_str(rule->grade));
+		cJSON_AddNumberToObject(r, "count", e.bpf.count);
+		cJSON_AddNumberToObject(r, "cost", e.bpf.cost);
+		cJSON_AddNumberToObject(r, "window", e.bpf.window);
+		cJSON_AddNumberToObject(r, "used", e.bpf.used);
+		cJSON_AddNumberToObject(r, "credit", e.bpf.credit);
+		if (rule->per_source)
+			cJSON_AddStringToObject(
+				r, "source",
+				e.bpf.source == SLUICE_EXPLAIN_SRC_TRACKED
+					? "tracked"
+					: "untracked");
+		else
+			cJSON_AddNumberToObject(r, "cached", e.cached);
+	}
+	cJSON_AddStringToObject(r, "verdict", explain_verdicts[e.verdict]);
+	cJSON_AddStringToObject(r, "why", e.why);
+out:
+	pthread_mutex_unlock(&a->dp_lock);
+	return r;
+}
+
 static cJSON *dispatch(struct agent *a, const struct sl_ctl_req *req)
 {
 	const char *cmd = req->cmd;
 
 	if (!strcmp(cmd, "status"))
 		return do_status(a);
+	if (!strcmp(cmd, "explain"))
+		return do_explain(a, req);
 	if (a->etcd_key && !strncmp(cmd, "rule.", 5))
 		return error_answer("managed",
 				    "the rules of this agent come from etcd "

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The sluice CLI: `rule`, `status` and `stats` ask the agent over its
+ * The sluice CLI: `rule`, `status`, `stats` and `explain` ask the agent over its
  * control socket (ctl.h) and never touch the maps; `down` removes a pinned
  * data plane without an agent; `check` validates a rule file offline.
  * One file per verb, this header between them. The CLI is the edge: it
@@ -48,6 +48,9 @@ struct cli {
 	bool has_if_version;
 	uint64_t if_version;
 	bool dry_run;
+	/* explain: the packet beyond PROTO SRC DST */
+	uint32_t sport, dport, vlan, size;
+	bool has_sport, has_dport, has_vlan, has_size, syn;
 	char **args; /* positional arguments */
 	int n_args;
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -190,6 +193,6 @@ void cli_print_diff(const cJSON *diff);
 extern const struct sl_cmd sl_cmd_rule_add, sl_cmd_rule_del,
 	sl_cmd_rule_replace, sl_cmd_rule_list, sl_cmd_rule_save, sl_cmd_status,
 	sl_cmd_stats, sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check,
-	sl_cmd_push;
+	sl_cmd_push, sl_cmd_explain;
 
 #endif

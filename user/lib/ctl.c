@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -218,6 +219,105 @@ int sl_ctl_req_if_version(const struct sl_ctl_req *req, bool *given,
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/* A member of an explain request that is an integer in [min, max]:
+ * 1 if given, 0 if absent, -EINVAL (the error written) if neither. */
+static int explain_uint(const struct sl_ctl_req *req, const char *name,
+			uint64_t min, uint64_t max, uint64_t *v, char *err,
+			size_t errlen)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(req->json, name);
+
+	if (!it)
+		return 0;
+	if (!sl_json_uint(it, min, max, v)) {
+		snprintf(err, errlen, "request: '%s' must be an integer from "
+				      "%llu to %llu", name,
+			 (unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	return 1;
+}
+
+static int explain_addr(const struct sl_ctl_req *req, const char *name,
+			struct in6_addr *a, int *family, char *err,
+			size_t errlen)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(req->json, name);
+	const char *s = cJSON_GetStringValue(it);
+
+	memset(a, 0, sizeof(*a));
+	if (s && inet_pton(AF_INET, s, a) == 1)
+		*family = 4;
+	else if (s && inet_pton(AF_INET6, s, a) == 1)
+		*family = 6;
+	else {
+		snprintf(err, errlen, "request: '%s' must be an IPv4 or IPv6 "
+				      "address%s%s", name, s ? ", not " : "",
+			 s ? s : "");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int sl_ctl_req_explain(const struct sl_ctl_req *req,
+		       struct sl_explain_query *q, char *err, size_t errlen)
+{
+	const char *proto = cJSON_GetStringValue(
+		cJSON_GetObjectItemCaseSensitive(req->json, "proto"));
+	uint64_t v;
+	int fam_dst, got, err_;
+
+	memset(q, 0, sizeof(*q));
+	q->vlan = -1;
+	q->sport = 40000;
+	err_ = explain_addr(req, "src", &q->src, &q->family, err, errlen) ?:
+	       explain_addr(req, "dst", &q->dst, &fam_dst, err, errlen);
+	if (err_)
+		return err_;
+	if (fam_dst != q->family) {
+		snprintf(err, errlen, "request: 'src' and 'dst' must be of one "
+				      "family (IPv4 or IPv6)");
+		return -EINVAL;
+	}
+	if (proto && !strcmp(proto, "tcp"))
+		q->proto = IPPROTO_TCP;
+	else if (proto && !strcmp(proto, "udp"))
+		q->proto = IPPROTO_UDP;
+	else if (proto && !strcmp(proto, "icmp"))
+		q->proto = q->family == 4 ? IPPROTO_ICMP : IPPROTO_ICMPV6;
+	else {
+		snprintf(err, errlen, "request: 'proto' must be tcp, udp or "
+				      "icmp");
+		return -EINVAL;
+	}
+	got = explain_uint(req, "dport", 0, 65535, &v, err, errlen);
+	if (got < 0)
+		return got;
+	if (got)
+		q->dport = v;
+	else if (q->proto == IPPROTO_TCP || q->proto == IPPROTO_UDP) {
+		snprintf(err, errlen, "request: %s needs 'dport'", proto);
+		return -EINVAL;
+	}
+	got = explain_uint(req, "sport", 0, 65535, &v, err, errlen);
+	if (got < 0)
+		return got;
+	if (got)
+		q->sport = v;
+	got = explain_uint(req, "vlan", 0, 4094, &v, err, errlen);
+	if (got < 0)
+		return got;
+	if (got)
+		q->vlan = v;
+	got = explain_uint(req, "size", 0, SL_EXPLAIN_MAX_SIZE, &v, err,
+			   errlen);
+	if (got < 0)
+		return got;
+	if (got)
+		q->size = v;
+	return sl_ctl_req_bool(req, "syn", &q->syn, err, errlen);
 }
 
 int sl_ctl_req_bool(const struct sl_ctl_req *req, const char *name,

@@ -8,6 +8,7 @@
 #ifndef SLUICE_CTL_H
 #define SLUICE_CTL_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,29 @@ int sl_ctl_req_bool(const struct sl_ctl_req *req, const char *name,
  * from req. */
 int sl_ctl_req_names(const struct sl_ctl_req *req, const char ***names,
 		     size_t *n, char *err, size_t errlen);
+
+/* A packet to explain (`sluice explain`; built by user/dp/explain.c). */
+struct sl_explain_query {
+	int family;		/* 4 or 6 */
+	uint8_t proto;		/* IPPROTO_TCP, _UDP, _ICMP or _ICMPV6 */
+	struct in6_addr src, dst; /* IPv4: the first 4 bytes */
+	uint16_t sport, dport;	/* TCP and UDP */
+	bool syn;		/* TCP: a SYN (else an ACK) */
+	int vlan;		/* -1: untagged, else the VID of one tag */
+	uint32_t size;		/* frame bytes; 0: the headers alone */
+};
+
+/* The largest frame explain builds. */
+#define SL_EXPLAIN_MAX_SIZE 1514
+
+/*
+ * An explain request's packet: "proto" (tcp, udp, icmp; icmp is ICMPv6
+ * between IPv6 addresses), "src" and "dst" (addresses of one family),
+ * "dport" (tcp and udp), "sport" (default 40000), "syn", "vlan" (a VID,
+ * absent: untagged) and "size" (frame bytes).
+ */
+int sl_ctl_req_explain(const struct sl_ctl_req *req,
+		       struct sl_explain_query *q, char *err, size_t errlen);
 
 /* "rules", an array of rules as in a rule file, through the rule parser
  * (its errors in err). */

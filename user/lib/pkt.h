@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The packet builder of the tests and the traffic tools (after katran's
- * PacketBuilder): append headers outermost first, then pkt_finish() pads
+ * The packet builder of `sluice explain`, the tests and the traffic tools
+ * (after katran's PacketBuilder): append headers outermost first, then pkt_finish() pads
  * to a frame size and fixes every length and checksum.
  *
  *	struct pkt p;
@@ -18,10 +18,11 @@
  * chain needs no bookkeeping by the caller; pkt_next() sets that field by
  * hand (ARP, or the protocol of a fragment that carries no L4 header).
  * Errors (bad address, overflow) abort: a broken fixture is a test bug,
- * and the traffic tools check their options before they build.
+ * and the traffic tools and explain check their input before they build
+ * (binary addresses, at most PKT_MAX bytes).
  */
-#ifndef SLUICE_TEST_PKT_H
-#define SLUICE_TEST_PKT_H
+#ifndef SLUICE_PKT_H
+#define SLUICE_PKT_H
 
 #include <netinet/in.h>
 #include <linux/if_ether.h>

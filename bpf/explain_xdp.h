@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * `sluice explain`: which rule judges a frame and what its budget holds
+ * now, found by sluice_xdp's own parse and classification. The agent
+ * builds the frame and runs sluice_explain on it with BPF_PROG_TEST_RUN;
+ * nothing is taken, counted or remembered (classify() without a context
+ * leaves breakers alone; the destination cache keeps the answer, as it
+ * would for the real packet).
+ */
+#ifndef SLUICE_EXPLAIN_XDP_H
+#define SLUICE_EXPLAIN_XDP_H
+
+#include "admit.h"
+#include "classify.h"
+#include "frag.h"
+
+/* The budget that would judge p under the rule in slot, read only. */
+static __always_inline void explain_budget(__u32 slot,
+					   const struct sluice_pkt *p,
+					   struct sluice_explain *out)
+{
+	struct sluice_rule_cfg *cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
+	__u64 *limit = bpf_map_lookup_elem(&rule_limit, &slot);
+	struct sluice_budget *bud = bpf_map_lookup_elem(&rule_budget, &slot);
+	struct sluice_pacer *pacer;
+	struct sluice_src_key key;
+	struct sluice_src_state *st;
+	__u64 now, start, interval_ns, base;
+
+	if (!cfg || !limit || !bud || !cfg->interval_ms)
+		return;
+	now = sluice_now();
+	out->count = sluice_effective_limit(
+		cfg,
+		sluice_leased_limit(*limit,
+				    bpf_map_lookup_elem(&rule_lease, &slot),
+				    now),
+		now);
+	out->cost = cfg->grade == SLUICE_GRADE_BPS ? p->len : 1;
+	out->window = out->count * cfg->interval_ms / 1000;
+	interval_ns = interval_ns_of(cfg->interval_ms);
+	start = now > interval_ns ? now - interval_ns : 0;
+	pacer = &bud->pacer;
+	if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
+		source_key(&key, slot, p, cfg);
+		st = bpf_map_lookup_elem(&src_table, &key);
+		if (!st) {
+			out->source = SLUICE_EXPLAIN_SRC_UNTRACKED;
+			return;
+		}
+		out->source = SLUICE_EXPLAIN_SRC_TRACKED;
+		out->used = window_used(st->ring, SLUICE_SRC_SLOTS,
+					now / (interval_ns / SLUICE_SRC_SLOTS),
+					start);
+		pacer = &st->pacer;
+	} else {
+		out->used = ledger_used(bud, start);
+	}
+	out->credit = pace_credit(READ_ONCE(pacer->tat_us), out->count,
+				  cfg->interval_ms, now / NSEC_PER_USEC, &base);
+}
+
+static __always_inline int explain(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct sluice_explain *out;
+	struct sluice_pkt p;
+	__u32 ref, zero = 0;
+	int rc;
+
+	out = bpf_map_lookup_elem(&explain_out, &zero);
+	if (!out)
+		return XDP_PASS;
+	__builtin_memset(out, 0, sizeof(*out));
+	rc = parse_packet(&p, data, data_end);
+	if (rc == PARSE_NOT_IP) {
+		out->outcome = SLUICE_EXPLAIN_NOT_IP;
+		return XDP_PASS;
+	}
+	/* as sluice_xdp: a frame explained is never a later fragment */
+	if (rc != PARSE_OK &&
+	    (rc < SLUICE_ST_FRAG_ORPHAN || rules_need(&p, rc))) {
+		out->outcome = SLUICE_EXPLAIN_UNCLASSIFIED;
+		out->reason = rc;
+		out->verdict = unclassified_verdict;
+		return XDP_PASS;
+	}
+	ref = classify(&p, NULL);
+	if (ref == SLUICE_REF_NONE) {
+		out->outcome = SLUICE_EXPLAIN_NO_RULE;
+		return XDP_PASS;
+	}
+	out->outcome = SLUICE_EXPLAIN_RULE;
+	out->ref = ref;
+	explain_budget(ref - 1, &p, out);
+	return XDP_PASS;
+}
+
+#endif
