@@ -6,8 +6,6 @@
 
 #include "completion.h"
 
-const char *const sl_completion_shells[] = { "bash", "zsh", NULL };
-
 #define WORD_MAX 64
 
 /* What follows an option, or what the positional arguments are. */

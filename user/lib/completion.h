@@ -13,9 +13,6 @@
 
 #include "params.h"
 
-/* The shells there is a script for, NULL-terminated. */
-extern const char *const sl_completion_shells[];
-
 /* The script for shell over cmds into f: 0, or -EINVAL for another shell. */
 int sl_completion_print(const struct sl_cmd *const *cmds, const char *shell,
 			FILE *f);
