@@ -350,7 +350,7 @@ write_job() {
 	local margin=$((vm_timeout / 10 > 10 ? vm_timeout / 10 : 10))
 	echo "${VMTEST_GUEST_TIMEOUT:-$((vm_timeout - margin))}" >"$share/guest-timeout"
 	# The directories the guest binds back over its own mounts (/tmp,
-	# /run, /boot: vmtest/init), outermost first, none inside another.
+	# /run, /boot: vmtest/init), none inside one listed before it.
 	local d k keep=()
 	for d in "$repo" "$build_abs" "$cache"; do
 		for k in "${keep[@]}"; do
