@@ -44,8 +44,9 @@ PROG_ARS  := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
 PROG_LIBS := $(OBJ)/sluice.o $(PROG_ARS)
 SLUICE    := $(BUILD)/sluice
 
-.PHONY: all deps test bench demo clean vmtest format man install uninstall
-all: $(SLUICE) $(BPF_OBJ)
+.PHONY: all deps test bench demo clean vmtest format man install uninstall \
+	completion
+all: $(SLUICE) $(BPF_OBJ) completion
 
 # Debian packages for building, testing and the demo; idempotent.
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
@@ -53,7 +54,7 @@ DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    iproute2 libclang-rt-14-dev python3 jq redis-server scdoc man-db \
 	    bsdextrautils systemd python3-yaml libmicrohttpd-dev prometheus \
 	    curl libncurses-dev tmux libcurl4-openssl-dev etcd-server \
-	    etcd-client nftables iptables gnuplot-nox libmnl-dev
+	    etcd-client nftables iptables gnuplot-nox libmnl-dev zsh
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
@@ -109,6 +110,16 @@ $(PROG_ARS):
 $(SLUICE): $(OBJ)/main.o $(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# bash and zsh completion, printed by the binary from its command table
+COMPLETIONS := $(BUILD)/completion/sluice $(BUILD)/completion/_sluice
+completion: $(COMPLETIONS)
+$(BUILD)/completion/sluice: $(SLUICE)
+	@mkdir -p $(@D)
+	$(SLUICE) completion bash >$@.tmp && mv $@.tmp $@
+$(BUILD)/completion/_sluice: $(SLUICE)
+	@mkdir -p $(@D)
+	$(SLUICE) completion zsh >$@.tmp && mv $@.tmp $@
+
 -include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
 
 include tests/tests.mk
@@ -126,6 +137,9 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 MANDIR     ?= $(PREFIX)/share/man
 DOCDIR     ?= $(PREFIX)/share/doc/sluice
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+# Debian's zsh reads vendor-completions under /usr, site-functions elsewhere
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
 MAN_PAGES  := $(patsubst docs/man/%.scd,$(BUILD)/man/%,$(wildcard docs/man/*.scd))
 UNITS      := sluice.service sluice-tokend.service
 # configuration: installed when absent, never overwritten; mode
@@ -139,8 +153,12 @@ $(BUILD)/man/%: docs/man/%.scd
 	@mkdir -p $(@D)
 	scdoc < $< > $@.tmp && mv $@.tmp $@
 
-install: $(SLUICE) man
+install: $(SLUICE) man completion
 	install -D -m 755 $(SLUICE) $(DESTDIR)$(SBINDIR)/sluice
+	install -D -m 644 $(BUILD)/completion/sluice \
+		$(DESTDIR)$(BASHCOMPDIR)/sluice
+	install -D -m 644 $(BUILD)/completion/_sluice \
+		$(DESTDIR)$(ZSHCOMPDIR)/_sluice
 	install -d -m 755 $(DESTDIR)$(UNITDIR)
 	for u in $(UNITS); do \
 		sed -e 's|@SBINDIR@|$(SBINDIR)|g' \
@@ -160,6 +178,7 @@ install: $(SLUICE) man
 # Configuration is removed only where it is still as installed.
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/sluice
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/sluice $(DESTDIR)$(ZSHCOMPDIR)/_sluice
 	rm -f $(UNITS:%=$(DESTDIR)$(UNITDIR)/%)
 	for m in $(MAN_PAGES); do \
 		rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done

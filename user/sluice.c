@@ -5,6 +5,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "completion.h"
 #include "sluice.h"
 #include "tokend.h"
 
@@ -20,6 +21,27 @@ static const struct sl_cmd sl_cmd_version = {
 	.run = run_version,
 	.summary = "print the build's version (`git describe` of its tree); "
 		   "also --version",
+};
+
+static int run_completion(const struct sl_cmd *cmd, void *opts, int argc,
+			  char **argv)
+{
+	if (sl_completion_print(sl_commands, argv[0], stdout))
+		return sl_params_error(cmd, "'%s' is not bash or zsh",
+				       argv[0]);
+	return 0;
+}
+
+static const struct sl_cmd sl_cmd_completion = {
+	.name = "completion",
+	.args = "bash|zsh",
+	.min_args = 1,
+	.max_args = 1,
+	.missing = "the shell: bash or zsh",
+	.run = run_completion,
+	.summary = "print the shell's completion script, made from this "
+		   "command table\n(`make install` installs both; "
+		   "docs/cli.md)",
 };
 
 const struct sl_cmd *const sl_commands[] = {
@@ -39,6 +61,7 @@ const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_check,
 	&sl_cmd_push,
 	&sl_cmd_version,
+	&sl_cmd_completion,
 	NULL,
 };
 

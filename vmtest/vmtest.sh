@@ -349,6 +349,16 @@ write_job() {
 	# hung test still brings back its output and dmesg.
 	local margin=$((vm_timeout / 10 > 10 ? vm_timeout / 10 : 10))
 	echo "${VMTEST_GUEST_TIMEOUT:-$((vm_timeout - margin))}" >"$share/guest-timeout"
+	# The directories the guest binds back over its own mounts (/tmp,
+	# /run, /boot: vmtest/init), none inside one listed before it.
+	local d k keep=()
+	for d in "$repo" "$build_abs" "$cache"; do
+		for k in "${keep[@]}"; do
+			case $d/ in "$k"/*) continue 2 ;; esac
+		done
+		keep+=("$d")
+	done
+	printf '%s\n' "${keep[@]}" >"$share/keep"
 	cat >"$share/job.sh" <<-EOF
 	#!/bin/bash
 	# written by vmtest/vmtest.sh; run by the guest's /init in a chroot
@@ -357,7 +367,7 @@ write_job() {
 	export SLUICE_VM=1 SLUICE_TEST_LOGS=/run/vmtest/logs
 	export BUILD=$(shq "$BUILD")
 	export VMTEST_KERNEL=$(shq "$spec") VMTEST_KERNEL_PKG=$(shq "$pkg $pkgver")
-	cd $(shq "$repo") || exit 97
+	cd $(shq "$repo") || { echo "vmtest: the guest cannot enter $(shq "$repo")"; exit 97; }
 	echo "# guest kernel: \$(uname -r) ($(shq "$pkg $pkgver"))"
 	tests/run.sh $suites | tee /run/vmtest/tap.log
 	st=\${PIPESTATUS[0]}
@@ -505,6 +515,13 @@ for tool in "$qemu" busybox dpkg-deb apt-get xz zstd; do
 done
 command -v depmod >/dev/null || warn "no depmod (kmod): no module autoload in the guest"
 
+# The guest mounts its own proc and sysfs: nothing under them is shared.
+for d in "$repo" "$build_abs" "$cache"; do
+	case $d/ in /proc/* | /sys/*)
+		warn "$d: the guest mounts its own /proc and /sys over it; move it elsewhere"
+		exit 2 ;;
+	esac
+done
 mkdir -p "$build_abs/vmtest"
 say "suites: $suites"
 table=()

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # `make install` and `make uninstall` (docs/operations.md, "Installing"):
-#   - DESTDIR gets the binary, both units, the man pages, the docs and the
-#     configuration (the secrets file mode 0600), all with their modes;
+#   - DESTDIR gets the binary, both units, the man pages, the docs, the
+#     bash and zsh completion and the configuration (the secrets file mode 0600), all with their modes;
 #   - a second install keeps configuration an operator edited;
 #   - every unit passes `systemd-analyze verify` with nothing to say, and
 #     the agent's ordering has no cycle and puts it before network-pre,
@@ -36,6 +36,8 @@ for f in usr/local/sbin/sluice:755 \
 	 usr/local/share/doc/sluice/operations.md:644 \
 	 usr/local/share/doc/sluice/alerts.yml:644 \
 	 usr/local/share/doc/sluice/examples/schema.json:644 \
+	 usr/local/share/bash-completion/completions/sluice:644 \
+	 usr/local/share/zsh/site-functions/_sluice:644 \
 	 etc/default/sluice:644 etc/default/sluice-tokend:644 \
 	 etc/sluice/rules.json:644 etc/sluice/secrets:600; do
 	path=$R/${f%:*} want=${f#*:}

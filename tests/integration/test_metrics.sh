@@ -9,8 +9,11 @@
 #     pktsend sent; a shadow rule reports would-drops and no drops;
 #   - `promtool check metrics` has nothing to say about a scrape, with 2
 #     rules, with a cluster flow and 4096 rules, and about tokend's;
-#   - another path is 404, another method 405 (Allow: GET, HEAD), HEAD has
-#     no body;
+#   - / is a landing page (HTML) that links to /metrics, for the agent and
+#     tokend; another path is 404, another method 405 (Allow: GET, HEAD),
+#     HEAD has no body;
+#   - the process_* metrics of both are plausible: started during this
+#     test, fds open and fewer than the limit, memory resident;
 #   - a scrape answers (curl --max-time) while a control-socket client and
 #     an HTTP client stall half-way through their requests, and while the
 #     cluster thread syncs;
@@ -37,6 +40,7 @@ TD_URL=http://127.0.0.1:9465/metrics
 SENT=3000
 if [ -n "$VM" ]; then READY_S=120; MAX_TIME=20; else READY_S=10; MAX_TIME=2; fi
 HAVE_PROMTOOL=$(command -v promtool >/dev/null && echo 1)
+T_START=$(date +%s)
 
 # scrape FILE [URL]: the metrics into FILE; curl's status
 scrape()
@@ -66,6 +70,59 @@ promtool_check()
 	check $((rc == 0 && said == 0 ? 0 : 1)) \
 		"promtool check metrics: $2: exit $rc, $said lines said"
 	show "$T/lint" 5
+}
+
+# process_check FILE WHAT: the process_* samples of a scrape are
+# plausible for a process that this test started
+process_check()
+{
+	local said
+
+	said=$(python3 - "$1" "$T_START" "$(date +%s)" <<'PY'
+import sys
+m = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("#") and line.strip():
+        k, v = line.split()[:2]
+        m[k] = float(v)
+t0, now = int(sys.argv[2]), int(sys.argv[3])
+g = lambda k: m.get(k, -1)
+bad = []
+if not t0 - 1 <= g("process_start_time_seconds") <= now + 1:
+    bad.append("start time %s not in [%d, %d]"
+               % (g("process_start_time_seconds"), t0 - 1, now + 1))
+if not 0 < g("process_open_fds") < g("process_max_fds"):
+    bad.append("open fds %s, max %s" % (g("process_open_fds"),
+                                        g("process_max_fds")))
+if not 0 < g("process_resident_memory_bytes") <= g("process_virtual_memory_bytes"):
+    bad.append("rss %s, vsz %s" % (g("process_resident_memory_bytes"),
+                                   g("process_virtual_memory_bytes")))
+if not 0 <= g("process_cpu_seconds_total") < now - t0 + 60:
+    bad.append("cpu %s s" % g("process_cpu_seconds_total"))
+print("; ".join(bad) if bad else
+      "started %.0f s into the test, %d fds of %d, rss %.1f MB, cpu %.2f s"
+      % (g("process_start_time_seconds") - t0, g("process_open_fds"),
+         g("process_max_fds"), g("process_resident_memory_bytes") / 2**20,
+         g("process_cpu_seconds_total")))
+sys.exit(1 if bad else 0)
+PY
+)
+	check $? "$2: process metrics: $said"
+}
+
+# landing_check URL WHAT: / is HTML that links to /metrics; /nope is 404
+landing_check()
+{
+	local code type
+
+	read -r code type <<<"$(ip netns exec "$NS_RX" curl -s -o "$T/body" \
+		-w '%{http_code} %{content_type}' --max-time "$MAX_TIME" "$1/")"
+	grep -q '<a href="/metrics">' "$T/body"
+	check $((code == 200 && $? == 0 ? 0 : 1)) \
+		"$2: GET /: $code (want 200), $type, links to /metrics"
+	code=$(ip netns exec "$NS_RX" curl -s -o "$T/body" -w '%{http_code}' \
+		--max-time "$MAX_TIME" "$1/nope")
+	check $((code == 404 ? 0 : 1)) "$2: GET /nope: $code (want 404): $(cat "$T/body")"
 }
 
 xdp_attached() # an XDP program on veth-rx
@@ -160,9 +217,8 @@ check $([ "$(metric "$T/m2" sluice_ready)" = 1 ] &&
 promtool_check "$T/m2" "2 rules"
 
 # ---- what else the server answers ----
-code=$(ip netns exec "$NS_RX" curl -s -o "$T/body" -w '%{http_code}' \
-	--max-time "$MAX_TIME" "http://127.0.0.1:$PORT/")
-check $((code == 404 ? 0 : 1)) "GET /: $code (want 404): $(cat "$T/body")"
+process_check "$T/m2" "agent"
+landing_check "http://127.0.0.1:$PORT" "agent"
 code=$(ip netns exec "$NS_RX" curl -s -D "$T/hdr" -o "$T/body" \
 	-w '%{http_code}' --max-time "$MAX_TIME" -X POST -d x "$URL")
 grep -qi '^Allow: GET, HEAD' "$T/hdr"
@@ -253,6 +309,8 @@ check $([ "$(metric "$T/td" 'sluice_tokend_flow_holders{namespace="web",flow_id=
 	echo 0 || echo 1) \
 	"tokend: fleet has 1 holder and threshold 2000, 1 connection, its syncs counted"
 promtool_check "$T/td" "tokend"
+process_check "$T/td" "tokend"
+landing_check "http://127.0.0.1:9465" "tokend"
 
 kill -KILL "${NETNS_PID[tokend]}"
 wait "${NETNS_PID[tokend]}" 2>/dev/null

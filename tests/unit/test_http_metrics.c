@@ -138,7 +138,21 @@ static void test_answers(void **state)
 	free(r);
 	assert_int_equal(fills, 3);
 
+	/* a landing page for a person, which links to the metrics */
 	r = ask(port, "GET / HTTP/1.0\r\n\r\n");
+	assert_non_null(strstr(r, " 200 "));
+	assert_non_null(strstr(r, "Content-Type: text/html; charset=utf-8"));
+	assert_non_null(strstr(r, "<a href=\"/metrics\">"));
+	assert_null(strstr(r, "t_up"));
+	free(r);
+	r = ask(port, "HEAD / HTTP/1.0\r\n\r\n");
+	assert_non_null(strstr(r, " 200 "));
+	assert_null(strstr(r, "<a href"));
+	free(r);
+	r = ask(port, "GET /metricsx HTTP/1.0\r\n\r\n");
+	assert_non_null(strstr(r, " 404 "));
+	free(r);
+	r = ask(port, "GET /index.html HTTP/1.0\r\n\r\n");
 	assert_non_null(strstr(r, " 404 "));
 	assert_non_null(strstr(r, "\r\n\r\nnot found: the metrics are at "
 				  "/metrics\n"));
@@ -151,7 +165,7 @@ static void test_answers(void **state)
 	r = ask(port, "DELETE /metrics HTTP/1.0\r\n\r\n");
 	assert_non_null(strstr(r, " 405 "));
 	free(r);
-	assert_int_equal(fills, 3); /* neither 404 nor 405 asked for them */
+	assert_int_equal(fills, 3); /* neither /, 404 nor 405 asked for them */
 	sl_http_metrics_stop(h);
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* Unit tests for the exposition text writer (user/lib/metrics.c). */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,10 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "metrics.h"
+#include "process_metrics.h"
 #include "util.h"
 
 static const struct sl_metric pkts = { "t_packets_total", "Packets." },
@@ -161,6 +165,76 @@ static void test_build_info(void **state)
 	free(t.buf);
 }
 
+/* A comm with spaces and parentheses, as a process may name itself. */
+static const char stat_text[] =
+	"4242 (a) b (c) S 1 4242 4242 0 -1 4194560 1203 0 0 0 "
+	"150 50 0 0 20 0 3 0 123400 24870912 2048 18446744073709551615 "
+	"1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n";
+static const char proc_stat_text[] =
+	"cpu  1 2 3 4 5 6 7 0 0 0\nintr 1 2\nctxt 9\nbtime 1700000000\n"
+	"processes 5\n";
+
+static void test_process_parse(void **state)
+{
+	struct sl_process_stats st = { 0 };
+
+	(void)state;
+	assert_int_equal(sl_process_stats_parse(stat_text, proc_stat_text, 100,
+						4096, &st),
+			 0);
+	assert_true(fabs(st.cpu_seconds - 2.0) < 1e-9); /* (150 + 50) / 100 */
+	assert_true(fabs(st.start_time - 1700001234.0) < 1e-6);
+	assert_int_equal(st.virtual_bytes, 24870912);
+	assert_int_equal(st.resident_bytes, 2048 * 4096);
+	/* not the kernel's text */
+	assert_int_equal(sl_process_stats_parse("4242 (a) S 1 2", proc_stat_text,
+						100, 4096, &st),
+			 -EINVAL);
+	assert_int_equal(sl_process_stats_parse("no comm", proc_stat_text, 100,
+						4096, &st),
+			 -EINVAL);
+	assert_int_equal(sl_process_stats_parse(stat_text, "cpu 1\n", 100,
+						4096, &st),
+			 -EINVAL);
+}
+
+static void test_process_self(void **state)
+{
+	struct sl_process_stats st = { 0 };
+	struct sl_text t = { 0 };
+	struct sl_metrics m;
+	double now = time(NULL);
+
+	(void)state;
+	assert_int_equal(sl_process_stats_read("/proc", &st), 0);
+	/* this test started a moment ago, holds stdio, has some memory */
+	assert_true(st.start_time <= now + 1 && st.start_time > now - 600);
+	assert_true(st.open_fds >= 3 && st.open_fds < st.max_fds);
+	assert_true(st.resident_bytes > 0);
+	assert_true(st.virtual_bytes >= st.resident_bytes);
+	assert_true(st.cpu_seconds >= 0 && st.cpu_seconds < 600);
+	assert_int_equal(sl_process_stats_read("/nonexistent", &st), -ENOENT);
+
+	sl_metrics_init(&m, &t);
+	sl_metrics_process_self(&m);
+	assert_non_null(t.buf);
+	assert_non_null(strstr(t.buf, "# TYPE process_cpu_seconds_total "
+				      "counter\nprocess_cpu_seconds_total "));
+	for (const char *const *g = (const char *const[]){
+		     "process_resident_memory_bytes",
+		     "process_virtual_memory_bytes",
+		     "process_start_time_seconds", "process_open_fds",
+		     "process_max_fds", NULL };
+	     *g; g++) {
+		char want[96];
+
+		snprintf(want, sizeof(want), "# TYPE %s gauge\n%s ", *g, *g);
+		if (!strstr(t.buf, want))
+			fail_msg("no %s in:\n%s", *g, t.buf);
+	}
+	free(t.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -170,6 +244,8 @@ int main(void)
 		cmocka_unit_test(test_histogram),
 		cmocka_unit_test(test_histogram_no_labels),
 		cmocka_unit_test(test_build_info),
+		cmocka_unit_test(test_process_parse),
+		cmocka_unit_test(test_process_self),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "agent_metrics.h"
+#include "process_metrics.h"
 #include "stats.h"
 #include "util.h"
 
@@ -613,6 +614,7 @@ int sl_agent_metrics(void *arg, struct sl_text *out)
 	}
 	sl_metrics_init(&m, out);
 	sl_metrics_build_info(&m);
+	sl_metrics_process_self(&m);
 	put_agent(&m, &s, src->dp);
 	put_rules(&m, &s);
 	put_breakers(&m, &s);

@@ -58,9 +58,17 @@ int sl_http_metrics_listen(const char *addr)
 	return fd;
 }
 
-/* A short text answer: 404, 405, 500. */
-static enum MHD_Result reply_text(struct MHD_Connection *conn,
-				  unsigned int status, const char *text)
+/* The landing page on /: where the metrics are, for a person. */
+static const char landing[] =
+	"<!DOCTYPE html>\n"
+	"<html><head><meta charset=\"utf-8\"><title>sluice</title></head>\n"
+	"<body><h1>sluice</h1>\n"
+	"<p><a href=\"/metrics\">Metrics</a> (Prometheus' text format)</p>\n"
+	"</body></html>\n";
+
+/* A short answer of a static text: the landing page, 404, 405, 500. */
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
+			     const char *type, const char *text)
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
@@ -68,13 +76,18 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn,
 
 	if (!r)
 		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"text/plain; charset=utf-8");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
 	ret = MHD_queue_response(conn, status, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *conn,
+				  unsigned int status, const char *text)
+{
+	return reply(conn, status, "text/plain; charset=utf-8", text);
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
@@ -93,6 +106,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn,
 	    strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
 				  "method not allowed: GET or HEAD /metrics\n");
+	if (!strcmp(url, "/"))
+		return reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8",
+			     landing);
 	if (strcmp(url, "/metrics"))
 		return reply_text(conn, MHD_HTTP_NOT_FOUND,
 				  "not found: the metrics are at /metrics\n");

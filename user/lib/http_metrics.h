@@ -2,8 +2,9 @@
 /*
  * GET /metrics over HTTP, from libmicrohttpd's own thread. The body comes
  * from a callback that fills a text (metrics.h writes it), so this module
- * knows nothing of what is exported. Another path is 404, a method other
- * than GET or HEAD 405, each with a short text body.
+ * knows nothing of what is exported. / is a small HTML page that links
+ * to /metrics; another path is 404, a method other than GET or HEAD 405,
+ * each with a short text body.
  */
 #ifndef SLUICE_HTTP_METRICS_H
 #define SLUICE_HTTP_METRICS_H

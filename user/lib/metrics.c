@@ -114,6 +114,16 @@ void sl_metrics_counter(struct sl_metrics *m, const struct sl_metric *f,
 	sl_text_put(m->out, "\n", 1);
 }
 
+void sl_metrics_counter_real(struct sl_metrics *m, const struct sl_metric *f,
+			     const struct sl_label *labels, size_t n_labels,
+			     double v)
+{
+	family(m, f, "counter");
+	sample(m, f->name, "", labels, n_labels, NULL);
+	put_double(m->out, v);
+	sl_text_put(m->out, "\n", 1);
+}
+
 void sl_metrics_gauge(struct sl_metrics *m, const struct sl_metric *f,
 		      const struct sl_label *labels, size_t n_labels, double v)
 {

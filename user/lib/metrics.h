@@ -47,6 +47,11 @@ void sl_metrics_counter(struct sl_metrics *m, const struct sl_metric *f,
 			const struct sl_label *labels, size_t n_labels,
 			uint64_t v);
 
+/* A counter of a quantity that is not a count (seconds of CPU). */
+void sl_metrics_counter_real(struct sl_metrics *m, const struct sl_metric *f,
+			     const struct sl_label *labels, size_t n_labels,
+			     double v);
+
 void sl_metrics_gauge(struct sl_metrics *m, const struct sl_metric *f,
 		      const struct sl_label *labels, size_t n_labels, double v);
 

@@ -18,6 +18,7 @@
 #include "http_metrics.h"
 #include "log.h"
 #include "params.h"
+#include "process_metrics.h"
 #include "rules_parse.h"
 #include "tokend.h"
 #include "util.h"
@@ -187,6 +188,7 @@ static int fill_metrics(void *arg, struct sl_text *out)
 
 	sl_metrics_init(&m, out);
 	sl_metrics_build_info(&m);
+	sl_metrics_process_self(&m);
 	err = sl_tokend_metrics(k->td, &m);
 	if (!err && k->etcd) {
 		struct sl_etcd_source_stats cs;
