@@ -104,6 +104,12 @@
 #define SLUICE_BRK_CONNS 16384
 #endif
 
+/* The ring of sampled drops (`sluice drops`): 13107 samples of 40 bytes
+ * with their headers, which the agent empties every 100 ms. */
+#ifndef SLUICE_DROP_RING_BYTES
+#define SLUICE_DROP_RING_BYTES (512 * 1024)
+#endif
+
 /* Fragmented datagrams whose first fragment's verdict is kept for the
  * later ones (an LRU; bound and memory in docs/architecture.md). */
 #ifndef SLUICE_FRAG_DATAGRAMS

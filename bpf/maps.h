@@ -176,6 +176,20 @@ struct {
 	__type(value, struct sluice_frag_buf);
 } frag_key_buf SEC(".maps");
 
+/* Sampled sources of dropped packets, read by the agent (`sluice drops`),
+ * and each CPU's sampling state per rule slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, SLUICE_DROP_RING_BYTES);
+} drop_samples SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_drop_sampler);
+} drop_sample_state SEC(".maps");
+
 /* sluice_explain's answer, read by the agent after each run (a map, not
  * a global: the skeleton's users need not know its type). */
 struct {

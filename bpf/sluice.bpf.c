@@ -23,6 +23,58 @@
 #include "explain_xdp.h"
 
 /*
+ * Sample the source of a packet refused on the full path for `sluice
+ * drops`: at most once per tick on each CPU and rule, the sample standing
+ * for every packet this CPU refused under the rule since its last one
+ * (held ones too), so a flood costs a ring write per tick, not per packet.
+ * A full ring loses the sample, not its weight: the next one carries it.
+ * A global function, verified once on its own: inlined, it multiplied the
+ * states of the admission path that precedes it past the verifier's limit.
+ */
+__attribute__((noinline)) int sample_drop(__u32 slot, __u32 family,
+					  __u64 addr_hi, __u64 addr_lo,
+					  __u64 refused)
+{
+	struct sluice_drop_sampler *ds;
+	struct sluice_drop_sample *s;
+	__u32 tick = sluice_tick();
+	__u64 weight;
+
+	ds = bpf_map_lookup_elem(&drop_sample_state, &slot);
+	if (!ds || ds->tick == tick)
+		return 0;
+	ds->tick = tick;
+	s = bpf_ringbuf_reserve(&drop_samples, sizeof(*s), 0);
+	if (!s)
+		return 0;
+	/* a slot reused by a new rule starts its counters again */
+	weight = refused >= ds->sampled ? refused - ds->sampled : refused;
+	ds->sampled = refused;
+	s->slot = slot;
+	s->weight = weight > 0xffffffffULL ? 0xffffffffU : weight;
+	s->family = family;
+	__builtin_memset(s->pad, 0, sizeof(s->pad));
+	__builtin_memcpy(s->saddr, &addr_hi, 8);
+	__builtin_memcpy(s->saddr + 8, &addr_lo, 8);
+	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* The source address of p as two words, in packet order (IPv4: the
+ * first 4 bytes of hi), for sample_drop(). */
+static __always_inline void source_words(const struct sluice_pkt *p,
+					 __u64 *hi, __u64 *lo)
+{
+	*hi = *lo = 0;
+	if (p->family == 4) {
+		*hi = *(const __u32 *)p->saddr;
+		return;
+	}
+	__builtin_memcpy(hi, p->saddr, 8);
+	__builtin_memcpy(lo, p->saddr + 8, 8);
+}
+
+/*
  * The verdict of the rule ref names for p (none: pass), for a packet
  * classified or a later fragment charged to its datagram's rule.
  */
@@ -32,7 +84,7 @@ static __always_inline int judge(struct xdp_md *ctx,
 	struct sluice_rule_cpu *rc;
 	struct sluice_rule_cfg *cfg;
 	__u32 slot, cpu_slot;
-	__u64 cost;
+	__u64 cost, hi, lo;
 	bool passed;
 	int verdict;
 
@@ -80,6 +132,8 @@ static __always_inline int judge(struct xdp_md *ctx,
 	account(rc, cfg, p->len, passed);
 	if (passed)
 		return XDP_PASS;
+	source_words(p, &hi, &lo);
+	sample_drop(slot, p->family, hi, lo, rc->blocked_pkts + rc->held_pkts);
 refused:
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
 }

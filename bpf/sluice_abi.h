@@ -407,7 +407,25 @@ struct sluice_frag_buf {
 	struct sluice_frag val;
 };
 
-/* What sluice_explain made of a frame (bpf/explain.h). */
+/* A dropped packet's source, sampled for `sluice drops` (bpf/sluice.bpf.c):
+ * on each CPU at most one per rule and tick, standing for the `weight`
+ * packets that CPU refused under the rule since its last sample. */
+struct sluice_drop_sample {
+	__u32 slot;
+	__u32 weight;
+	__u8 family;		/* 4 or 6 */
+	__u8 pad[7];
+	__u8 saddr[16];		/* IPv4: the first 4 bytes */
+};
+
+/* drop_sample_state's value: where a CPU's samples of a rule stand. */
+struct sluice_drop_sampler {
+	__u64 sampled;		/* refused packets its samples stood for */
+	__u32 tick;		/* the tick of its last sample */
+	__u32 pad;
+};
+
+/* What sluice_explain made of a frame (bpf/explain_xdp.h). */
 enum sluice_explain_outcome {
 	SLUICE_EXPLAIN_NOT_IP = 1,	/* not IP: passes, no rule judges it */
 	SLUICE_EXPLAIN_UNCLASSIFIED,	/* reason: an enum sluice_stat */

@@ -103,7 +103,8 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # and test_rule_source.sh's kernel side is test_agent_rules.sh's, its
 # push part needs etcd; test_dashboard.sh checks the dashboard's queries
 # with promtool and a scrape's names (the HTTP side, as test_metrics.sh);
-# test_docs_map.sh reads files only.
+# test_docs_map.sh reads files only; test_drops.sh compares sampled
+# drops with paced senders' shares (as test_top.sh).
 HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
 		   %/test_cluster_trust.sh %/test_etcd_rules.sh \
@@ -111,7 +112,7 @@ HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_breaker.sh %/test_breaker_signals.sh \
 		   %/test_tokend_stop.sh %/test_stats_watch.sh \
 		   %/test_tokend_flood.sh %/test_rule_source.sh \
-		   %/test_dashboard.sh %/test_docs_map.sh
+		   %/test_dashboard.sh %/test_docs_map.sh %/test_drops.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)

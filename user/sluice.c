@@ -55,6 +55,7 @@ const struct sl_cmd *const sl_commands[] = {
 	&sl_cmd_stats,
 	&sl_cmd_top,
 	&sl_cmd_explain,
+	&sl_cmd_drops,
 	&sl_cmd_secrets_reload,
 	&sl_cmd_down,
 	&sl_cmd_tokend,

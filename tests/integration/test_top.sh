@@ -11,7 +11,9 @@
 #           their count, so each has an entry: 16 of max_sources 64 (25 %)
 # Checked: the rows in order of drops; offered, admitted and dropped within
 # 10 % of what was sent; threshold, its source and the cluster state; the
-# header's clock moves (it refreshes); the terminal is cleared once only
+# header's clock moves (it refreshes); the source each rule drops most
+# (sampled drops: the one sender of flood and of shadow, none for rules
+# that drop nothing now); the terminal is cleared once only
 # (no flicker: the raw bytes, recorded with pipe-pane); an agent killed
 # and restarted is ridden out; a smaller window scrolls; q exits 0. Also:
 # no terminal, or no agent, is an error with its exit code.
@@ -117,8 +119,8 @@ sleep 2
 tm capture-pane -p -t top >"$T/screen2"
 show "$T/screen2" 12
 
-# rows SCREEN: "name|mode|limit|from|offered|admitted|dropped|cluster|sources"
-# per table row, in screen order
+# rows SCREEN: "name|mode|limit|from|offered|admitted|dropped|cluster|sources|
+# most dropped" per table row, in screen order
 rows()
 {
 	python3 - "$1" <<'PY'
@@ -128,7 +130,7 @@ head = next((i for i, l in enumerate(lines) if l.startswith("RULE ")), None)
 if head is not None:
     for l in lines[head + 1:]:
         cells = re.split(r" {2,}", l.strip())
-        if len(cells) != 9:
+        if len(cells) != 10:
             break
         print("|".join(cells))
 PY
@@ -146,7 +148,7 @@ row_is()
 {
 	local line
 	line=$(grep "^$1|" "$T/rows") || return 1
-	IFS='|' read -r name mode limit from off adm drop cl src <<<"$line"
+	IFS='|' read -r name mode limit from off adm drop cl src _ <<<"$line"
 	[ "$mode" = "$2" ] && [ "$limit" = "$3" ] && [ "$from" = "$4" ] &&
 		[ "$cl" = "$8" ] && [ "$src" = "$9" ] &&
 		near "$off" "$5" && near "$adm" "$6" || return 1
@@ -165,6 +167,11 @@ for want in "flood enforce 1000_pkt static 3000 1000 2000 - -" \
 done
 grep -qE '^shadow\|([^|]*\|){5}\([0-9]+\)\|' "$T/rows"
 check $? "shadow: its would-drop rate in brackets"
+# the source each rule drops most (sampled drops): flood's and shadow's one
+# sender; the rules that drop nothing show none
+most=$(cut -d'|' -f1,10 "$T/rows" | tr '\n' ' ')
+check $([ "$most" = "flood|198.18.0.1 100% shadow|198.18.0.1 100% fleet|- light|- persrc|- " ]
+	echo $?) "most dropped source: $most"
 
 # the header's clock: two captures 2 s apart differ, and both are frames
 c1=$(head -n1 "$T/screen1" | grep -o '[0-9][0-9]:[0-9][0-9]:[0-9][0-9]')

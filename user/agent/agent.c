@@ -22,6 +22,8 @@
 #include "agent.h"
 #include "agent_metrics.h"
 #include "cluster.h"
+#include "drops.h"
+#include "droptop.h"
 #include "ctl.h"
 #include "etcd.h"
 #include "etcd_source.h"
@@ -94,6 +96,8 @@ struct agent {
 	struct sl_etcd_source *etcd;
 	/* rules with "system" (docs/rules.md) */
 	struct sl_guard *guard;
+	/* the sources each rule drops most (`sluice drops`); NULL: none */
+	struct sl_agent_drops *drops;
 	/* breakers' state words as last logged, by slot (log_breakers) */
 	uint64_t *breaker_seen;
 	uint64_t breaker_gen; /* dp.rules_gen they were read under */
@@ -998,6 +1002,38 @@ static const char *const explain_verdicts[] = {
 	[SL_EXPLAIN_SHADOW] = "shadow_drop",
 };
 
+/* `sluice drops`: the sources each rule drops most. */
+static cJSON *do_drops(struct agent *a, const struct sl_ctl_req *req)
+{
+	const char *rule = cJSON_GetStringValue(
+		cJSON_GetObjectItemCaseSensitive(req->json, "rule"));
+	const cJSON *top = cJSON_GetObjectItemCaseSensitive(req->json, "top");
+	uint64_t n = 10;
+	cJSON *r;
+	int err;
+
+	if (top && !sl_json_uint(top, 1, SL_DROPTOP_KEEP, &n))
+		return error_answer("invalid", "request: 'top' must be an "
+					       "integer from 1 to %d",
+				    SL_DROPTOP_KEEP);
+	if (!a->drops)
+		return error_answer("unavailable", "sampled drops are "
+						   "unavailable (see the "
+						   "agent's log)");
+	r = ok_answer();
+	pthread_mutex_lock(&a->dp_lock);
+	err = sl_agent_drops_answer(a->drops, &a->dp, rule, n, r, a->err,
+				    sizeof(a->err));
+	pthread_mutex_unlock(&a->dp_lock);
+	if (err) {
+		cJSON_Delete(r);
+		return err == -ENOENT ? error_answer("not_found", "%s", a->err)
+				      : error_answer("internal", "drops: %s",
+						     strerror(-err));
+	}
+	return r;
+}
+
 /* `sluice explain`: the data plane's answer for the request's packet. */
 static cJSON *do_explain(struct agent *a, const struct sl_ctl_req *req)
 {
@@ -1054,6 +1090,8 @@ static cJSON *dispatch(struct agent *a, const struct sl_ctl_req *req)
 		return do_status(a);
 	if (!strcmp(cmd, "explain"))
 		return do_explain(a, req);
+	if (!strcmp(cmd, "drops"))
+		return do_drops(a, req);
 	if (a->etcd_key && !strncmp(cmd, "rule.", 5))
 		return error_answer("managed",
 				    "the rules of this agent come from etcd "
@@ -1331,6 +1369,10 @@ static int start(struct agent *a)
 		return -EINVAL;
 	}
 	a->in_force_version = a->snap.version;
+	a->drops = sl_agent_drops_new(&a->dp);
+	if (!a->drops)
+		pr_warn("sampled drops unavailable (`sluice drops`): %s",
+			strerror(errno));
 	if (a->cluster)
 		sl_cluster_rules_changed(a->cluster);
 	if (a->serve_tokens) {
@@ -1502,6 +1544,8 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 				pr_err("SIGHUP: secrets not reloaded, those in "
 				       "use stay: %s", a->err);
 		}
+		if (a->drops)
+			sl_agent_drops_poll(a->drops, &a->dp, &a->dp_lock);
 		/* a change answered: clear the old set before the next one */
 		pthread_mutex_lock(&a->dp_lock);
 		sl_dp_retire(&a->dp);
@@ -1527,6 +1571,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 	sd_notify(0, "STOPPING=1");
 	sl_src_victims_free(&victims);
 	free(a->breaker_seen);
+	sl_agent_drops_free(a->drops);
 	/* first: they read (and the source wakes) everything below */
 	sl_http_metrics_stop(a->metrics);
 	sl_etcd_source_free(a->etcd);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The sluice CLI: `rule`, `status`, `stats` and `explain` ask the agent over its
+ * The sluice CLI: `rule`, `status`, `stats`, `explain` and `drops` ask the agent over its
  * control socket (ctl.h) and never touch the maps; `down` removes a pinned
  * data plane without an agent; `check` validates a rule file offline.
  * One file per verb, this header between them. The CLI is the edge: it
@@ -48,6 +48,7 @@ struct cli {
 	bool has_if_version;
 	uint64_t if_version;
 	bool dry_run;
+	uint32_t top;	/* drops: sources per rule */
 	/* explain: the packet beyond PROTO SRC DST */
 	uint32_t sport, dport, vlan, size;
 	bool has_sport, has_dport, has_vlan, has_size, syn;
@@ -193,6 +194,6 @@ void cli_print_diff(const cJSON *diff);
 extern const struct sl_cmd sl_cmd_rule_add, sl_cmd_rule_del,
 	sl_cmd_rule_replace, sl_cmd_rule_list, sl_cmd_rule_save, sl_cmd_status,
 	sl_cmd_stats, sl_cmd_top, sl_cmd_secrets_reload, sl_cmd_down, sl_cmd_check,
-	sl_cmd_push, sl_cmd_explain;
+	sl_cmd_push, sl_cmd_explain, sl_cmd_drops;
 
 #endif

@@ -18,6 +18,7 @@ void cli_defaults(void *opts)
 
 	c->state_dir = SL_CLI_DEF_STATE_DIR;
 	c->pin_dir = SL_CLI_DEF_PIN_DIR;
+	c->top = 10;
 }
 
 int cli_start(struct cli *c, const struct sl_cmd *cmd, int argc, char **argv)

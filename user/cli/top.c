@@ -26,12 +26,12 @@
 
 enum col {
 	C_RULE, C_MODE, C_LIMIT, C_SOURCE, C_OFFERED, C_ADMITTED, C_DROPPED,
-	C_CLUSTER, C_SOURCES, N_COLS,
+	C_CLUSTER, C_SOURCES, C_TOP_SOURCE, N_COLS,
 };
 
 static const char *const col_heads[N_COLS] = {
 	"RULE", "MODE", "LIMIT/s", "FROM", "OFFERED/s", "ADMITTED/s",
-	"DROPPED/s", "CLUSTER", "SOURCES",
+	"DROPPED/s", "CLUSTER", "SOURCES", "MOST DROPPED",
 };
 
 /* right-aligned columns: the numbers */
@@ -111,6 +111,39 @@ static void fill_row(struct row *r, const cJSON *j, const struct cli_rate *rt)
 	} else {
 		snprintf(r->cell[C_SOURCES], sizeof(r->cell[0]), "-");
 	}
+	snprintf(r->cell[C_TOP_SOURCE], sizeof(r->cell[0]), "-");
+}
+
+/* The source each rule that drops now drops most (`sluice drops`), into
+ * the frame's rows; an agent without sampled drops leaves them "-". */
+static void take_drops(struct top *t)
+{
+	cJSON *req = cli_request("drops"), *resp = NULL;
+	const cJSON *r, *src;
+
+	if (!req || !cJSON_AddNumberToObject(req, "top", 1) ||
+	    sl_ctl_call(t->c->sock, req, &resp, SL_CTL_TIMEOUT_MS)) {
+		cJSON_Delete(req);
+		cJSON_Delete(resp);
+		return;
+	}
+	cJSON_ArrayForEach(r, cli_get(resp, "rules")) {
+		src = cJSON_GetArrayItem(cli_get(r, "sources"), 0);
+		if (!src)
+			continue;
+		/* only rules dropping now: the samples remember the last
+		 * tens of seconds */
+		for (size_t i = 0; i < t->shown.n; i++)
+			if (t->shown.rows[i].dropped_s > 0 &&
+			    !strcmp(t->shown.rows[i].name,
+				    cli_get_str(r, "name", "")))
+				snprintf(t->shown.rows[i].cell[C_TOP_SOURCE],
+					 sizeof(t->shown.rows[i].cell[0]),
+					 "%s %.0f%%", cli_get_str(src, "addr", "?"),
+					 100 * cli_get_num(src, "share", 0));
+	}
+	cJSON_Delete(req);
+	cJSON_Delete(resp);
 }
 
 /* Most dropped first; the name keeps rows of equal drops in place. */
@@ -255,6 +288,8 @@ static int refresh_data(struct top *t)
 	if (!err)
 		err = take_stats(t, stats);
 	cJSON_Delete(stats);
+	if (!err)
+		take_drops(t);
 	if (!err)
 		t->problem[0] = '\0';
 	return err;
