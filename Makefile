@@ -126,6 +126,7 @@ include tests/tests.mk
 -include tests/gen/gen.mk
 -include tests/bench/bench.mk
 -include vmtest/vmtest.mk
+include deploy/package.mk
 
 demo: deps all gen
 	./tests/demo.sh
@@ -144,7 +145,7 @@ MAN_PAGES  := $(patsubst docs/man/%.scd,$(BUILD)/man/%,$(wildcard docs/man/*.scd
 UNITS      := sluice.service sluice-tokend.service
 # configuration: installed when absent, never overwritten; mode
 CONFIGS    := default/sluice:644 default/sluice-tokend:644 \
-	      sluice/rules.json:644 sluice/secrets:600
+	      sluice/rules.json:644 sluice/cluster.json:644 sluice/secrets:600
 DOCS       := README.md $(wildcard docs/*.md) docs/alerts.yml
 EXAMPLES   := rules/schema.json rules/demo.json $(wildcard rules/examples/*)
 
