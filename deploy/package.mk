@@ -29,3 +29,10 @@ deb:
 	lintian --tag-display-limit 0 $(DEB) >$(DEB_DIR)/lintian.txt 2>&1; \
 		rc=$$?; cat $(DEB_DIR)/lintian.txt; exit $$rc
 	@echo "deb: $(DEB)"
+
+# The OCI image: Debian packages and the .deb (deploy/image/build.sh);
+# about 2 minutes, most of it mmdebstrap.
+IMAGE_DIR := $(BUILD)/image
+IMAGE_TAG ?= $(subst ~,-,$(DEB_VERSION))
+image: deb
+	deploy/image/build.sh $(DEB) $(IMAGE_DIR) $(IMAGE_TAG)
