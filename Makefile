@@ -176,8 +176,17 @@ install: $(SLUICE) man completion
 		[ -e $(DESTDIR)$(SYSCONFDIR)/$$f ] || install -D -m $${c#*:} \
 			deploy/etc/$$f $(DESTDIR)$(SYSCONFDIR)/$$f; done
 
-# Configuration is removed only where it is still as installed.
+# Configuration is removed only where it is still as installed. While an
+# agent's data plane is attached (a link pinned under PIN_DIR) the binary
+# that takes it down stays: run `sluice down` first, or KEEP_ATTACHED=1.
+PIN_DIR ?= /sys/fs/bpf/sluice
 uninstall:
+	@links=$$(ls $(PIN_DIR)/links 2>/dev/null | tr '\n' ',' | sed 's/,$$//'); \
+	if [ -z "$(DESTDIR)" ] && [ -n "$$links" ] && [ -z "$(KEEP_ATTACHED)" ]; then \
+		echo "uninstall: sluice is still attached to $$links;" \
+		     "run \`$(SBINDIR)/sluice down --iface $$links" \
+		     "--pin-dir $(PIN_DIR)\` first (or make uninstall" \
+		     "KEEP_ATTACHED=1 to leave it attached)" >&2; exit 1; fi
 	rm -f $(DESTDIR)$(SBINDIR)/sluice
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/sluice $(DESTDIR)$(ZSHCOMPDIR)/_sluice
 	rm -f $(UNITS:%=$(DESTDIR)$(UNITDIR)/%)
