@@ -11,7 +11,8 @@
 # one layer of an OCI image layout, OUTDIR/oci (tag TAG), and skopeo
 # writes OUTDIR/sluice-image.tar, an archive that podman, docker and
 # containerd (ctr images import) load as localhost/sluice:TAG and
-# localhost/sluice:latest. No base image and no other registry.
+# localhost/sluice:latest; the .deb is copied beside them. No base image
+# and no other registry.
 # Documentation, man pages and locales are left out of the image.
 set -euo pipefail
 
@@ -35,6 +36,8 @@ fi
 	{ echo "image: no suite in /etc/os-release or no apt sources" >&2; exit 1; }
 
 rm -rf "$out" && mkdir -p "$out"
+# the .deb it is made of, beside it
+cp "$deb" "$out/"
 rootfs=$out/rootfs.tar
 # root: dpkg in the chroot owns the files as root
 mmdebstrap --mode=root --variant=essential --include="$deb" \
