@@ -104,8 +104,11 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # push part needs etcd; test_dashboard.sh checks the dashboard's queries
 # with promtool and a scrape's names (the HTTP side, as test_metrics.sh);
 # test_docs_map.sh reads files only; test_drops.sh compares sampled
-# drops with paced senders' shares (as test_top.sh).
-HOST_ONLY_TESTS := %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
+# drops with paced senders' shares (as test_top.sh); test_package.sh,
+# test_image.sh and test_units_live.sh install a package on the machine,
+# run podman and mmdebstrap, and write the build tree.
+HOST_ONLY_TESTS := %/test_package.sh %/test_image.sh %/test_units_live.sh \
+		   %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \
 		   %/test_cluster_trust.sh %/test_etcd_rules.sh \
 		   %/test_etcd_auth.sh \

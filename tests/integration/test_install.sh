@@ -10,7 +10,8 @@
 #   - every man page renders, and every option of `sluice help COMMAND` is
 #     in its man page (the table and the page cannot drift apart);
 #   - the Kubernetes DaemonSet parses as YAML and asks for what the agent
-#     needs: hostNetwork, the bpffs and state mounts, the readiness probe;
+#     needs: hostNetwork, the bpffs and state mounts, the readiness probe,
+#     `make image`'s image; its teardown runs `sluice down` from it;
 #   - uninstall removes what install made and keeps edited configuration.
 set -u
 cd "$(dirname "$0")/../.."
@@ -39,7 +40,8 @@ for f in usr/local/sbin/sluice:755 \
 	 usr/local/share/bash-completion/completions/sluice:644 \
 	 usr/local/share/zsh/site-functions/_sluice:644 \
 	 etc/default/sluice:644 etc/default/sluice-tokend:644 \
-	 etc/sluice/rules.json:644 etc/sluice/secrets:600; do
+	 etc/sluice/rules.json:644 etc/sluice/cluster.json:644 \
+	 etc/sluice/secrets:600; do
 	path=$R/${f%:*} want=${f#*:}
 	mode=$(stat -c %a "$path" 2>/dev/null)
 	check $([ "$mode" = "$want" ] && echo 0 || echo 1) \
@@ -131,7 +133,8 @@ check $([ -z "$missing" ] && echo 0 || echo 1) \
 	"every option of \`sluice help COMMAND\` is in its man page${missing:+; missing:$missing}"
 
 # the Kubernetes DaemonSet
-$PY - deploy/kubernetes/sluice-daemonset.yaml <<'PY' >"$T/k8s" 2>&1
+$PY - deploy/kubernetes/sluice-daemonset.yaml \
+	deploy/kubernetes/sluice-teardown.yaml <<'PY' >"$T/k8s" 2>&1
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 ds = next(d for d in docs if d["kind"] == "DaemonSet")
@@ -154,6 +157,17 @@ if probe[-2:] != ["status", "--ready"]:
     problems.append("readiness probe %s" % probe)
 if agent["securityContext"].get("privileged"):
     problems.append("privileged")
+# the image of `make image`, where the package puts the binary
+if not agent["image"].startswith("localhost/sluice:") or \
+        agent["command"][0] != "/usr/sbin/sluice":
+    problems.append("image %s command %s" % (agent["image"], agent["command"]))
+# the teardown: sluice down from the same image, with the bpffs
+td = next(d for d in yaml.safe_load_all(open(sys.argv[2])) if d)
+tpod = td["spec"]["template"]["spec"]
+init = tpod["initContainers"][0]
+if "sluice down" not in " ".join(init["args"]) or init["image"] != agent["image"] \
+        or init["volumeMounts"][0]["mountPath"] != "/sys/fs/bpf":
+    problems.append("teardown")
 print("ok" if not problems else "problems: " + ", ".join(problems))
 PY
 check $([ "$(cat "$T/k8s")" = ok ] && echo 0 || echo 1) \
