@@ -35,11 +35,14 @@ done
 T=$(mktemp -d /tmp/sl-pkg.XXXXXX)
 A=slpk$$a B=slpk$$b
 AGENT=
+# the test writes /etc/default/sluice; one that was not there goes at exit
+had_default=$([ -e /etc/default/sluice ] && echo 1)
 cleanup()
 {
 	[ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
 	rm -f /etc/sluice/keep-attached
 	dpkg --purge sluice >/dev/null 2>&1
+	[ -n "$had_default" ] || rm -f /etc/default/sluice
 	ip link del "$A" 2>/dev/null
 	umount -l "$T/bpffs" 2>/dev/null
 	rm -rf "$T"
