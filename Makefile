@@ -54,7 +54,8 @@ DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    iproute2 libclang-rt-14-dev python3 jq redis-server scdoc man-db \
 	    bsdextrautils systemd python3-yaml libmicrohttpd-dev prometheus \
 	    curl libncurses-dev tmux libcurl4-openssl-dev etcd-server \
-	    etcd-client nftables iptables gnuplot-nox libmnl-dev zsh
+	    etcd-client nftables iptables gnuplot-nox libmnl-dev zsh debhelper \
+	    lintian
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
