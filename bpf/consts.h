@@ -9,6 +9,14 @@
 #define SLUICE_MAX_RULE_SLOTS 8192
 #endif
 
+/* rule_cpu holds 2^shift slots per CPU, the smallest power of two over
+ * the slots in force (both sets during a swap), at least 2^MIN_SHIFT:
+ * user space reloads the program with a larger map when a set needs more
+ * (docs/architecture.md, "Memory"). */
+#ifndef SLUICE_RULE_CPU_MIN_SHIFT
+#define SLUICE_RULE_CPU_MIN_SHIFT 6
+#endif
+
 /* Per-CPU statistics buckets per rule (a rule's sample_count <= this). */
 #ifndef SLUICE_MAX_SAMPLES
 #define SLUICE_MAX_SAMPLES 8

@@ -40,7 +40,8 @@ static __always_inline int judge(struct xdp_md *ctx,
 		return XDP_PASS;
 	}
 	slot = ref - 1;
-	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot);
+	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot,
+				   rule_cpu_shift);
 	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	if (rc) {
 		/* one byte of the line judge_fast() reads anyway */

@@ -41,12 +41,13 @@ sluice_port_key(__u32 family, __u32 slot, __u32 dport)
 	return base + SLUICE_PORTED_SLOTS * 65536 + (slot - SLUICE_PORTED_SLOTS);
 }
 
-/* A CPU's element of rule_cpu for a rule slot: a CPU's slots side by side,
- * so that the address is arithmetic on the slot (bpf/maps.h). */
+/* A CPU's element of rule_cpu for a rule slot: a CPU's 2^shift slots side
+ * by side, so that the address is arithmetic on the slot (bpf/maps.h);
+ * shift is rule_cpu_shift, the class of rule slots the map is sized for. */
 static inline __attribute__((always_inline)) __u32
-sluice_cpu_slot(__u32 cpu, __u32 slot)
+sluice_cpu_slot(__u32 cpu, __u32 slot, __u32 shift)
 {
-	return cpu * SLUICE_MAX_RULE_SLOTS + slot;
+	return (cpu << shift) + slot;
 }
 
 /*

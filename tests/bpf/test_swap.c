@@ -122,7 +122,7 @@ static bool slot_state_zero(const struct sl_dataplane *d, uint32_t slot)
 
 	for (int c = 0; c < d->n_cpus && zero; c++)
 		zero = value_zero(d->skel->maps.rule_cpu,
-				  c * SLUICE_MAX_RULE_SLOTS + slot,
+				  sluice_cpu_slot(c, slot, d->rule_cpu_shift),
 				  sizeof(struct sluice_rule_cpu));
 	return zero;
 }
