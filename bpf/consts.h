@@ -48,9 +48,10 @@
 #define SLUICE_ECHO_DIV 16
 #endif
 
-/* Admission ring slots per interval for each per_source entry. */
+/* Admission ring slots per interval for each per_source entry (the ring
+ * holds one more; 2 keeps a source's state within 48 bytes). */
 #ifndef SLUICE_SRC_SLOTS
-#define SLUICE_SRC_SLOTS 4
+#define SLUICE_SRC_SLOTS 2
 #endif
 
 /* A CPU takes at most limit / (SLUICE_CHUNK_DIV * nr_cpus) tokens at once. */

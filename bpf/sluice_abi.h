@@ -157,15 +157,6 @@ struct sluice_rule_meta {
 	__u32 pad;
 };
 
-/* One slot of a shared admission ring: tokens granted during slot `id`,
- * and when the first and the last of them were granted. */
-struct sluice_ring_slot {
-	__u64 id;
-	__u64 taken;
-	__u64 first_ns;
-	__u64 last_ns;
-};
-
 /* The pacing clock of a budget: GCRA's theoretical arrival time. */
 struct sluice_pacer {
 	__u64 tat_us;
@@ -237,6 +228,8 @@ struct sluice_rule_cpu {
 	__u64 blocked_pkts;
 	__u64 blocked_bytes;
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
+	/* this CPU's refusal by the rule's overflow budget (per_source) */
+	struct sluice_refusal source_refusal;
 };
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff
@@ -248,12 +241,19 @@ struct sluice_src_key {
 	__u8 addr[16];		/* masked to the rule's source prefix */
 };
 
-/* A source's budget, shared by the CPUs. */
+/*
+ * A source's budget, shared by the CPUs: 48 bytes, so that an element of
+ * src_table (htab header 48 + key 24 + value, + the allocator's 8) takes
+ * a 128-byte object (docs/architecture.md, "Per-source budgets").
+ */
 struct sluice_src_state {
 	struct sluice_pacer pacer;
-	struct sluice_refusal refusal; /* overflow sources; no atomics: a hint */
 	__u64 last_seen_ns;	/* at the last refill */
-	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
+	/* the window's ring, one slot of interval / SLUICE_SRC_SLOTS a
+	 * word, so that one compare-and-swap records a grant: tokens taken
+	 * (44 bits), the slot's number mod 256 (8), its first and its last
+	 * grant in 64ths of the slot (6 + 6); bpf/admit.h */
+	__u64 slots[SLUICE_SRC_SLOTS + 1];
 };
 
 /* A CPU's token cache for one source (direct-mapped by a hash of key). */
