@@ -31,9 +31,6 @@
 
 _Static_assert((SLUICE_MAX_SAMPLES & (SLUICE_MAX_SAMPLES - 1)) == 0,
 	       "SLUICE_MAX_SAMPLES must be a power of two");
-_Static_assert(sizeof(struct sluice_src_state) ==
-		       24 + 8 * (SLUICE_SRC_SLOTS + 1),
-	       "a source's state is its pacer, last_seen_ns and the ring");
 _Static_assert(SLUICE_CHUNK_DIV >= 2 * SLUICE_LEDGER_DIV,
 	       "a chunk must fit twice in a grant record");
 _Static_assert(SLUICE_DENY_BATCH <= 0x7fff, "a refusal's batch is 16 bits");
