@@ -9,6 +9,8 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -165,6 +167,75 @@ static void test_cpu_sized(void)
 	h_unload(&d);
 }
 
+/* max_entries of a pinned map; 0 when it is not there. */
+static uint32_t pinned_entries(const char *path)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path);
+	uint32_t n = 0;
+
+	if (fd < 0)
+		return 0;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len))
+		n = info.max_entries;
+	close(fd);
+	return n;
+}
+
+/*
+ * With pins: the growth pins the larger rule_cpu in the old one's place,
+ * and the next agent adopts it at its size with the rule's counts.
+ */
+static void test_cpu_sized_pinned(void)
+{
+	struct sl_dp_opts o = { .test_clock = true };
+	struct pkt keep = udp_to(7000, NULL, 0);
+	char dir[64], pins[96], path[PATH_MAX + 32];
+	struct sl_dataplane d;
+	uint32_t entries;
+	uint64_t passed;
+	int err;
+
+	err = h_private_bpffs(dir, sizeof(dir));
+	if (err) {
+		tap_skip(strerror(-err), "sized pinned: a private bpffs");
+		return;
+	}
+	snprintf(pins, sizeof(pins), "%s/pins", dir);
+	o.pin_dir = pins;
+	next_scenario();
+	err = h_load(&d, &o);
+	if (!tap(!err, "sized pinned: loads with pins (%d)", err))
+		goto out;
+	err = apply_many(&d, "a", 7100, 100);
+	burst(&d, &keep, 3);
+	snprintf(path, sizeof(path), "%s/rule_cpu", d.maps_dir);
+	entries = pinned_entries(path);
+	snprintf(path, sizeof(path), "%s/rule_cpu_next", d.maps_dir);
+	tap(!err && entries == (uint32_t)d.n_cpus << 7 &&
+		    access(path, F_OK),
+	    "sized pinned: 100 rules grow it to 128 slots a CPU, pinned in "
+	    "the old one's place (%u entries for %d CPUs; %d)", entries,
+	    d.n_cpus, err);
+	h_unload(&d);
+	err = h_load(&d, &o);
+	/* the same rules again: each keeps its slot and state */
+	if (!err)
+		err = apply_many(&d, "a", 7100, 100);
+	passed = err ? 0 : rule_stats(&d, "keep").passed_pkts;
+	tap(!err && d.adopted && d.rule_cpu_shift == 7 && passed == 3,
+	    "sized pinned: the next agent adopts it at 128 slots a CPU "
+	    "(%u) and the same rules keep their counts (%llu; %d)",
+	    err ? 0 : 1u << d.rule_cpu_shift, (unsigned long long)passed,
+	    err);
+	if (!err)
+		h_unload(&d);
+out:
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -173,6 +244,7 @@ int main(void)
 		return h_end();
 	test_cpu_elements(&dp);
 	test_cpu_sized();
+	test_cpu_sized_pinned();
 	h_unload(&dp);
 	return h_end();
 }

@@ -210,24 +210,6 @@ static void test_slot_reuse(struct sl_dataplane *dp)
 	    got[0], got[1], got[2]);
 }
 
-/* A private bpffs in a mount namespace of our own, for pinned maps. */
-static int private_bpffs(char *dir, size_t len)
-{
-	if (unshare(CLONE_NEWNS) ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return -errno;
-	snprintf(dir, len, "/tmp/sluice-test-bpffs.XXXXXX");
-	if (!mkdtemp(dir))
-		return -errno;
-	if (mount("bpf", dir, "bpf", 0, NULL)) {
-		int err = -errno;
-
-		rmdir(dir);
-		return err;
-	}
-	return 0;
-}
-
 /*
  * An agent that adopts pinned maps does not know which slots an earlier
  * one left unzeroed (it may have died between a flip and sl_dp_retire):
@@ -245,7 +227,7 @@ static void test_adopt_dirty_slot(void)
 	pid_t pid;
 	long a;
 
-	err = private_bpffs(dir, sizeof(dir));
+	err = h_private_bpffs(dir, sizeof(dir));
 	if (err) {
 		tap_skip(strerror(-err), "adopt: a private bpffs for the pins");
 		return;

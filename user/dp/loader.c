@@ -877,14 +877,15 @@ void sl_dp_wait_for_readers(void)
 static int tc_attach(struct sl_dataplane *dp, struct sl_iface *ifc);
 
 /* The new program's rule_cpu, pinned beside the old one until it takes
- * the old one's name (a rename, which replaces it in one step). */
+ * the old one's name (a rename, which replaces it in one step; no dot in
+ * the name: bpffs refuses those). */
 static int pin_next_rule_cpu(const struct sl_dataplane *dp,
 			     const struct sluice_bpf *next, char *tmp,
 			     size_t len)
 {
 	if (!dp->pin_dir[0])
 		return 0;
-	if (snprintf(tmp, len, "%s/rule_cpu.next", dp->maps_dir) >= (int)len)
+	if (snprintf(tmp, len, "%s/rule_cpu_next", dp->maps_dir) >= (int)len)
 		return -ENAMETOOLONG;
 	unlink(tmp);
 	return bpf_obj_pin(bpf_map__fd(next->maps.rule_cpu), tmp) ? -errno : 0;
