@@ -203,7 +203,10 @@ struct sluice_refusal {
 	__u16 left;		/* of them, still to block */
 };
 
-/* Per-CPU state of a rule: the token cache and the counters. */
+/* Per-CPU state of a rule: the token cache and the counters. Whole cache
+ * lines (448 bytes): every element, at a multiple of its size in a
+ * page-aligned map, starts a line, so the bytes that judge_fast() reads
+ * (the first 51) never straddle two. */
 struct sluice_rule_cpu {
 	__u64 tokens;		/* granted to this CPU, not yet spent */
 	struct sluice_refusal refusal;
@@ -230,7 +233,7 @@ struct sluice_rule_cpu {
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
 	/* this CPU's refusal by the rule's overflow budget (per_source) */
 	struct sluice_refusal source_refusal;
-};
+} __attribute__((aligned(64)));
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff
 

@@ -486,8 +486,6 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 		return dp->n_cpus ? dp->n_cpus : -EINVAL;
 	if (opts->sized_cpus > dp->n_cpus)
 		dp->n_cpus = opts->sized_cpus;
-	dp->opts = *opts;
-	dp->opts.pin_dir = NULL;
 	dp->slot_state = calloc(SLUICE_MAX_RULE_SLOTS,
 				sizeof(*dp->slot_state));
 	if (!dp->slot_state)
@@ -943,7 +941,7 @@ static int grow_rule_cpu(struct sl_dataplane *dp, uint32_t shift)
 	struct sluice_rule_cpu *old_mem = dp->rule_cpu, *seen = NULL;
 	size_t old_bytes = rule_cpu_bytes(dp);
 	struct sluice_bpf *next = sluice_bpf__open(), *old = dp->skel;
-	char tmp[PATH_MAX + 16], path[PATH_MAX + 16];
+	char tmp[PATH_MAX + 16] = "", path[PATH_MAX + 16];
 	void *mem = MAP_FAILED;
 	struct bpf_map *m;
 	int err = next ? 0 : -errno, i = 0;
@@ -1010,7 +1008,7 @@ static int grow_rule_cpu(struct sl_dataplane *dp, uint32_t shift)
 	sluice_bpf__destroy(old);
 	return 0;
 fail:
-	if (dp->pin_dir[0] && mem != MAP_FAILED)
+	if (tmp[0])
 		unlink(tmp);
 	if (mem != MAP_FAILED)
 		munmap(mem, ((size_t)dp->n_cpus << shift) *

@@ -72,7 +72,6 @@ struct sl_dataplane {
 	 * of the slots in force (grown by sl_dp_apply) */
 	struct sluice_rule_cpu *rule_cpu;
 	uint32_t rule_cpu_shift;
-	struct sl_dp_opts opts; /* as loaded: a grown program's too */
 	struct sl_ruleset rules; /* in force, file order (after an apply) */
 	uint32_t *slots;	 /* slot of rules.rules[i] */
 	struct sl_slot_state *slot_state; /* SLUICE_MAX_RULE_SLOTS */
