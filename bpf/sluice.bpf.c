@@ -28,9 +28,9 @@
  * (bench_xdp: about 1 ns of the drop path's 9). The asm keeps clang from
  * folding the cases back into a shift by rule_cpu_shift.
  */
-#define RULE_CPU_CASE(s)                                                      \
-	case s:                                                               \
-		asm volatile("%0 <<= " #s : "+r"(idx));                      \
+#define RULE_CPU_CASE(s)                                                       \
+	case s:                                                                \
+		asm volatile("%0 <<= " #s : "+r"(idx));                        \
 		return idx + slot
 
 static __always_inline __u32 rule_cpu_index(__u32 cpu, __u32 slot)
