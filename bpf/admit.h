@@ -31,7 +31,6 @@
 
 _Static_assert((SLUICE_MAX_SAMPLES & (SLUICE_MAX_SAMPLES - 1)) == 0,
 	       "SLUICE_MAX_SAMPLES must be a power of two");
-_Static_assert(sizeof(struct sluice_ring_slot) == 32, "slot layout");
 _Static_assert(SLUICE_CHUNK_DIV >= 2 * SLUICE_LEDGER_DIV,
 	       "a chunk must fit twice in a grant record");
 _Static_assert(SLUICE_DENY_BATCH <= 0x7fff, "a refusal's batch is 16 bits");
@@ -73,28 +72,72 @@ static __always_inline __u32 sluice_tick(void)
 #define NSEC_PER_USEC 1000ULL
 
 /*
+ * A per_source ring slot in one word (struct sluice_src_state): tokens
+ * taken, saturating at 2^44 - 1 (L for a count of 1e11 over 60 s is
+ * 6e12); the slot's number mod 256, which a source idle for 128 intervals
+ * and not collected (no agent) can mistake for a recent one, counting old
+ * grants (it admits less, never more); its first and last grant in 64ths
+ * of the slot.
+ */
+#define SRC_TAKEN_BITS 44
+#define SRC_TAKEN_MAX ((1ULL << SRC_TAKEN_BITS) - 1)
+#define SRC_ID_SHIFT SRC_TAKEN_BITS
+#define SRC_FIRST_SHIFT (SRC_ID_SHIFT + 8)
+#define SRC_LAST_SHIFT (SRC_FIRST_SHIFT + 6)
+#define SRC_OFF_STEPS 64ULL
+/* compare-and-swap attempts to record a grant; a grant that loses them
+ * all to other CPUs' is not recorded (one chunk, in the bound) */
+#define SRC_RECORD_TRIES 4
+
+_Static_assert(SRC_LAST_SHIFT + 6 == 64, "a ring slot is one word");
+
+static __always_inline __u64 src_slot_taken(__u64 w)
+{
+	return w & SRC_TAKEN_MAX;
+}
+
+static __always_inline __u32 src_slot_id(__u64 w)
+{
+	return (w >> SRC_ID_SHIFT) & 0xff;
+}
+
+static __always_inline __u64 src_slot_first(__u64 w)
+{
+	return (w >> SRC_FIRST_SHIFT) & (SRC_OFF_STEPS - 1);
+}
+
+static __always_inline __u64 src_slot_last(__u64 w)
+{
+	return w >> SRC_LAST_SHIFT;
+}
+
+/*
  * Tokens granted in the window (now - interval, now] by a per_source
  * ring. Slots after the oldest lie wholly inside it; of the oldest, the
  * part granted after the window's start counts, interpolated between the
  * slot's first and last grant: exact for a burst (one instant) and for an
- * even stream.
+ * even stream, to 1/64 of a slot.
  */
-static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
-					 const __u32 nslots, __u64 cur,
+static __always_inline __u64 window_used(__u64 *ring, const __u32 nslots,
+					 __u64 cur, __u64 slot_ns,
 					 __u64 start_ns)
 {
 	__u64 used = 0;
 	__u32 i;
 
 	for (i = 0; i <= nslots; i++) {
-		__u64 id = READ_ONCE(ring[i].id);
-		__u64 taken = READ_ONCE(ring[i].taken);
+		__u64 w = READ_ONCE(ring[i]);
+		__u64 taken = src_slot_taken(w);
+		__u32 age = ((__u32)cur - src_slot_id(w)) & 0xff;
 
-		if (id > cur || id + nslots < cur)
+		if (!w || age > nslots)
 			continue;
-		if (id + nslots == cur) {
-			__u64 first = READ_ONCE(ring[i].first_ns);
-			__u64 last = READ_ONCE(ring[i].last_ns);
+		if (age == nslots) {
+			__u64 base = (cur - nslots) * slot_ns;
+			__u64 first = base + src_slot_first(w) * slot_ns /
+						     SRC_OFF_STEPS;
+			__u64 last = base + src_slot_last(w) * slot_ns /
+						    SRC_OFF_STEPS;
 
 			if (last < start_ns)
 				continue;
@@ -105,25 +148,6 @@ static __always_inline __u64 window_used(struct sluice_ring_slot *ring,
 		used += taken;
 	}
 	return used;
-}
-
-static __always_inline void ring_add(struct sluice_ring_slot *s, __u64 cur,
-				     __u64 n, __u64 now_ns)
-{
-	__u64 id = READ_ONCE(s->id);
-
-	if (id != cur &&
-	    __sync_val_compare_and_swap(&s->id, id, cur) == id) {
-		/* we recycled the slot; an add racing with these stores is
-		 * lost, at most one chunk (part of the documented bound) */
-		WRITE_ONCE(s->first_ns, now_ns);
-		WRITE_ONCE(s->last_ns, now_ns);
-		WRITE_ONCE(s->taken, n);
-		return;
-	}
-	__sync_fetch_and_add(&s->taken, n);
-	if (now_ns > READ_ONCE(s->last_ns))
-		WRITE_ONCE(s->last_ns, now_ns);
 }
 
 /*
@@ -344,22 +368,60 @@ static __always_inline __u64 rule_budget_take(struct sluice_budget *bud,
 	return grant;
 }
 
-/* n tokens taken from a source's budget now, in its window's ring. */
+/* n tokens taken from a source's budget now, in its window's ring: one
+ * compare-and-swap of the slot's word, which starts the slot afresh
+ * when it holds an older one. */
 static __always_inline void source_record(struct sluice_src_state *st,
 					  __u32 interval_ms, __u64 now_ns,
 					  __u64 n)
 {
 	__u64 slot_ns = interval_ns_of(interval_ms) / SLUICE_SRC_SLOTS;
 	__u64 cur = now_ns / slot_ns;
-	__u32 idx = cur % (SLUICE_SRC_SLOTS + 1);
+	__u64 off = (now_ns - cur * slot_ns) * SRC_OFF_STEPS / slot_ns;
+	__u32 idx = cur % (SLUICE_SRC_SLOTS + 1), i;
+	__u64 *s, old, w, taken;
 
 	/* as in ledger_rec */
 	asm volatile("" : "+r"(idx));
-	if (idx <= SLUICE_SRC_SLOTS)
-		ring_add(&st->ring[idx], cur, n, now_ns);
+	if (idx > SLUICE_SRC_SLOTS)
+		return;
+	s = &st->slots[idx];
+	if (n > SRC_TAKEN_MAX)
+		n = SRC_TAKEN_MAX;
+	off &= SRC_OFF_STEPS - 1;
+	for (i = 0; i < SRC_RECORD_TRIES; i++) {
+		old = READ_ONCE(*s);
+		if (!old || src_slot_id(old) != (cur & 0xff)) {
+			w = n | (cur & 0xff) << SRC_ID_SHIFT |
+			    off << SRC_FIRST_SHIFT | off << SRC_LAST_SHIFT;
+		} else {
+			taken = src_slot_taken(old) + n;
+			if (taken > SRC_TAKEN_MAX)
+				taken = SRC_TAKEN_MAX;
+			w = (old & ~(SRC_TAKEN_MAX | 63ULL << SRC_LAST_SHIFT)) |
+			    taken;
+			w |= (off > src_slot_last(old) ? off
+						       : src_slot_last(old))
+			     << SRC_LAST_SHIFT;
+		}
+		if (__sync_val_compare_and_swap(s, old, w) == old)
+			return;
+	}
 }
 
 /* Take tokens from a source's budget (see pace_take). */
+/* Tokens a source's budget granted in the window (now - interval, now]. */
+static __always_inline __u64 source_used(struct sluice_src_state *st,
+					 __u32 interval_ms, __u64 now_ns)
+{
+	__u64 interval_ns = interval_ns_of(interval_ms);
+	__u64 slot_ns = interval_ns / SLUICE_SRC_SLOTS;
+
+	return window_used(st->slots, SLUICE_SRC_SLOTS, now_ns / slot_ns,
+			   slot_ns,
+			   now_ns > interval_ns ? now_ns - interval_ns : 0);
+}
+
 static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
 						__u64 count,
 						__u32 interval_ms,
@@ -367,14 +429,11 @@ static __always_inline __u64 source_budget_take(struct sluice_src_state *st,
 						__u64 cost)
 {
 	__u64 limit = count * interval_ms / 1000;
-	__u64 interval_ns = interval_ns_of(interval_ms);
-	__u64 slot_ns = interval_ns / SLUICE_SRC_SLOTS;
-	__u64 cur = now_ns / slot_ns, used, grant;
+	__u64 used, grant;
 
 	if (!count || !limit)
 		return 0;
-	used = window_used(st->ring, SLUICE_SRC_SLOTS, cur,
-			   now_ns > interval_ns ? now_ns - interval_ns : 0);
+	used = source_used(st, interval_ms, now_ns);
 	grant = pace_take(&st->pacer, count, interval_ms, now_ns,
 			  limit > used ? limit - used : 0, want, cost);
 	if (grant)
@@ -855,8 +914,8 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 		return ADMIT_BLOCKED;
 	}
 	overflow = tier == SOURCE_OVERFLOW;
-	/* overflow sources share one budget: no caching, one shared hint */
-	refusal = overflow ? &st->refusal : &c->refusal;
+	/* overflow sources share one budget: no caching, a refusal per CPU */
+	refusal = overflow ? &rc->source_refusal : &c->refusal;
 	if (overflow && hold_refused(rc, cfg, refusal, p->len))
 		return ADMIT_HELD;
 	WRITE_ONCE(st->last_seen_ns, now);

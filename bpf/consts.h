@@ -9,6 +9,14 @@
 #define SLUICE_MAX_RULE_SLOTS 8192
 #endif
 
+/* rule_cpu holds 2^shift slots per CPU, the smallest power of two over
+ * the slots in force (both sets during a swap), at least 2^MIN_SHIFT:
+ * user space reloads the program with a larger map when a set needs more
+ * (docs/architecture.md, "Memory"). */
+#ifndef SLUICE_RULE_CPU_MIN_SHIFT
+#define SLUICE_RULE_CPU_MIN_SHIFT 6
+#endif
+
 /* Per-CPU statistics buckets per rule (a rule's sample_count <= this). */
 #ifndef SLUICE_MAX_SAMPLES
 #define SLUICE_MAX_SAMPLES 8
@@ -40,9 +48,10 @@
 #define SLUICE_ECHO_DIV 16
 #endif
 
-/* Admission ring slots per interval for each per_source entry. */
+/* Admission ring slots per interval for each per_source entry (the ring
+ * holds one more; 2 keeps a source's state within 48 bytes). */
 #ifndef SLUICE_SRC_SLOTS
-#define SLUICE_SRC_SLOTS 4
+#define SLUICE_SRC_SLOTS 2
 #endif
 
 /* A CPU takes at most limit / (SLUICE_CHUNK_DIV * nr_cpus) tokens at once. */

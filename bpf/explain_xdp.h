@@ -49,9 +49,7 @@ static __always_inline void explain_budget(__u32 slot,
 			return;
 		}
 		out->source = SLUICE_EXPLAIN_SRC_TRACKED;
-		out->used = window_used(st->ring, SLUICE_SRC_SLOTS,
-					now / (interval_ns / SLUICE_SRC_SLOTS),
-					start);
+		out->used = source_used(st, cfg->interval_ms, now);
 		pacer = &st->pacer;
 	} else {
 		out->used = ledger_used(bud, start);

@@ -72,9 +72,10 @@ struct {
 } rule_budget SEC(".maps");
 
 /*
- * Each CPU's state of each rule, at cpu * SLUICE_MAX_RULE_SLOTS + slot;
- * user space sets max_entries to nr_cpus * SLUICE_MAX_RULE_SLOTS and reads
- * it through mmap. A plain array, not a per-CPU one: a per-CPU lookup
+ * Each CPU's state of each rule, at (cpu << rule_cpu_shift) + slot; user
+ * space sets max_entries to nr_cpus << rule_cpu_shift, a class of the
+ * slots in force rather than all SLUICE_MAX_RULE_SLOTS, and reads it
+ * through mmap. A plain array, not a per-CPU one: a per-CPU lookup
  * loads the element's pointer, and a flood's packets wait on that load
  * (docs/benchmarks.md); here the address is arithmetic on the slot.
  */
@@ -226,8 +227,10 @@ __u32 port_table[SLUICE_NUM_SETS * SLUICE_SET_SPACE];
  * written with its port table. */
 __u32 needs_l4[SLUICE_NUM_SETS];
 
-/* Fixed at load time: the CPUs rule_cpu is sized for, the test clock. */
+/* Fixed at load time: the CPUs rule_cpu is sized for, its slots per CPU
+ * (log2: no slot in force reaches 2^rule_cpu_shift), the test clock. */
 const volatile __u32 nr_cpus = 1;
+const volatile __u32 rule_cpu_shift = 13;
 const volatile __u8 test_clock = 0;
 
 /* The clock of test builds: written by the test through the .bss map. */

@@ -41,12 +41,13 @@ sluice_port_key(__u32 family, __u32 slot, __u32 dport)
 	return base + SLUICE_PORTED_SLOTS * 65536 + (slot - SLUICE_PORTED_SLOTS);
 }
 
-/* A CPU's element of rule_cpu for a rule slot: a CPU's slots side by side,
- * so that the address is arithmetic on the slot (bpf/maps.h). */
+/* A CPU's element of rule_cpu for a rule slot: a CPU's 2^shift slots side
+ * by side, so that the address is arithmetic on the slot (bpf/maps.h);
+ * shift is rule_cpu_shift, the class of rule slots the map is sized for. */
 static inline __attribute__((always_inline)) __u32
-sluice_cpu_slot(__u32 cpu, __u32 slot)
+sluice_cpu_slot(__u32 cpu, __u32 slot, __u32 shift)
 {
-	return cpu * SLUICE_MAX_RULE_SLOTS + slot;
+	return (cpu << shift) + slot;
 }
 
 /*
@@ -156,15 +157,6 @@ struct sluice_rule_meta {
 	__u32 pad;
 };
 
-/* One slot of a shared admission ring: tokens granted during slot `id`,
- * and when the first and the last of them were granted. */
-struct sluice_ring_slot {
-	__u64 id;
-	__u64 taken;
-	__u64 first_ns;
-	__u64 last_ns;
-};
-
 /* The pacing clock of a budget: GCRA's theoretical arrival time. */
 struct sluice_pacer {
 	__u64 tat_us;
@@ -211,7 +203,10 @@ struct sluice_refusal {
 	__u16 left;		/* of them, still to block */
 };
 
-/* Per-CPU state of a rule: the token cache and the counters. */
+/* Per-CPU state of a rule: the token cache and the counters. Whole cache
+ * lines (448 bytes): every element, at a multiple of its size in a
+ * page-aligned map, starts a line, so the bytes that judge_fast() reads
+ * (the first 51) never straddle two. */
 struct sluice_rule_cpu {
 	__u64 tokens;		/* granted to this CPU, not yet spent */
 	struct sluice_refusal refusal;
@@ -236,7 +231,9 @@ struct sluice_rule_cpu {
 	__u64 blocked_pkts;
 	__u64 blocked_bytes;
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
-};
+	/* this CPU's refusal by the rule's overflow budget (per_source) */
+	struct sluice_refusal source_refusal;
+} __attribute__((aligned(64)));
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff
 
@@ -247,12 +244,19 @@ struct sluice_src_key {
 	__u8 addr[16];		/* masked to the rule's source prefix */
 };
 
-/* A source's budget, shared by the CPUs. */
+/*
+ * A source's budget, shared by the CPUs: 48 bytes, so that an element of
+ * src_table (htab header 48 + key 24 + value, + the allocator's 8) takes
+ * a 128-byte object (docs/architecture.md, "Per-source budgets").
+ */
 struct sluice_src_state {
 	struct sluice_pacer pacer;
-	struct sluice_refusal refusal; /* overflow sources; no atomics: a hint */
 	__u64 last_seen_ns;	/* at the last refill */
-	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
+	/* the window's ring, one slot of interval / SLUICE_SRC_SLOTS a
+	 * word, so that one compare-and-swap records a grant: tokens taken
+	 * (44 bits), the slot's number mod 256 (8), its first and its last
+	 * grant in 64ths of the slot (6 + 6); bpf/admit.h */
+	__u64 slots[SLUICE_SRC_SLOTS + 1];
 };
 
 /* A CPU's token cache for one source (direct-mapped by a hash of key). */

@@ -34,6 +34,8 @@ for line in open(res):
 
 
 def stat(xs):
+    if not xs:  # a part not run (PARTS)
+        return (float("nan"),) * 3
     return statistics.median(xs), min(xs), max(xs)
 
 
@@ -221,9 +223,16 @@ P("|---|---|")
 for c in ("agent-1-rule", "agent-4096-rules"):
     P(f"| {c} | {fmt(vals[('memory', c, 'rss_kb')])} |")
 P("")
-rule_bytes = sum(b for name, _, b in maps if name.startswith("rule_"))
-P(f"Kernel memory per rule slot (the rule_* maps, preallocated for "
-  f"8192 slots): {rule_bytes / 8192:.0f} bytes; per tracked source "
+rule_bytes = sum(b for name, _, b in maps
+                 if name.startswith("rule_") and name != "rule_cpu")
+cpu = [(int(n), b) for name, n, b in maps if name == "rule_cpu"]
+P(f"Kernel memory per rule slot (the rule_* maps but rule_cpu, "
+  f"preallocated for 8192 slots): {rule_bytes / 8192:.0f} bytes; "
+  f"rule_cpu, sized by the slots in force: "
+  f"{cpu[0][1] / 2**20 if cpu else 0:.2f} MiB with 1 rule "
+  f"({cpu[0][0] if cpu else 0} elements), "
+  f"{fmt(vals[('memory', 'rule-cpu-4096-rules', 'bytes')])} bytes with "
+  f"4096; per tracked source "
   f"(src_table's usage as bpftool reports it, before and after the "
   f"sources of the table above): "
   f"{fmt(vals[('memory', 'per-source', 'bytes')])} bytes; all maps: "

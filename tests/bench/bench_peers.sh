@@ -39,7 +39,8 @@
 #        build/bench-peers.md, with the raw results in OUT.tsv and the
 #        failover runs' bins in OUT.failover/; RUNS and the *_S
 #        durations, TOK_AGENTS, FO_*, TABLE_SOURCES override the
-#        defaults below)
+#        defaults below; PARTS="memory tables" runs only those of drop
+#        accuracy fairness cluster failover memory tables)
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -49,6 +50,8 @@ source tests/lib/sluice.sh
 source tests/lib/tokend_bench.sh
 
 QUICK=${QUICK:-}
+PARTS=${PARTS:-drop accuracy fairness cluster failover memory tables}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 PLOTS=${PLOTS:-}
 OUT=${OUT:-$BUILD/bench-peers.md}
 GEN_CPU=${GEN_CPU:-0}
@@ -241,7 +244,7 @@ echo "# drop path: $RUNS runs x ${DROP_S} s per case, flood on CPU $GEN_CPU" >&2
 DROP_RULE=$(rules_file drop '{"proto":"udp","dport":9000}' 1000)
 SRC_RULE=$(rules_file persrc '{"proto":"udp","dport":9000}' 10 \
 	',"per_source":{"max_sources":1024}')
-for ((run = 1; run <= RUNS; run++)); do
+want drop && for ((run = 1; run <= RUNS; run++)); do
 	drop_case bare xdp-drop
 	drop_case xdp-count xdp-count
 	drop_case sluice sluice "$DROP_RULE"
@@ -352,7 +355,7 @@ PY
 }
 
 echo "# accuracy: $RUNS runs x ${ACC_S} s per case" >&2
-for ((run = 1; run <= RUNS; run++)); do
+want accuracy && for ((run = 1; run <= RUNS; run++)); do
 	for thr in 1000 10000 100000 1000000; do
 		for lim in sluice nft-default nft-tuned hashlimit \
 			   hashlimit-tuned; do
@@ -410,7 +413,7 @@ print("fairness\t%s\theavy_vs_allowed\t%.4f" % (lim, ph / (10 * 50 * s)))' \
 }
 
 echo "# fairness: $RUNS runs x ${FAIR_S} s per case" >&2
-for ((run = 1; run <= RUNS; run++)); do
+want fairness && for ((run = 1; run <= RUNS; run++)); do
 	for lim in sluice nft-meter hashlimit; do
 		fair_case "$lim"
 	done
@@ -425,7 +428,7 @@ mkdir -p "$TOKDIR"
 bench_flows "$TOKDIR" "$TOK_FLOWS"
 ulimit -n "$(ulimit -Hn)"
 echo "# cluster: $RUNS runs, $TOK_AGENTS agents x $TOK_FLOWS flows every ${TOK_PERIOD_MS} ms" >&2
-for ((run = 1; run <= RUNS; run++)); do
+want cluster && for ((run = 1; run <= RUNS; run++)); do
 	for mode in tokend redis redis-lua; do
 		port=$(free_port)
 		if [ "$mode" = tokend ]; then
@@ -495,7 +498,7 @@ fo_server_stop()
 netns_on_exit fo_server_stop
 echo "# cluster through a kill -9: $RUNS runs, kill ${FO_KILL_S} s after" \
 	"the start, restart ${FO_DOWN_S} s later" >&2
-for ((run = 1; run <= RUNS; run++)); do
+want failover && for ((run = 1; run <= RUNS; run++)); do
 	for mode in tokend redis redis-lua; do
 		port=$(free_port)
 		fo_server "$mode" "$port"
@@ -555,13 +558,16 @@ print(json.dumps({"rules": [{"name": "r%d" % i, "match": {"proto": "udp",
     "dport": 20000 + i}, "grade": "pps", "count": 1000 + i}
     for i in range(4096)]}))
 PY
-for ((run = 1; run <= RUNS; run++)); do
+want memory && for ((run = 1; run <= RUNS; run++)); do
 	receiver_up sluice "$SRC_RULE"
 	record memory agent-1-rule rss_kb "$(rss_kb "${NETNS_PID[agent]}")"
 	map_memory >"$NETNS_TMP/maps.txt"
 	receiver_down
 	receiver_up sluice "$NETNS_TMP/4096.json"
 	record memory agent-4096-rules rss_kb "$(rss_kb "${NETNS_PID[agent]}")"
+	# rule_cpu is sized by the rule slots in force
+	record memory rule-cpu-4096-rules bytes \
+		"$(map_memory | awk '$1 == "rule_cpu" { print $3 }')"
 	receiver_down
 done
 python3 - "$NETNS_TMP/maps.txt" "$RES" <<'PY'
@@ -622,7 +628,7 @@ table_entries()	# LIMITER: the sources it tracks, as it says
 }
 TABLE_SOURCES=${TABLE_SOURCES:-1000 10000 100000}
 echo "# tables: $RUNS runs, sources $TABLE_SOURCES" >&2
-for ((run = 1; run <= RUNS; run++)); do
+want tables && for ((run = 1; run <= RUNS; run++)); do
 	for n in $TABLE_SOURCES; do
 		for lim in sluice nft-meter hashlimit; do
 			table_up "$lim"

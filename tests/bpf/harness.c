@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -464,4 +466,22 @@ bool all_equal(const long *got, int n, long want)
 		if (got[i] != want)
 			return false;
 	return true;
+}
+
+/* A private bpffs in a mount namespace of our own, for pinned maps. */
+int h_private_bpffs(char *dir, size_t len)
+{
+	if (unshare(CLONE_NEWNS) ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return -errno;
+	snprintf(dir, len, "/tmp/sluice-test-bpffs.XXXXXX");
+	if (!mkdtemp(dir))
+		return -errno;
+	if (mount("bpf", dir, "bpf", 0, NULL)) {
+		int err = -errno;
+
+		rmdir(dir);
+		return err;
+	}
+	return 0;
 }

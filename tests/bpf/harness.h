@@ -54,6 +54,9 @@ tap_skip(const char *reason, const char *fmt, ...);
 int h_begin(struct sl_dataplane *d);
 /* Another data plane on the same clock; 0 or -errno. */
 int h_load(struct sl_dataplane *d, const struct sl_dp_opts *o);
+/* A private bpffs at a new directory (dir, len >= 32) in a mount
+ * namespace of our own, for pinned maps; 0 or -errno. */
+int h_private_bpffs(char *dir, size_t len);
 void h_unload(struct sl_dataplane *d);
 /* Print the plan; returns the exit status (1 when a result failed). */
 int h_end(void);

@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Each CPU's rule state: packets judged on a CPU are counted in that CPU's
- * element of rule_cpu (cpu x SLUICE_MAX_RULE_SLOTS + slot), and the stats
- * add the CPUs up; CPUs that share a rule share what it admits as they
- * share its packets. Needs CPUs 0 and 1.
+ * element of rule_cpu ((cpu << rule_cpu_shift) + slot), and the stats add
+ * the CPUs up (needs CPUs 0 and 1). rule_cpu is sized for the rules in
+ * force, also on a big host (faked: sized for 128 CPUs), and grows with
+ * them without losing a rule's state; CPUs that share a rule share what it
+ * admits as they share its packets.
  */
 #include <math.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -30,7 +36,7 @@ static bool run_on_cpu(int cpu)
 static uint64_t cpu_passed(const struct sl_dataplane *d, int cpu,
 			   uint32_t slot)
 {
-	uint32_t key = cpu * SLUICE_MAX_RULE_SLOTS + slot;
+	uint32_t key = sluice_cpu_slot(cpu, slot, d->rule_cpu_shift);
 	struct sluice_rule_cpu rc;
 
 	if (bpf_map_lookup_elem(bpf_map__fd(d->skel->maps.rule_cpu), &key, &rc))
@@ -39,7 +45,7 @@ static uint64_t cpu_passed(const struct sl_dataplane *d, int cpu,
 }
 
 /* Packets judged on a CPU are counted in that CPU's element of rule_cpu,
- * cpu x 8192 + slot, and the stats add the CPUs up. */
+ * (cpu << rule_cpu_shift) + slot, and the stats add the CPUs up. */
 static void test_cpu_elements(struct sl_dataplane *dp)
 {
 	int home = sched_getcpu();
@@ -65,7 +71,7 @@ static void test_cpu_elements(struct sl_dataplane *dp)
 	st = rule_stats(dp, "cpus");
 	tap(a0 == 3 && a1 == 5 && n0 == 3 && n1 == 5 && st.passed_pkts == 8,
 	    "cpu elements: 3 packets on CPU 0 and 5 on CPU 1 land in elements "
-	    "0 x 8192 + slot and 1 x 8192 + slot (%llu, %llu; passed %ld, %ld) "
+	    "(0 << shift) + slot and (1 << shift) + slot (%llu, %llu; passed %ld, %ld) "
 	    "and the stats add them (%llu)",
 	    (unsigned long long)n0, (unsigned long long)n1, a0, a1,
 	    (unsigned long long)st.passed_pkts);
@@ -181,6 +187,168 @@ static void test_cpu_fairness(struct sl_dataplane *dp)
 	run_on_cpu(home >= 0 ? home : 0);
 }
 
+/* n udp rules, name%d on port base + i, pps 1000000 (the first one's
+ * definition the same whatever name and base: "keep"). */
+static int apply_many(struct sl_dataplane *d, const char *name, int base,
+		      int n)
+{
+	size_t len = 64 + (size_t)n * 128, off;
+	char *json = malloc(len);
+	int err;
+
+	if (!json)
+		return -ENOMEM;
+	off = snprintf(json, len, "{\"rules\":[{\"name\":\"keep\",\"match\":"
+		       "{\"proto\":\"udp\",\"dport\":7000},\"grade\":\"pps\","
+		       "\"count\":1000000}");
+	for (int i = 1; i < n; i++)
+		off += snprintf(json + off, len - off,
+				",{\"name\":\"%s%d\",\"match\":{\"proto\":"
+				"\"udp\",\"dport\":%d},\"grade\":\"pps\","
+				"\"count\":1000000}",
+				name, i, base + i);
+	snprintf(json + off, len - off, "]}");
+	err = apply(d, json);
+	free(json);
+	return err;
+}
+
+/* rule_cpu's kernel memory as bpftool counts its elements: max_entries x
+ * value size; 0 when the map cannot be read. */
+static uint64_t rule_cpu_kernel_bytes(const struct sl_dataplane *d)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(bpf_map__fd(d->skel->maps.rule_cpu), &info,
+				   &len))
+		return 0;
+	return (uint64_t)info.max_entries * info.value_size;
+}
+
+/*
+ * A host with 128 CPUs (faked: the map is sized for 128, the program runs
+ * on the real ones) and 100 rules: rule_cpu within 16 MiB, during a swap
+ * to another 100 too (both sets in force: it grows), and a rule kept
+ * across the swap keeps its counts; a packet after the growth is counted.
+ */
+static void test_cpu_sized(void)
+{
+	const uint64_t target = 16ull << 20;
+	struct sl_dp_opts o = { .test_clock = true, .sized_cpus = 128 };
+	struct pkt keep = udp_to(7000, NULL, 0), last = udp_to(7399, NULL, 0);
+	struct sl_dataplane d;
+	uint64_t bytes, before, after;
+	long passed;
+	int err;
+
+	next_scenario();
+	err = h_load(&d, &o);
+	if (!tap(!err && d.n_cpus >= 128, "sized: a data plane sized for 128 "
+		 "CPUs loads (%d, %d CPUs)", err, d.n_cpus))
+		return;
+	err = apply_many(&d, "a", 7100, 100);
+	bytes = rule_cpu_kernel_bytes(&d);
+	tap(!err && bytes && bytes <= target &&
+		    bytes == sl_dp_rule_cpu_bytes(&d),
+	    "sized: 128 CPUs, 100 rules: rule_cpu takes %.1f MiB of kernel "
+	    "memory (max_entries x value size), within 16 MiB (%d)",
+	    bytes / 1048576.0, err);
+	burst(&d, &keep, 3);
+	before = rule_stats(&d, "keep").passed_pkts;
+	/* 99 new rules beside the 100 in force: 199 slots */
+	err = apply_many(&d, "b", 7300, 100);
+	bytes = rule_cpu_kernel_bytes(&d);
+	tap(!err && bytes && bytes <= target &&
+		    (1u << d.rule_cpu_shift) >= 199,
+	    "sized: a swap to 100 other rules (199 slots in force) grows it to "
+	    "%u slots a CPU, %.1f MiB, within 16 MiB (%d)",
+	    1u << d.rule_cpu_shift, bytes / 1048576.0, err);
+	passed = burst(&d, &last, 2);
+	after = rule_stats(&d, "b99").passed_pkts;
+	tap(passed == 2 && after == 2,
+	    "sized: the highest new slot's packets pass (%ld) and are counted "
+	    "(%llu)", passed, (unsigned long long)after);
+	burst(&d, &keep, 1);
+	after = rule_stats(&d, "keep").passed_pkts;
+	tap(before == 3 && after == 4,
+	    "sized: the rule kept across the growth keeps its count (%llu, "
+	    "then %llu)", (unsigned long long)before,
+	    (unsigned long long)after);
+	h_unload(&d);
+}
+
+/* max_entries of a pinned map; 0 when it is not there. */
+static uint32_t pinned_entries(const char *path)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path);
+	uint32_t n = 0;
+
+	if (fd < 0)
+		return 0;
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len))
+		n = info.max_entries;
+	close(fd);
+	return n;
+}
+
+/*
+ * With pins: the growth pins the larger rule_cpu in the old one's place,
+ * and the next agent adopts it at its size with the rule's counts.
+ */
+static void test_cpu_sized_pinned(void)
+{
+	struct sl_dp_opts o = { .test_clock = true };
+	struct pkt keep = udp_to(7000, NULL, 0);
+	char dir[64], pins[96], path[PATH_MAX + 32];
+	struct sl_dataplane d;
+	uint32_t entries;
+	uint64_t passed;
+	int err;
+
+	err = h_private_bpffs(dir, sizeof(dir));
+	if (err) {
+		tap_skip(strerror(-err), "sized pinned: a private bpffs");
+		return;
+	}
+	snprintf(pins, sizeof(pins), "%s/pins", dir);
+	o.pin_dir = pins;
+	next_scenario();
+	err = h_load(&d, &o);
+	if (!tap(!err, "sized pinned: loads with pins (%d)", err))
+		goto out;
+	err = apply_many(&d, "a", 7100, 100);
+	burst(&d, &keep, 3);
+	snprintf(path, sizeof(path), "%s/rule_cpu", d.maps_dir);
+	entries = pinned_entries(path);
+	snprintf(path, sizeof(path), "%s/rule_cpu_next", d.maps_dir);
+	tap(!err && entries == (uint32_t)d.n_cpus << 7 &&
+		    access(path, F_OK),
+	    "sized pinned: 100 rules grow it to 128 slots a CPU, pinned in "
+	    "the old one's place (%u entries for %d CPUs; %d)", entries,
+	    d.n_cpus, err);
+	h_unload(&d);
+	err = h_load(&d, &o);
+	/* the same rules again: each keeps its slot and state */
+	if (!err)
+		err = apply_many(&d, "a", 7100, 100);
+	passed = err ? 0 : rule_stats(&d, "keep").passed_pkts;
+	tap(!err && d.adopted && !d.upgraded && d.rule_cpu_shift == 7 &&
+		    passed == 3,
+	    "sized pinned: the next agent adopts it (the same layout, not an "
+	    "upgrade) at 128 slots a CPU (%u) and the same rules keep their "
+	    "counts (%llu; %d)",
+	    err ? 0 : 1u << d.rule_cpu_shift, (unsigned long long)passed,
+	    err);
+	if (!err)
+		h_unload(&d);
+out:
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -189,6 +357,8 @@ int main(void)
 		return h_end();
 	test_cpu_elements(&dp);
 	test_cpu_fairness(&dp);
+	test_cpu_sized();
+	test_cpu_sized_pinned();
 	h_unload(&dp);
 	return h_end();
 }

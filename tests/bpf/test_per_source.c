@@ -6,7 +6,10 @@
  */
 #include <stdio.h>
 
+#include <bpf/libbpf.h>
+
 #include "harness.h"
+#include "sluice.skel.h"
 
 static void test_per_source(struct sl_dataplane *dp)
 {
@@ -232,6 +235,55 @@ static void test_sketch_tier(struct sl_dataplane *dp)
 	    a, b, (unsigned long long)st.sources);
 }
 
+/* The kernel's count of a map's memory (fdinfo's memlock: for a hash
+ * without preallocation, each element's size and the allocator's node
+ * on top); -1 when it cannot be read. */
+static long long map_memlock(int fd)
+{
+	char path[64], line[128];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "memlock: %lld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/*
+ * A tracked source's kernel memory: src_table grows by at most 128 bytes
+ * an entry, the object size it is allocated from (kmalloc-cg-128), below
+ * an nft meter entry's 160 (docs/benchmarks.md).
+ */
+static void test_source_memory(struct sl_dataplane *dp)
+{
+	const int n = 2000;
+	int fd = bpf_map__fd(dp->skel->maps.src_table);
+	long long before, after;
+	double per;
+	long passed;
+
+	next_scenario();
+	sl_dp_gc_sources(dp);
+	if (!tap(apply_one(dp, "mem", 8004, "pps", 1,
+			   "\"per_source\":{\"max_sources\":10000}") == 0,
+		 "source memory: rule applies"))
+		return;
+	before = map_memlock(fd);
+	passed = many_sources(dp, 8004, n);
+	after = map_memlock(fd);
+	per = (double)(after - before) / n;
+	tap(before >= 0 && passed == n && per > 0 && per <= 128,
+	    "source memory: %d sources took %.1f bytes each of src_table's "
+	    "memory (memlock %lld to %lld), within a 128-byte object",
+	    n, per, before, after);
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -241,6 +293,7 @@ int main(void)
 	test_per_source(&dp);
 	test_gc_chunks(&dp);
 	test_sketch_tier(&dp);
+	test_source_memory(&dp);
 	h_unload(&dp);
 	return h_end();
 }

@@ -122,7 +122,7 @@ static bool slot_state_zero(const struct sl_dataplane *d, uint32_t slot)
 
 	for (int c = 0; c < d->n_cpus && zero; c++)
 		zero = value_zero(d->skel->maps.rule_cpu,
-				  c * SLUICE_MAX_RULE_SLOTS + slot,
+				  sluice_cpu_slot(c, slot, d->rule_cpu_shift),
 				  sizeof(struct sluice_rule_cpu));
 	return zero;
 }
@@ -210,24 +210,6 @@ static void test_slot_reuse(struct sl_dataplane *dp)
 	    got[0], got[1], got[2]);
 }
 
-/* A private bpffs in a mount namespace of our own, for pinned maps. */
-static int private_bpffs(char *dir, size_t len)
-{
-	if (unshare(CLONE_NEWNS) ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
-		return -errno;
-	snprintf(dir, len, "/tmp/sluice-test-bpffs.XXXXXX");
-	if (!mkdtemp(dir))
-		return -errno;
-	if (mount("bpf", dir, "bpf", 0, NULL)) {
-		int err = -errno;
-
-		rmdir(dir);
-		return err;
-	}
-	return 0;
-}
-
 /*
  * An agent that adopts pinned maps does not know which slots an earlier
  * one left unzeroed (it may have died between a flip and sl_dp_retire):
@@ -245,7 +227,7 @@ static void test_adopt_dirty_slot(void)
 	pid_t pid;
 	long a;
 
-	err = private_bpffs(dir, sizeof(dir));
+	err = h_private_bpffs(dir, sizeof(dir));
 	if (err) {
 		tap_skip(strerror(-err), "adopt: a private bpffs for the pins");
 		return;

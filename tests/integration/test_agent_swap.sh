@@ -48,6 +48,12 @@
 #     x under B) standing still, while the active one moves.
 # Also: every replace is acknowledged and the version goes up by exactly
 # one per flip.
+#
+# Before the flips, under both floods, a replace by A and 100 rules more
+# (no traffic) gives the set slots beyond rule_cpu's 64 a CPU: the agent
+# grows it, a new program with a larger rule_cpu taking the link over
+# (docs/architecture.md, "rule_cpu follows the rules in force"); the exact
+# counts below cover that switch too.
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -91,6 +97,8 @@ A = [rule("x", 9000, "198.18.0.0/24", 2), rule("y", 9000, "198.18.0.2/32", 1),
 B = [rule("x", 9000, "198.18.0.0/24", 1), rule("y", 9000, "198.18.0.2/32", 2),
      rule("keep", 9001, "198.18.0.0/24"), rule("only-b", 9003, "198.18.0.0/24")]
 json.dump({"rules": A}, open(f"{T}/A.json", "w"))
+pad = [rule(f"pad{i}", 9100 + i, "198.18.0.0/24") for i in range(100)]
+json.dump({"rules": A + pad}, open(f"{T}/Apad.json", "w"))
 json.dump({"rules": B}, open(f"{T}/B.json", "w"))
 PY
 
@@ -108,6 +116,10 @@ sl_bg g1 ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
 sl_bg g2 ip netns exec "$NS_TX" "$GEN_BIN/$QGEN" --dev veth-tx \
 	--dst-mac "$RX_MAC" --dport 9001 --rate "$QRATE" \
 	--duration $((FLIP_S + 10)) --cpu 1 >"$T/gen.9001"
+sleep 0.5
+"$SLUICE" rule replace "$T/Apad.json" -j --state-dir "$SL_STATE" \
+	>"$T/grow.out" 2>&1
+grow=$?
 sleep 0.5
 
 # The flips: `sluice rule replace` (the CLI), then two stats reads on the
@@ -215,10 +227,14 @@ grep '^detail' "$T/summary" | sed 's/^/#   /'
 declare -A S=()
 for kv in $(head -n1 "$T/summary"); do S[${kv%%=*}]=${kv#*=}; done
 
+check $(( grow == 0 ? 0 : 1 )) \
+	"under the floods, 104 rules grow rule_cpu: $(grep -o 'rule_cpu: [0-9]* slots per CPU (was [0-9]*)' "$T/agent.err" | head -n1)"
+check $(grep -q 'rule_cpu: 128 slots per CPU (was 64)' "$T/agent.err"; echo $?) \
+	"  ... from 64 to 128 slots a CPU, a new program on the link"
 check $(( ${S[acked]:-0} == ${S[flips]:-1} && ${S[flips]:-0} >= MINFLIPS ? 0 : 1 )) \
 	"every one of ${S[flips]:-0} replaces (A<->B, CLI) was acknowledged"
-check $(( ${S[versions_ok]:-0} == 1 && ${S[last_version]:-0} == 1 + ${S[acked]:-0} ? 0 : 1 )) \
-	"the version went up by one per flip (1 -> ${S[last_version]:-?})"
+check $(( ${S[versions_ok]:-0} == 1 && ${S[last_version]:-0} == 2 + ${S[acked]:-0} ? 0 : 1 )) \
+	"the version went up by one per flip (2 -> ${S[last_version]:-?})"
 check $(( ${S[present_wrong]:-1} == 0 ? 0 : 1 )) \
 	"after each flip stats shows exactly the new set's rules"
 check $(( ${S[stale]:-1} == 0 ? 0 : 1 )) \

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# sluice drops on real packets: three sources flood one pps rule at 3000,
-# 1500 and 500 pps (AF_PACKET, paced) for 4 s while a second rule drops
-# nothing:
+# sluice drops on real packets: against one pps rule of count 200, a
+# sender of 198.18.0.11 at 4000 pps on CPU 0 and one cycling 198.18.0.20
+# to .23 at 2000 pps on CPU 1 (500 each, interleaved), paced, for 4 s,
+# while a second rule drops nothing:
 #   - the flooded rule is listed, the quiet one is not;
-#   - its sources come heaviest first, each one's share of the sampled
-#     drops within 0.1 of its share of what was dropped (by what each
-#     sent: the rule admits 200/s of 5000);
+#   - 198.18.0.11 comes first; each source's share of the sampled drops is
+#     within 0.1 (.11) or 0.05 (the others) of its share of what was
+#     dropped (by what each sent: the rule admits 200/s of 6000);
 #   - the rule's dropped/s is within 20 % of its blocked counter's rate
 #     over the flood;
 #   - `drops RULE` of a quiet rule lists it with no source, of an unknown
 #     one exits 1 naming it; -n bounds the sources.
+# (Two paced senders on one CPU are not used: on veth the sender's CPU
+# runs XDP, and such a pair can lock its phase to the tick that sampling
+# follows; docs/cli.md, "sluice drops".)
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
@@ -33,11 +37,12 @@ sluice_start agent --rules "$NETNS_TMP/rules.json" ||
 DUR=4
 blocked0=$(sluice_rule_stat flooded blocked_pkts)
 pids=()
-for s in "198.18.0.11 3000 0" "198.18.0.12 1500 1" "198.18.0.13 500 1"; do
+for s in "198.18.0.11 4000 0 1" "198.18.0.20 2000 1 4"; do
 	set -- $s
 	ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
-		--dst-mac "$RX_MAC" --src "$1" --proto udp --dport 9000 \
-		--rate "$2" --cpu "$3" --duration "$DUR" >"$NETNS_TMP/tx-$1" &
+		--dst-mac "$RX_MAC" --src "$1" --sources "$4" --proto udp \
+		--dport 9000 --rate "$2" --cpu "$3" --duration "$DUR" \
+		>"$NETNS_TMP/tx-$1" &
 	pids+=($!)
 done
 ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx --dst-mac "$RX_MAC" \
@@ -59,17 +64,22 @@ out("flooded" in rules and "quiet" not in rules,
     f"the flooded rule is listed, the quiet one not ({sorted(rules)})")
 r = rules.get("flooded", {"sources": [], "dropped_per_s": 0})
 srcs = [s["addr"] for s in r["sources"]]
-want = ["198.18.0.11", "198.18.0.12", "198.18.0.13"]
-out(srcs[:3] == want, f"sources heaviest first: {srcs[:3]}")
-sent = {a: json.load(open(f"{d}/tx-{a}"))["sent"] for a in want}
+out(srcs[:1] == ["198.18.0.11"] and len(srcs) == 5,
+    f"198.18.0.11 first, 5 sources: {srcs}")
+t11 = json.load(open(f"{d}/tx-198.18.0.11"))["sent"]
+t20 = json.load(open(f"{d}/tx-198.18.0.20"))["sent"]
+sent = {"198.18.0.11": t11}
+for k in range(4):
+    sent[f"198.18.0.{20 + k}"] = t20 / 4
 total = sum(sent.values())
 # the rule admits count x dur of them, in proportion to what each sent
-dropped = {a: sent[a] * (1 - 200 * dur / total) for a in want}
+dropped = {a: n * (1 - 200 * dur / total) for a, n in sent.items()}
 share = {s["addr"]: s["share"] for s in r["sources"]}
-for a in want:
+for a in sent:
     w = dropped[a] / sum(dropped.values())
     got = share.get(a, 0)
-    out(abs(got - w) <= 0.1,
+    tol = 0.1 if a == "198.18.0.11" else 0.05
+    out(abs(got - w) <= tol,
         f"{a}: {got:.2f} of the sampled drops, {w:.2f} of those dropped")
 rate = (b1 - b0) / dur
 est = r["dropped_per_s"]

@@ -107,14 +107,20 @@ static uint64_t type_shape(const struct btf *btf, uint32_t id, uint64_t h,
 	return mix(h, btf_is_ptr(t) ? 8 : t->size);
 }
 
-static void map_shape(struct sl_layout_map *m)
+static uint64_t shape_of(const struct sl_layout_map *m, uint32_t max_entries)
 {
 	uint64_t h = mix_str(SL_FNV1A_INIT, m->name);
 
 	h = mix(mix(mix(h, m->type), m->key_size), m->value_size);
-	h = mix(mix(h, m->max_entries), m->flags);
+	h = mix(mix(h, max_entries), m->flags);
 	h = type_shape(m->btf, m->key_type, h, 0);
-	m->shape = type_shape(m->btf, m->value_type, h, 0);
+	return type_shape(m->btf, m->value_type, h, 0);
+}
+
+static void map_shape(struct sl_layout_map *m)
+{
+	m->shape = shape_of(m, m->max_entries);
+	m->id_shape = strcmp(m->name, "rule_cpu") ? m->shape : shape_of(m, 0);
 }
 
 static int by_name(const void *a, const void *b)
@@ -129,7 +135,7 @@ static void layout_id(struct sl_layout *l)
 
 	qsort(l->maps, l->n, sizeof(l->maps[0]), by_name);
 	for (int i = 0; i < l->n; i++)
-		h = mix(h, l->maps[i].shape);
+		h = mix(h, l->maps[i].id_shape);
 	l->id = h;
 }
 

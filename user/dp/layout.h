@@ -28,6 +28,10 @@ struct sl_layout_map {
 	const struct btf *btf;	/* NULL: the map has no type information */
 	uint32_t key_type, value_type;
 	uint64_t shape;
+	/* the shape in the layout id: rule_cpu's size is the data plane's
+	 * rule slot class, chosen at each load and grown on apply, so it is
+	 * left out (one layout, one pin directory, whatever the class) */
+	uint64_t id_shape;
 };
 
 struct sl_layout {

@@ -31,6 +31,9 @@ struct sl_dp_opts {
 	/* bpffs directory for the maps and links; NULL: nothing pinned,
 	 * the data plane ends with the process */
 	const char *pin_dir;
+	/* size rule_cpu for this many CPUs when more than the possible
+	 * ones (a test of a big host's memory); 0: the possible CPUs */
+	int sized_cpus;
 };
 
 struct sl_iface {
@@ -65,8 +68,10 @@ struct sl_dataplane {
 	struct sl_iface ifaces[SL_MAX_IFACES];
 	int n_ifaces;
 	int n_cpus;
-	/* the rule_cpu map, mmapped: n_cpus x SLUICE_MAX_RULE_SLOTS */
+	/* the rule_cpu map, mmapped: n_cpus x 2^rule_cpu_shift, the class
+	 * of the slots in force (grown by sl_dp_apply) */
 	struct sluice_rule_cpu *rule_cpu;
+	uint32_t rule_cpu_shift;
 	struct sl_ruleset rules; /* in force, file order (after an apply) */
 	uint32_t *slots;	 /* slot of rules.rules[i] */
 	struct sl_slot_state *slot_state; /* SLUICE_MAX_RULE_SLOTS */
@@ -170,6 +175,10 @@ void sl_src_victims_free(struct sl_src_victims *v);
 /* Returns the number deleted or -errno. */
 int sl_dp_gc_sources(struct sl_dataplane *dp);
 
+/* Bytes of kernel memory rule_cpu takes: CPUs x its slots per CPU x
+ * the element. */
+size_t sl_dp_rule_cpu_bytes(const struct sl_dataplane *dp);
+
 /* Number of rule slots in force (after an adoption, before any apply,
  * this is what the previous agent left). */
 size_t sl_dp_slots_in_force(const struct sl_dataplane *dp);
@@ -221,7 +230,7 @@ const char *sl_xdp_mode_str(enum sl_xdp_mode mode);
 static inline struct sluice_rule_cpu *
 sl_dp_rule_cpu(const struct sl_dataplane *dp, int cpu, uint32_t slot)
 {
-	return &dp->rule_cpu[sluice_cpu_slot(cpu, slot)];
+	return &dp->rule_cpu[sluice_cpu_slot(cpu, slot, dp->rule_cpu_shift)];
 }
 
 /* Internal to the library: map fds by role. */

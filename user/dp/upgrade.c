@@ -271,6 +271,8 @@ static size_t mmap_len(const struct sl_layout_map *m)
  */
 struct carried {
 	const struct sl_layout_map *from, *to;
+	/* rule_cpu: slots per CPU on each side (0: elements map 1:1) */
+	uint32_t from_stride, to_stride;
 	struct sl_carry_plan kplan, vplan;
 	uint32_t *live;		/* arrays: the elements in use */
 	size_t n_live;
@@ -295,12 +297,29 @@ static int note_live(struct carried *c, uint32_t idx)
 }
 
 /* Both sides mmapable: element by element in memory. */
+/* Where element i of the old map goes in the new one; SIZE_MAX: nowhere
+ * (a slot beyond the new class, which no slot in force reaches). */
+static size_t carried_index(const struct carried *c, size_t i)
+{
+	size_t cpu, slot;
+
+	if (!c->from_stride)
+		return i;
+	cpu = i / c->from_stride;
+	slot = i % c->from_stride;
+	if (slot >= c->to_stride ||
+	    (cpu + 1) * c->to_stride > c->to->max_entries)
+		return SIZE_MAX;
+	return cpu * c->to_stride + slot;
+}
+
 static int carry_mmap(struct carried *c, bool again)
 {
 	const struct sl_layout_map *from = c->from, *to = c->to;
 	size_t ss = round8(from->value_size), ds = round8(to->value_size);
-	uint32_t n = from->max_entries < to->max_entries ? from->max_entries
-							 : to->max_entries;
+	uint32_t n = c->from_stride || from->max_entries < to->max_entries
+			     ? from->max_entries
+			     : to->max_entries;
 	uint8_t *src, *dst;
 	int err = 0;
 
@@ -315,11 +334,11 @@ static int carry_mmap(struct carried *c, bool again)
 	}
 	if (again) {
 		for (size_t k = 0; k < c->n_live; k++) {
-			size_t i = c->live[k];
+			size_t i = c->live[k], j = carried_index(c, i);
 
 			memcpy(c->seen + i * ss, src + i * ss, ss);
 			sl_layout_apply(&c->vplan, c->seen + i * ss,
-					dst + i * ds);
+					dst + j * ds);
 		}
 		goto out;
 	}
@@ -331,9 +350,11 @@ static int carry_mmap(struct carried *c, bool again)
 	memcpy(c->seen, src, (size_t)n * ss);
 	c->elements = n;
 	for (uint32_t i = 0; i < n && !err; i++) {
-		if (all_zero(c->seen + i * ss, ss))
+		size_t j = carried_index(c, i);
+
+		if (j == SIZE_MAX || all_zero(c->seen + i * ss, ss))
 			continue;
-		sl_layout_apply(&c->vplan, c->seen + i * ss, dst + i * ds);
+		sl_layout_apply(&c->vplan, c->seen + i * ss, dst + j * ds);
 		err = note_live(c, i);
 	}
 out:
@@ -446,6 +467,26 @@ static void add_on_cpu(__u64 *counter, __u64 before, __u64 after)
 		__atomic_fetch_add(counter, after - before, __ATOMIC_RELAXED);
 }
 
+void sl_rule_cpu_add_since(struct sluice_rule_cpu *rc,
+			   const struct sluice_rule_cpu *a,
+			   const struct sluice_rule_cpu *b)
+{
+	add_on_cpu(&rc->passed_pkts, a->passed_pkts, b->passed_pkts);
+	add_on_cpu(&rc->passed_bytes, a->passed_bytes, b->passed_bytes);
+	add_on_cpu(&rc->blocked_pkts, a->blocked_pkts + a->held_pkts,
+		   b->blocked_pkts + b->held_pkts);
+	add_on_cpu(&rc->blocked_bytes, a->blocked_bytes + a->held_bytes,
+		   b->blocked_bytes + b->held_bytes);
+	add_on_cpu(&rc->source_overflow, a->source_overflow,
+		   b->source_overflow);
+}
+
+/* rule_cpu's slots per CPU in a layout (2^shift; an older build's 8192). */
+static uint32_t cpu_stride(const struct sl_layout_map *m, int n_cpus)
+{
+	return m->max_entries / (uint32_t)n_cpus;
+}
+
 /*
  * What the old program counted between the copy of rule_cpu and the
  * switch, added to the new totals. The fast path adds to a CPU's element
@@ -455,13 +496,14 @@ static void add_on_cpu(__u64 *counter, __u64 before, __u64 after)
  */
 static void catch_up_counters(struct sl_dataplane *dp, struct carried *c)
 {
-	const struct sl_layout_map *from = c->from, *to = c->to;
+	const struct sl_layout_map *from = c->from;
 	const struct sl_carry_plan *plan = &c->vplan;
 	size_t ss = round8(from->value_size);
+	uint32_t fs = cpu_stride(from, dp->n_cpus);
 	cpu_set_t saved, one;
 	uint8_t *now;
 
-	if (!c->seen || from->max_entries != to->max_entries)
+	if (!c->seen)
 		return;
 	now = mmap(NULL, mmap_len(from), PROT_READ, MAP_SHARED, from->fd, 0);
 	if (now == MAP_FAILED)
@@ -472,29 +514,18 @@ static void catch_up_counters(struct sl_dataplane *dp, struct carried *c)
 		CPU_SET(cpu, &one);
 		/* an offline CPU runs no program: any add is safe there */
 		sched_setaffinity(0, sizeof(one), &one);
-		for (uint32_t slot = 0; slot < SLUICE_MAX_RULE_SLOTS; slot++) {
-			size_t e = sluice_cpu_slot(cpu, slot);
+		for (uint32_t slot = 0; slot < fs; slot++) {
+			size_t e = (size_t)cpu * fs + slot;
 			struct sluice_rule_cpu a = { 0 }, b = { 0 };
-			struct sluice_rule_cpu *rc;
 
 			if (e >= c->elements ||
+			    slot >= (1u << dp->rule_cpu_shift) ||
 			    !memcmp(c->seen + e * ss, now + e * ss, ss))
 				continue;
 			sl_layout_apply(plan, c->seen + e * ss, &a);
 			sl_layout_apply(plan, now + e * ss, &b);
-			rc = sl_dp_rule_cpu(dp, cpu, slot);
-			add_on_cpu(&rc->passed_pkts, a.passed_pkts,
-				   b.passed_pkts);
-			add_on_cpu(&rc->passed_bytes, a.passed_bytes,
-				   b.passed_bytes);
-			add_on_cpu(&rc->blocked_pkts,
-				   a.blocked_pkts + a.held_pkts,
-				   b.blocked_pkts + b.held_pkts);
-			add_on_cpu(&rc->blocked_bytes,
-				   a.blocked_bytes + a.held_bytes,
-				   b.blocked_bytes + b.held_bytes);
-			add_on_cpu(&rc->source_overflow, a.source_overflow,
-				   b.source_overflow);
+			sl_rule_cpu_add_since(sl_dp_rule_cpu(dp, cpu, slot),
+					      &a, &b);
 		}
 	}
 	sched_setaffinity(0, sizeof(saved), &saved);
@@ -575,9 +606,13 @@ int sl_upgrade_finish(struct sl_dataplane *dp, const struct sl_layout *next,
 			continue;
 		}
 		n_carried++;
-		err = carry_map(c, dp->n_cpus, false);
-		if (!strcmp(to->name, "rule_cpu"))
+		if (!strcmp(to->name, "rule_cpu")) {
+			/* a CPU's slots move with the class */
+			c->from_stride = cpu_stride(c->from, dp->n_cpus);
+			c->to_stride = 1u << dp->rule_cpu_shift;
 			cpu_state = c;
+		}
+		err = carry_map(c, dp->n_cpus, false);
 	}
 	t_hot = sl_now_ns();
 	for (int i = 0; i < n_carried && !err; i++)

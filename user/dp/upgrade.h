@@ -65,6 +65,13 @@ int sl_upgrade_finish(struct sl_dataplane *dp, const struct sl_layout *next,
 
 /* Unpin every map of a layout directory (or the flat layout's) and, for
  * a layout directory, remove it. Returns how many maps it unpinned. */
+/* The counters an old element of rule_cpu gained from a to b, added to
+ * rc with atomic adds (made on rc's CPU: see catch_up_counters()). */
+struct sluice_rule_cpu;
+void sl_rule_cpu_add_since(struct sluice_rule_cpu *rc,
+			   const struct sluice_rule_cpu *a,
+			   const struct sluice_rule_cpu *b);
+
 int sl_pins_remove_maps(const char *dir, bool flat);
 
 /* Layout directories (and flat maps) in pin_dir other than keep (NULL:
