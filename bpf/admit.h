@@ -578,9 +578,12 @@ static __always_inline int judge_fast(struct sluice_rule_cpu *rc, __u32 len)
 	__u32 tick = sluice_tick();
 	__u64 cost;
 
-	/* a flood's drops first: they need not know what a packet costs */
+	/* a flood's drops first: they need not know what a packet costs;
+	 * one in SLUICE_DROP_SAMPLE_EVERY takes the full path, to be
+	 * sampled */
 	if (!rc->tokens) {
-		if (!r->left || refusal_check_due(r, tick))
+		if (!r->left || refusal_check_due(r, tick) ||
+		    !--rc->drop_countdown)
 			return -1;
 		hold_packet(rc, r, len);
 		return rc->refused_verdict;

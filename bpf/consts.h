@@ -113,6 +113,13 @@
 #define SLUICE_BRK_CONNS 16384
 #endif
 
+/* Of a rule's refused packets on a CPU, every this many is a candidate
+ * for `sluice drops` (at most one a tick is sampled): a prime, so that
+ * the sources of a periodic flood are not picked in step with it. */
+#ifndef SLUICE_DROP_SAMPLE_EVERY
+#define SLUICE_DROP_SAMPLE_EVERY 61
+#endif
+
 /* The ring of sampled drops (`sluice drops`): 13107 samples of 40 bytes
  * with their headers, which the agent empties every 100 ms. */
 #ifndef SLUICE_DROP_RING_BYTES

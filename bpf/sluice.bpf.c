@@ -23,58 +23,6 @@
 #include "explain_xdp.h"
 
 /*
- * Sample the source of a packet refused on the full path for `sluice
- * drops`: at most once per tick on each CPU and rule, the sample standing
- * for every packet this CPU refused under the rule since its last one
- * (held ones too), so a flood costs a ring write per tick, not per packet.
- * A full ring loses the sample, not its weight: the next one carries it.
- * A global function, verified once on its own: inlined, it multiplied the
- * states of the admission path that precedes it past the verifier's limit.
- */
-__attribute__((noinline)) int sample_drop(__u32 slot, __u32 family,
-					  __u64 addr_hi, __u64 addr_lo,
-					  __u64 refused)
-{
-	struct sluice_drop_sampler *ds;
-	struct sluice_drop_sample *s;
-	__u32 tick = sluice_tick();
-	__u64 weight;
-
-	ds = bpf_map_lookup_elem(&drop_sample_state, &slot);
-	if (!ds || ds->tick == tick)
-		return 0;
-	ds->tick = tick;
-	s = bpf_ringbuf_reserve(&drop_samples, sizeof(*s), 0);
-	if (!s)
-		return 0;
-	/* a slot reused by a new rule starts its counters again */
-	weight = refused >= ds->sampled ? refused - ds->sampled : refused;
-	ds->sampled = refused;
-	s->slot = slot;
-	s->weight = weight > 0xffffffffULL ? 0xffffffffU : weight;
-	s->family = family;
-	__builtin_memset(s->pad, 0, sizeof(s->pad));
-	__builtin_memcpy(s->saddr, &addr_hi, 8);
-	__builtin_memcpy(s->saddr + 8, &addr_lo, 8);
-	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
-	return 0;
-}
-
-/* The source address of p as two words, in packet order (IPv4: the
- * first 4 bytes of hi), for sample_drop(). */
-static __always_inline void source_words(const struct sluice_pkt *p,
-					 __u64 *hi, __u64 *lo)
-{
-	*hi = *lo = 0;
-	if (p->family == 4) {
-		*hi = *(const __u32 *)p->saddr;
-		return;
-	}
-	__builtin_memcpy(hi, p->saddr, 8);
-	__builtin_memcpy(lo, p->saddr + 8, 8);
-}
-
-/*
  * rule_cpu's element of a CPU's slot, sluice_cpu_slot() with the class as
  * an immediate: the verifier knows rule_cpu_shift (frozen .rodata) and
  * keeps only its case, so the address does not wait on a load of it
@@ -104,6 +52,67 @@ static __always_inline __u32 rule_cpu_index(__u32 cpu, __u32 slot)
 }
 
 /*
+ * A packet the rule in slot refused: every SLUICE_DROP_SAMPLE_EVERY-th of
+ * the rule's on this CPU (counted here and in judge_fast()), at most one a
+ * tick, goes into drop_samples for `sluice drops`, standing for every
+ * packet this CPU refused under the rule since its last sample. Counting
+ * packets, not time, keeps the sample from following the tick (the first
+ * refused packet after one is a paced sender's as often as not). A full
+ * ring loses the sample, not its weight: the next one carries it.
+ * A global function, verified once on its own, and the frame parsed
+ * again here for its source: inlined, it multiplied the states of the
+ * admission paths before it past the verifier's limit.
+ */
+__attribute__((noinline)) int count_drop(struct xdp_md *ctx, __u32 slot)
+{
+	__u32 idx = rule_cpu_index(bpf_get_smp_processor_id(), slot);
+	struct sluice_rule_cpu *rc = bpf_map_lookup_elem(&rule_cpu, &idx);
+	struct sluice_drop_sampler *ds;
+	struct sluice_drop_sample *s;
+	struct sluice_pkt p;
+	__u64 refused, weight;
+	int rc_parse;
+	__u32 tick;
+
+	if (!rc)
+		return 0;
+	if (rc->drop_countdown > 1) {
+		rc->drop_countdown--;
+		return 0;
+	}
+	rc->drop_countdown = SLUICE_DROP_SAMPLE_EVERY;
+	ds = bpf_map_lookup_elem(&drop_sample_state, &slot);
+	tick = sluice_tick();
+	if (!ds || ds->tick == tick)
+		return 0;
+	/* a refused packet parsed whole, or is a later fragment charged to
+	 * its datagram's rule: its addresses were read */
+	rc_parse = parse_packet(&p, (void *)(long)ctx->data,
+				(void *)(long)ctx->data_end);
+	if (rc_parse != PARSE_OK && rc_parse != SLUICE_ST_FRAGMENTS)
+		return 0;
+	ds->tick = tick;
+	s = bpf_ringbuf_reserve(&drop_samples, sizeof(*s), 0);
+	if (!s)
+		return 0;
+	refused = rc->blocked_pkts + rc->held_pkts;
+	/* a slot reused by a new rule starts its counters again */
+	weight = refused >= ds->sampled ? refused - ds->sampled : refused;
+	ds->sampled = refused;
+	s->slot = slot;
+	s->weight = weight > 0xffffffffULL ? 0xffffffffU : weight;
+	s->family = p.family;
+	__builtin_memset(s->pad, 0, sizeof(s->pad));
+	__builtin_memset(s->saddr, 0, sizeof(s->saddr));
+	if (p.family == 4)
+		__builtin_memcpy(s->saddr, p.saddr, 4);
+	else
+		__builtin_memcpy(s->saddr, p.saddr, 16);
+	bpf_ringbuf_submit(s, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/*
  * The verdict of the rule ref names for p (none: pass), for a packet
  * classified or a later fragment charged to its datagram's rule.
  */
@@ -113,7 +122,7 @@ static __always_inline int judge(struct xdp_md *ctx,
 	struct sluice_rule_cpu *rc;
 	struct sluice_rule_cfg *cfg;
 	__u32 slot, cpu_slot;
-	__u64 cost, hi, lo;
+	__u64 cost;
 	bool passed;
 	int verdict;
 
@@ -161,9 +170,8 @@ static __always_inline int judge(struct xdp_md *ctx,
 	account(rc, cfg, p->len, passed);
 	if (passed)
 		return XDP_PASS;
-	source_words(p, &hi, &lo);
-	sample_drop(slot, p->family, hi, lo, rc->blocked_pkts + rc->held_pkts);
 refused:
+	count_drop(ctx, slot);
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
 }
 

@@ -224,7 +224,10 @@ struct sluice_rule_cpu {
 	/* the rule has a breaker: SLUICE_BRK_ON_SYN or _ON_UDP, which of
 	 * its packets ask rule_breaker first */
 	__u8 has_breaker;
-	__u8 pad[5];
+	/* refused packets until the next one is sampled for `sluice drops`
+	 * (sluice.bpf.c: count_drop()) */
+	__u8 drop_countdown;
+	__u8 pad[4];
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;
@@ -412,8 +415,9 @@ struct sluice_frag_buf {
 };
 
 /* A dropped packet's source, sampled for `sluice drops` (bpf/sluice.bpf.c):
- * on each CPU at most one per rule and tick, standing for the `weight`
- * packets that CPU refused under the rule since its last sample. */
+ * on each CPU every SLUICE_DROP_SAMPLE_EVERY-th refused packet of a rule,
+ * at most one per tick, standing for the `weight` packets that CPU
+ * refused under the rule since its last sample. */
 struct sluice_drop_sample {
 	__u32 slot;
 	__u32 weight;

@@ -12,9 +12,6 @@
 #     over the flood;
 #   - `drops RULE` of a quiet rule lists it with no source, of an unknown
 #     one exits 1 naming it; -n bounds the sources.
-# (Two paced senders on one CPU are not used: on veth the sender's CPU
-# runs XDP, and such a pair can lock its phase to the tick that sampling
-# follows; docs/cli.md, "sluice drops".)
 set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/netns.sh
