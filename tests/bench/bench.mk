@@ -73,3 +73,8 @@ $(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o $(PKT_OBJ)
 	$(CC) $(CFLAGS) $(INC_ALL) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o $(PKT_OBJ) $(LIB) $(LDLIBS)
+
+# simulated agents' etcd sources against a real etcd (bench_push.sh)
+BENCH_PUSH := $(BUILD)/bench_push
+$(BENCH_PUSH): tests/bench/bench_push.c $(LIB)
+	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(LIB) $(LDLIBS)
