@@ -42,6 +42,7 @@
 
 struct agent {
 	struct sl_etcd_source *src;
+	bool parses;	     /* false: fetched and checked is its in force */
 	uint64_t revision;   /* __atomic: the newest parsed */
 	uint64_t fetched_ns; /* when it was handed over (fetched, checked) */
 	uint64_t applied_ns; /* __atomic: when parsed */
@@ -52,6 +53,7 @@ static const char *etcd_url, *key = "/sluice/bench-push", *mode = "manifest";
 static const char *body_dir, *etcd_cmd, *body_cmd;
 static char body_url[64];
 static int n_agents = 1000, n_rules = 4096, n_puts = 5, body_port = 8080;
+static int parse_every = 1;
 
 /* The body being served: its name, its bytes and their gzip. */
 static struct {
@@ -121,9 +123,16 @@ static int serve_body(const char *sha, const char *text, size_t len)
 	return 0;
 }
 
-/* As the agent's control loop: take the value, parse it, report. */
+/*
+ * As the agent's control loop: take the value, parse it, report. The
+ * agents' threads run at nice 10: on a fleet each parses on its own host,
+ * here a thousand share two cores with etcd and the body server, which
+ * would otherwise wait behind them (1,000 parses of 4,096 rules are
+ * seconds of CPU).
+ */
 static void wake(void *arg)
 {
+	static __thread bool reniced;
 	struct agent *a = arg;
 	struct sl_etcd_value v;
 	struct sl_ruleset rs = { 0 };
@@ -131,10 +140,13 @@ static void wake(void *arg)
 
 	uint64_t fetched = sl_now_ns();
 
+	if (!reniced)
+		reniced = !setpriority(PRIO_PROCESS, gettid(), 10);
 	if (!sl_etcd_source_take(a->src, &v))
 		return;
 	if (v.deleted ||
-	    sl_rules_parse(v.text, v.len, &rs, err, sizeof(err))) {
+	    (a->parses && sl_rules_parse(v.text, v.len, &rs, err,
+					  sizeof(err)))) {
 		__atomic_add_fetch(&a->failed, 1, __ATOMIC_RELAXED);
 		sl_etcd_source_refused(a->src, v.revision, "bad");
 	} else {
@@ -252,7 +264,7 @@ int main(int argc, char **argv)
 {
 	struct rlimit rl = { 65536, 65536 };
 	uint64_t *lat, *all, *flat, *fall;
-	size_t n_all = 0, len;
+	size_t n_all = 0, n_fall = 0, n_lat, len;
 	struct sl_etcd etcd;
 	struct agent *ag;
 	char err[1024], *text;
@@ -269,6 +281,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(o, "--puts")) n_puts = atoi(v);
 		else if (!strcmp(o, "--body-dir")) body_dir = v;
 		else if (!strcmp(o, "--body-port")) body_port = atoi(v);
+		else if (!strcmp(o, "--parse-every")) parse_every = atoi(v);
 		else if (!strcmp(o, "--etcd-bytes")) etcd_cmd = v;
 		else if (!strcmp(o, "--body-bytes")) body_cmd = v;
 		else {
@@ -287,6 +300,7 @@ int main(int argc, char **argv)
 			      body_port, NULL, NULL, serve, NULL,
 			      MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u,
 			      MHD_OPTION_CONNECTION_LIMIT, 8192u,
+			      MHD_OPTION_THREAD_POOL_SIZE, 2u,
 			      MHD_OPTION_END)) {
 		fprintf(stderr, "bench_push: no body server on port %d\n",
 			body_port);
@@ -309,6 +323,8 @@ int main(int argc, char **argv)
 	all = calloc((size_t)n_agents * (n_puts + 1), sizeof(*all));
 	flat = calloc(n_agents, sizeof(*flat));
 	fall = calloc((size_t)n_agents * (n_puts + 1), sizeof(*fall));
+	for (int i = 0; i < n_agents; i++)
+		ag[i].parses = parse_every > 0 && i % parse_every == 0;
 	for (int i = 0; i < n_agents; i++)
 		if (sl_etcd_source_new(etcd_url, NULL, key, 0, wake, &ag[i],
 				       &ag[i].src, err, sizeof(err)) ||
@@ -345,20 +361,23 @@ int main(int argc, char **argv)
 					"after 60 s\n", p, done, n_agents);
 			return 1;
 		}
+		n_lat = 0;
 		for (int i = 0; i < n_agents; i++) {
-			fall[n_all] = flat[i] = ag[i].fetched_ns - t0;
-			all[n_all++] = lat[i] = ag[i].applied_ns - t0;
+			fall[n_fall++] = flat[i] = ag[i].fetched_ns - t0;
+			if (ag[i].parses)
+				all[n_all++] = lat[n_lat++] =
+					ag[i].applied_ns - t0;
 		}
-		qsort(lat, n_agents, sizeof(*lat), cmp_u64);
+		qsort(lat, n_lat, sizeof(*lat), cmp_u64);
 		qsort(flat, n_agents, sizeof(*flat), cmp_u64);
 		printf("put %d (%s, %zu bytes): fetched and checked p50 %.0f "
-		       "ms, p99 %.0f ms; parsed p50 %.0f ms, p99 %.0f ms, max "
-		       "%.0f ms; etcd sent %.2f MB (%.0f bytes an agent), the "
+		       "ms, p99 %.0f ms; parsed (%zu agents) p50 %.0f ms, p99 "
+		       "%.0f ms, max %.0f ms; etcd sent %.2f MB (%.0f bytes an agent), the "
 		       "body server %.2f MB (%.0f bytes an agent)\n", p,
 		       p ? "one rule changed" : "the whole set", len,
 		       pct(flat, n_agents, 0.5), pct(flat, n_agents, 0.99),
-		       pct(lat, n_agents, 0.5), pct(lat, n_agents, 0.99),
-		       lat[n_agents - 1] / 1e6, (e1 - e0) / 1e6,
+		       n_lat, pct(lat, n_lat, 0.5), pct(lat, n_lat, 0.99),
+		       lat[n_lat - 1] / 1e6, (e1 - e0) / 1e6,
 		       (double)(e1 - e0) / n_agents, (b1 - b0) / 1e6,
 		       (double)(b1 - b0) / n_agents);
 		fflush(stdout);
@@ -366,11 +385,12 @@ int main(int argc, char **argv)
 		sleep(1);
 	}
 	qsort(all, n_all, sizeof(*all), cmp_u64);
-	qsort(fall, n_all, sizeof(*fall), cmp_u64);
-	printf("%s, %d agents, %d rules, %d puts: put -> fetched and checked "
-	       "p50 %.0f ms, p99 %.0f ms; -> parsed p50 %.0f ms, p99 %.0f "
-	       "ms, max %.0f ms\n", mode, n_agents, n_rules, n_puts + 1,
-	       pct(fall, n_all, 0.5), pct(fall, n_all, 0.99),
+	qsort(fall, n_fall, sizeof(*fall), cmp_u64);
+	printf("%s, %d agents (1 in %d parses), %d rules, %d puts: put -> "
+	       "fetched and checked p50 %.0f ms, p99 %.0f ms; -> parsed p50 "
+	       "%.0f ms, p99 %.0f ms, max %.0f ms\n", mode, n_agents,
+	       parse_every, n_rules, n_puts + 1,
+	       pct(fall, n_fall, 0.5), pct(fall, n_fall, 0.99),
 	       pct(all, n_all, 0.5), pct(all, n_all, 0.99),
 	       all[n_all - 1] / 1e6);
 	for (int i = 0; i < n_agents; i++)
