@@ -9,7 +9,7 @@
 # the key's value, as `sluice push` published it before manifests.
 #
 # usage: tests/bench/bench_push.sh [--agents N] [--rules N] [--puts N]
-#                                   [--parse-every K] [--old]
+#                                   [--parse-every K] [--old | --old-only]
 # Every agent fetches and checks each value; one in K (20) parses it too:
 # a thousand parses of 4,096 rules are seconds of CPU that a fleet spends
 # on a thousand hosts, not on the two cores that etcd and the body server
@@ -29,8 +29,9 @@ while [ $# -gt 0 ]; do
 	--rules) RULES=$2; shift 2 ;;
 	--puts) PUTS=$2; shift 2 ;;
 	--old) OLD=1; shift ;;
+	--old-only) OLD=only; shift ;;
 	--parse-every) PARSE_EVERY=$2; shift 2 ;;
-	*) echo "usage: $0 [--agents N] [--rules N] [--puts N] [--parse-every K] [--old]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--agents N] [--rules N] [--puts N] [--parse-every K] [--old | --old-only]" >&2; exit 2 ;;
 	esac
 done
 
@@ -73,7 +74,7 @@ run() # MODE KEY
 		--body-port 8080 \
 		--etcd-bytes "$(count etcd_out)" --body-bytes "$(count body_out)"
 }
-run manifest /sluice/bench-manifest || exit 1
-if [ "$OLD" = 1 ]; then
+[ "$OLD" = only ] || run manifest /sluice/bench-manifest || exit 1
+if [ "$OLD" != 0 ]; then
 	run value /sluice/bench-value || exit 1
 fi

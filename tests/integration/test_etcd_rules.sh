@@ -363,14 +363,17 @@ manifest_cases()
 	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 2000 ]
 	check $? "  ... r2 2000"
 
-	# compaction: two manifests while the agent is stopped, then compacted
+	# compaction: etcd restarted (the watch broken) while the agent is
+	# stopped, two manifests, then compacted
 	kill -STOP "${NETNS_PID[agent]}"
+	etcd_kill
+	etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
 	push "$T/v3.json" --body-url "$BURL" --body-dir "$BODIES" >/dev/null 2>&1; R_1=$(erev)
 	push "$T/v1.json" --body-url "$BURL" --body-dir "$BODIES" >/dev/null 2>&1; R_2=$(erev)
 	ectl compact "$R_2" >/dev/null
 	kill -CONT "${NETNS_PID[agent]}"
 	status_until 15 "d['config_source']['revision'] == $R_2 and d['config_source']['state'] == 'watching'"
-	check $? "two manifests then a compaction while the agent was stopped: it ends on the latest ($R_2)"
+	check $? "two manifests then a compaction while the agent was away: it ends on the latest ($R_2)"
 	[ "$(names)" = r1 ] && [ "$(applies "$R_2")" = 1 ] && [ "$(applies "$R_1")" = 0 ]
 	check $? "  ... its body in force (r1 alone), applied once, the one between not at all"
 

@@ -134,7 +134,7 @@ int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *
 #define SL_SHA256_HEX_LEN 64
 
 /* The SHA-256 of data in lower-case hex; '?'s (never equal to a hex
- * digest) if OpenSSL fails. */
+ * digest) if OpenSSL fails. In digest.c (libcrypto). */
 void sl_sha256_hex(const char *data, size_t len,
 		   char hex[SL_SHA256_HEX_LEN + 1]);
 
