@@ -19,6 +19,7 @@
  *
  *   bench_push --etcd URL --key KEY --agents N --rules N --puts N
  *              --mode value|manifest [--body-port PORT] [--body-dir DIR]
+ *              [--parse-every K] [--gzip 0|1]
  *              [--etcd-bytes CMD] [--body-bytes CMD]
  */
 #include <errno.h>
@@ -53,7 +54,7 @@ static const char *etcd_url, *key = "/sluice/bench-push", *mode = "manifest";
 static const char *body_dir, *etcd_cmd, *body_cmd;
 static char body_url[64];
 static int n_agents = 1000, n_rules = 4096, n_puts = 5, body_port = 8080;
-static int parse_every = 1;
+static int parse_every = 1, gzip_bodies = 1;
 
 /* The body being served: its name, its bytes and their gzip. */
 static struct {
@@ -74,7 +75,8 @@ static enum MHD_Result serve(void *cls, struct MHD_Connection *c,
 
 	pthread_mutex_lock(&served.lock);
 	if (url[0] == '/' && !strcmp(url + 1, served.name))
-		r = ae && strstr(ae, "gzip") ? served.gz : served.plain;
+		r = gzip_bodies && ae && strstr(ae, "gzip") ? served.gz
+							     : served.plain;
 	if (r)
 		ret = MHD_queue_response(c, MHD_HTTP_OK, r);
 	pthread_mutex_unlock(&served.lock);
@@ -282,6 +284,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(o, "--body-dir")) body_dir = v;
 		else if (!strcmp(o, "--body-port")) body_port = atoi(v);
 		else if (!strcmp(o, "--parse-every")) parse_every = atoi(v);
+		else if (!strcmp(o, "--gzip")) gzip_bodies = atoi(v);
 		else if (!strcmp(o, "--etcd-bytes")) etcd_cmd = v;
 		else if (!strcmp(o, "--body-bytes")) body_cmd = v;
 		else {

@@ -9,7 +9,8 @@
 # the key's value, as `sluice push` published it before manifests.
 #
 # usage: tests/bench/bench_push.sh [--agents N] [--rules N] [--puts N]
-#                                   [--parse-every K] [--old | --old-only]
+#                                   [--parse-every K] [--gzip 0|1]
+#                                   [--old | --old-only]
 # Every agent fetches and checks each value; one in K (20) parses it too:
 # a thousand parses of 4,096 rules are seconds of CPU that a fleet spends
 # on a thousand hosts, not on the two cores that etcd and the body server
@@ -23,6 +24,7 @@ RULES=4096
 PUTS=5
 OLD=0
 PARSE_EVERY=20
+GZIP=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--agents) AGENTS=$2; shift 2 ;;
@@ -31,7 +33,8 @@ while [ $# -gt 0 ]; do
 	--old) OLD=1; shift ;;
 	--old-only) OLD=only; shift ;;
 	--parse-every) PARSE_EVERY=$2; shift 2 ;;
-	*) echo "usage: $0 [--agents N] [--rules N] [--puts N] [--parse-every K] [--old | --old-only]" >&2; exit 2 ;;
+	--gzip) GZIP=$2; shift 2 ;;
+	*) echo "usage: $0 [--agents N] [--rules N] [--puts N] [--parse-every K] [--gzip 0|1] [--old | --old-only]" >&2; exit 2 ;;
 	esac
 done
 
@@ -70,7 +73,7 @@ run() # MODE KEY
 {
 	ip netns exec "$NS_RX" "$BUILD/bench_push" --etcd "$ETCD_EP" --key "$2" \
 		--mode "$1" --agents "$AGENTS" --rules "$RULES" --puts "$PUTS" \
-		--parse-every "$PARSE_EVERY" \
+		--parse-every "$PARSE_EVERY" --gzip "$GZIP" \
 		--body-port 8080 \
 		--etcd-bytes "$(count etcd_out)" --body-bytes "$(count body_out)"
 }
