@@ -337,6 +337,12 @@ manifest_cases()
 	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 3000 ] &&
 		[ "$(snap 'd["source"]["revision"]')" = "$R_M" ]
 	check $? "  ... the body's rules in force (r2 3000), the snapshot at the manifest's revision"
+	push "$T/v1.json" --dry-run >"$T/push.out" 2>"$T/push.err"
+	rc=$?
+	[ "$rc" = 0 ] && grep -q "^dry run, nothing published ($KEY at revision $R_M): removed r2" "$T/push.out" &&
+		[ "$(erev)" = "$R_M" ]
+	check $? "push --dry-run against a manifest: compared with its body (removed r2), nothing published"
+	show "$T/push.out" 1
 
 	# half of v2 under v2's name: what a server may serve mid-copy
 	head -c 60 "$T/v2.json" >"$BODIES/$S2.json"
