@@ -127,14 +127,13 @@ static int serve_body(const char *sha, const char *text, size_t len)
 
 /*
  * As the agent's control loop: take the value, parse it, report. The
- * agents' threads run at nice 10: on a fleet each parses on its own host,
+ * parse runs at nice 10: on a fleet each agent parses on its own host,
  * here a thousand share two cores with etcd and the body server, which
  * would otherwise wait behind them (1,000 parses of 4,096 rules are
- * seconds of CPU).
+ * seconds of CPU). The watch and the body's fetch and check run at 0.
  */
 static void wake(void *arg)
 {
-	static __thread bool reniced;
 	struct agent *a = arg;
 	struct sl_etcd_value v;
 	struct sl_ruleset rs = { 0 };
@@ -142,10 +141,10 @@ static void wake(void *arg)
 
 	uint64_t fetched = sl_now_ns();
 
-	if (!reniced)
-		reniced = !setpriority(PRIO_PROCESS, gettid(), 10);
 	if (!sl_etcd_source_take(a->src, &v))
 		return;
+	if (a->parses)
+		setpriority(PRIO_PROCESS, gettid(), 10);
 	if (v.deleted ||
 	    (a->parses && sl_rules_parse(v.text, v.len, &rs, err,
 					  sizeof(err)))) {
@@ -159,6 +158,8 @@ static void wake(void *arg)
 	}
 	sl_ruleset_free(&rs);
 	free(v.text);
+	if (a->parses)
+		setpriority(PRIO_PROCESS, gettid(), 0);
 }
 
 /* A rule file of n rules; rule `changed` has count + delta. */
