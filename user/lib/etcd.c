@@ -950,6 +950,9 @@ static int parse_events(const cJSON *evs, const char *key,
 		}
 		out->n_events++;
 	}
+	/* a burst of puts comes in one frame: only its last one counts */
+	for (size_t i = 0; i + 1 < out->n_events; i++)
+		out->events[i].superseded = true;
 	return 0;
 }
 

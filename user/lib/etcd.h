@@ -137,6 +137,7 @@ struct sl_etcd_event {
 	int64_t mod_revision; /* of a delete: the revision of the delete */
 	char *value;	      /* decoded, NUL-terminated; NULL for a delete */
 	size_t len;
+	bool superseded; /* a later event of the key is in the same frame */
 };
 
 /* One frame of the watch stream ({"result": {...}} or {"error": ...}). */

@@ -191,6 +191,9 @@ static int on_event(void *arg, const struct sl_etcd_event *ev)
 	struct sl_etcd_source *s = arg;
 
 	s->watch_from = ev->mod_revision + 1;
+	/* a newer one follows at once: no body fetched for this one */
+	if (ev->superseded)
+		return 0;
 	return take_value(s, ev->value, ev->len, ev->mod_revision,
 			  ev->type == SL_ETCD_DELETE);
 }
