@@ -43,7 +43,7 @@
 
 struct agent {
 	struct sl_etcd_source *src;
-	bool parses;	     /* false: fetched and checked is its in force */
+	bool parses;	     /* false: fetched and checked is in force */
 	uint64_t revision;   /* __atomic: the newest parsed */
 	uint64_t fetched_ns; /* when it was handed over (fetched, checked) */
 	uint64_t applied_ns; /* __atomic: when parsed */

@@ -288,7 +288,8 @@ static const struct sl_opt push_opts[] = {
 		  "exist)" },
 	{ .name = "body-url", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct push, body_url), .metavar = "URL[,URL...]",
-	  .help = "publish a manifest: agents fetch FILE from URL/<sha256>.json" },
+	  .help = "publish a manifest: agents fetch FILE from "
+		  "URL/<sha256>.json" },
 	{ .name = "body-dir", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct push, body_dir), .metavar = "DIR",
 	  .help = "write FILE there first as <sha256>.json and .json.gz "

@@ -170,7 +170,8 @@ static int take_value(struct sl_etcd_source *s, const char *text, size_t len,
 	}
 	if (ret) {
 		snprintf(s->fetch_err, sizeof(s->fetch_err),
-			 "the body of %s at revision %llu (sha256 %.12s...): %s",
+			 "the body of %s at revision %llu (sha256 %.12s...): "
+			 "%s",
 			 s->key, (unsigned long long)revision, m.sha256, why);
 		return ret == -ENOMEM ? ret : -EAGAIN;
 	}

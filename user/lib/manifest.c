@@ -37,7 +37,8 @@ int sl_manifest_parse(const char *text, size_t len, struct sl_manifest *m,
 
 	memset(m, 0, sizeof(*m));
 	/* a rule file is a JSON object too: only the member tells */
-	if (len > MANIFEST_TEXT_MAX || !memmem(text, len, "sluice_manifest", 15))
+	if (len > MANIFEST_TEXT_MAX ||
+	    !memmem(text, len, "sluice_manifest", 15))
 		return -ENOMSG;
 	doc = cJSON_ParseWithLength(text, len);
 	ver = cJSON_GetObjectItemCaseSensitive(doc, "sluice_manifest");
@@ -159,8 +160,8 @@ int sl_manifest_fetch(const struct sl_etcd *e, const struct sl_manifest *m,
 		char *body;
 		size_t n;
 
-		ret = sl_etcd_fetch_url(e, url, SL_MANIFEST_BODY_MAX, &body, &n, err,
-					errlen);
+		ret = sl_etcd_fetch_url(e, url, SL_MANIFEST_BODY_MAX, &body,
+					&n, err, errlen);
 		if (ret == -ENOMEM)
 			return ret;
 		if (ret)

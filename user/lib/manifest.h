@@ -52,9 +52,10 @@ struct sl_etcd;
 /*
  * The body of m, from its URLs in turn starting at first (spreads a
  * fleet over mirrors), checked against its size and SHA-256. 0 with *out
- * malloc'd and *used the index of the URL that served it; -EBADMSG when a URL answered with other bytes and none with
- * the body (refuse it: a retry fetches the same bytes); -EIO or -ENOENT
- * (404) when none answered (retry later); the reason in err.
+ * malloc'd and *used the index of the URL that served it; -EBADMSG when
+ * a URL answered with other bytes and none with the body (refuse it: a
+ * retry fetches the same bytes); -EIO or -ENOENT (404) when none
+ * answered (retry later); the reason in err.
  */
 int sl_manifest_fetch(const struct sl_etcd *e, const struct sl_manifest *m,
 		      unsigned int first, int *used, char **out, size_t *len,
