@@ -5,6 +5,7 @@
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
 #   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh
 #   QUICK=1, PLOTS=DIR  `make bench-peers`: fewer, shorter runs; gnuplot PNGs
+#   BENCH_PUSH_ARGS  extra arguments for tests/bench/bench_push.sh (e.g. --old)
 
 BENCH_DIR   := $(BUILD)/bench
 BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
@@ -15,10 +16,11 @@ BENCH_FAILOVER := $(BUILD)/bench_failover
 BENCH_VETH  := $(BUILD)/bench_veth
 ADMIT_SHAPE := $(BUILD)/admit_shape
 BENCH_GC    := $(BUILD)/bench_gc
+BENCH_PUSH  := $(BUILD)/bench_push
 
 .PHONY: bench bench-bins bench-tokend bench-peers
 bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE) \
-	    $(BENCH_GC) $(BENCH_FAILOVER)
+	    $(BENCH_GC) $(BENCH_FAILOVER) $(BENCH_PUSH)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
@@ -28,6 +30,7 @@ bench: all gen bench-bins
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 	BUILD=$(BUILD) tests/bench/bench_etcd.sh
+	BUILD=$(BUILD) tests/bench/bench_push.sh $(BENCH_PUSH_ARGS)
 
 # sluice beside nftables, iptables and Redis (tests/bench/bench_peers.sh)
 bench-peers: all gen bench-bins
@@ -73,3 +76,7 @@ $(ADMIT_SHAPE): tests/bench/admit_shape.c $(SKEL) $(LIB) $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o $(PKT_OBJ)
 	$(CC) $(CFLAGS) $(INC_ALL) -Itests/gen -o $@ $< $(GEN_OUT)/frame.o \
 		$(GEN_OUT)/genutil.o $(PKT_OBJ) $(LIB) $(LDLIBS)
+
+# simulated agents' etcd sources against a real etcd (bench_push.sh)
+$(BENCH_PUSH): tests/bench/bench_push.c $(LIB)
+	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(LIB) $(LDLIBS)

@@ -2,8 +2,9 @@
 /*
  * libFuzzer target for what sluice reads from etcd's JSON gateway: the
  * input as a watch stream, cut into chunks of 1-13 bytes and split into
- * frames, each parsed as a watch frame; and the input as a range and as
- * a txn answer. Any input is refused or yields values that hold what
+ * frames, each parsed as a watch frame; the input as a range and as
+ * a txn answer; and as a value of the key that may be a manifest
+ * (manifest.c), which parses only into what agents can check against. Any input is refused or yields values that hold what
  * they claim: a PUT's value NUL-terminated at its length, no value for a
  * DELETE or a missing key. Seeds: tests/fuzz/seeds/etcd/, from a real
  * etcd 3.4.23.
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "etcd.h"
+#include "manifest.h"
 
 #define KEY "/sluice/rules"
 
@@ -47,7 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sl_etcd_stream s = { 0 };
 	size_t chunk = 1 + size % 13;
+	struct sl_manifest m;
 	struct sl_etcd_kv kv;
+	char err[256];
 	int64_t rev;
 	cJSON *doc;
 
@@ -69,5 +73,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (sl_etcd_txn_answer(doc, &rev) != -EPROTO && rev < 0)
 		__builtin_trap();
 	cJSON_Delete(doc);
+
+	if (!sl_manifest_parse((const char *)data, size, &m, err,
+			       sizeof(err))) {
+		if (strlen(m.sha256) != SL_SHA256_HEX_LEN ||
+		    strspn(m.sha256, "0123456789abcdef") != SL_SHA256_HEX_LEN ||
+		    m.size > SL_MANIFEST_BODY_MAX || m.n_urls < 1 ||
+		    m.n_urls > SL_MANIFEST_MAX_URLS)
+			__builtin_trap();
+		for (int i = 0; i < m.n_urls; i++)
+			if (strncmp(m.url[i], "http://", 7) &&
+			    strncmp(m.url[i], "https://", 8))
+				__builtin_trap();
+	}
 	return 0;
 }

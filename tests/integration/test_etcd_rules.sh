@@ -10,7 +10,10 @@
 # etcd-sourced snapshot with etcd down and applies nothing when the key
 # is at the snapshot's revision, falling over past a dead endpoint;
 # refuses local rule changes (managed); `sluice push` checks, publishes,
-# and compares and swaps; bad options are usage errors.
+# and compares and swaps; a manifest's body is fetched, checked against
+# its sha256 (half a body refused, a missing one retried) and survives a
+# compaction, and a rule file as the value still works; bad options are
+# usage errors.
 #
 # etcd runs inside the agent's namespace, on that namespace's own
 # loopback: its ports are free by construction, and nothing outside sees
@@ -304,6 +307,102 @@ status_until 5 "d['config_source']['last_refused'] is not None and 'deleted' in 
 check $? "the key deleted: refused, saying so"
 [ "$(names)" = r1,r2 ] && [ "$(st 'd["ready"]')" = true ]
 check $? "  ... the rules stay in force, ready"
+
+# ---- manifests: the rule file from a body server, checked ----------------
+# (docs/fleet.md, pushes to a large fleet) The key holds a manifest of a
+# few hundred bytes; the agent fetches the body it names from a static
+# HTTP server and checks its size and sha256 before it is a value.
+manifest_cases()
+{
+	local BODIES=$T/bodies BURL=http://127.0.0.1:8081 R_M S2 S3 REVH REVM R_1 R_2 R_O
+	local r2count='[r["count"] for r in d["rules"] if r["name"] == "r2"][0]'
+	sha() { sha256sum "$1" | cut -d' ' -f1; }
+	# FILE SHA: a manifest of FILE's size naming SHA at the body server
+	manifest() { printf '{"sluice_manifest":1,"sha256":"%s","size":%s,"rules":2,"urls":["%s/%s.json"]}' \
+		"$2" "$(stat -c %s "$1")" "$BURL" "$2"; }
+	mkdir -p "$BODIES"
+	netns_bg "$NS_RX" httpd busybox httpd -f -p 127.0.0.1:8081 -h "$BODIES"
+	S2=$(sha "$T/v2.json")
+	S3=$(sha "$T/v3.json")
+
+	push "$T/v3.json" --body-url "$BURL" --body-dir "$BODIES" >"$T/push.out" 2>"$T/push.err"
+	rc=$?
+	R_M=$(erev)
+	[ "$rc" = 0 ] && [ "$(ectl get "$KEY" --print-value-only | wc -c)" -lt 400 ] &&
+		cmp -s "$BODIES/$S3.json" "$T/v3.json" && grep -q "at revision $R_M\$" "$T/push.out"
+	check $? "push --body-url --body-dir: the body written as <sha256>.json, a manifest under 400 bytes published ($R_M)"
+	show "$T/push.err" 2
+	status_until 5 "d['config_source']['revision'] == $R_M and d['config_source']['body']['sha256'] == '$S3'"
+	check $? "  ... the agent fetches the body, checks it and puts it in force (status names its sha256)"
+	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 3000 ] &&
+		[ "$(snap 'd["source"]["revision"]')" = "$R_M" ]
+	check $? "  ... the body's rules in force (r2 3000), the snapshot at the manifest's revision"
+	push "$T/v1.json" --dry-run >"$T/push.out" 2>"$T/push.err"
+	rc=$?
+	[ "$rc" = 0 ] && grep -q "^dry run, nothing published ($KEY at revision $R_M): removed r2" "$T/push.out" &&
+		[ "$(erev)" = "$R_M" ]
+	check $? "push --dry-run against a manifest: compared with its body (removed r2), nothing published"
+	show "$T/push.out" 1
+
+	# half of v2 under v2's name: what a server may serve mid-copy
+	head -c 60 "$T/v2.json" >"$BODIES/$S2.json"
+	ectl put "$KEY" "$(manifest "$T/v2.json" "$S2")" >/dev/null
+	REVH=$(erev)
+	status_until 5 "d['config_source']['last_refused'] is not None and d['config_source']['last_refused']['revision'] == $REVH"
+	check $? "a manifest whose body is not its sha256 (half a file): refused (revision $REVH)"
+	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 3000 ] &&
+		[ "$(st 'd["config_source"]["revision"]')" = "$R_M" ] &&
+		st 'd["config_source"]["last_refused"]["error"]' | grep -q "sha256" &&
+		grep -q "etcd: $KEY at revision $REVH refused, the rules in force stay: .*sha256" "$T/agent.err"
+	check $? "  ... nothing of it applied: r2 3000 and revision $R_M stay, the error names the sha256"
+
+	rm -f "$BODIES/$S2.json"
+	ectl put "$KEY" "$(manifest "$T/v2.json" "$S2")" >/dev/null
+	REVM=$(erev)
+	status_until 5 "d['config_source']['state'] == 'unreachable' and '404' in d['config_source']['last_error']"
+	check $? "a manifest whose body is missing (HTTP 404): not applied, status says why"
+	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 3000 ] && [ "$(st 'd["ready"]')" = true ]
+	check $? "  ... the rules in force stay (r2 3000), ready"
+	cp "$T/v2.json" "$BODIES/$S2.json"
+	status_until 10 "d['config_source']['revision'] == $REVM and d['config_source']['state'] == 'watching'"
+	check $? "  ... the body appears: fetched again and in force ($REVM)"
+	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 2000 ] &&
+		[ "$(snap 'd["source"]["revision"]')" = "$REVM" ]
+	check $? "  ... r2 2000, the snapshot at $REVM"
+
+	# compaction: etcd restarted (the watch broken) while the agent is
+	# stopped, two manifests, then compacted
+	kill -STOP "${NETNS_PID[agent]}"
+	etcd_kill
+	etcd_start || { echo "Bail out! etcd did not restart"; exit 1; }
+	push "$T/v3.json" --body-url "$BURL" --body-dir "$BODIES" >/dev/null 2>&1; R_1=$(erev)
+	push "$T/v1.json" --body-url "$BURL" --body-dir "$BODIES" >/dev/null 2>&1; R_2=$(erev)
+	ectl compact "$R_2" >/dev/null
+	kill -CONT "${NETNS_PID[agent]}"
+	status_until 15 "d['config_source']['revision'] == $R_2 and d['config_source']['state'] == 'watching'"
+	check $? "two manifests then a compaction while the agent was away: it ends on the latest ($R_2)"
+	[ "$(names)" = r1 ] && [ "$(applies "$R_2")" = 1 ] && [ "$(applies "$R_1")" = 0 ]
+	check $? "  ... its body in force (r1 alone), applied once, the one between not at all"
+
+	# a rule file as the value, as `sluice push` wrote it before manifests
+	eput "$T/v2.json"
+	R_O=$(erev)
+	status_until 5 "d['config_source']['revision'] == $R_O and d['config_source']['body'] is None"
+	[ $? = 0 ] && [ "$(names)" = r1,r2 ]
+	check $? "a rule file as the value (the format before manifests) is still applied ($R_O), its rules in force"
+
+	push "$T/v3.json" --body-url "$BURL/nowhere" >"$T/push.out" 2>"$T/push.err"
+	rc=$?
+	[ "$rc" = 1 ] && grep -q "does not serve it: .*404" "$T/push.err" && [ "$(erev)" = "$R_O" ]
+	check $? "push --body-url to a server without the body: exit 1 ($rc), nothing published"
+	show "$T/push.err" 1
+	netns_stop httpd
+}
+if command -v busybox >/dev/null; then
+	manifest_cases
+else
+	skip "manifests" "busybox (its httpd: the body server) is not installed"
+fi
 
 # ---- tokend's flows from etcd --------------------------------------------
 # tokend boots from --rules (count 500), then serves the key's value and

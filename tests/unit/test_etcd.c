@@ -195,6 +195,9 @@ static void test_frames(void **state)
 	assert_int_equal(f.events[1].type, SL_ETCD_DELETE);
 	assert_int_equal(f.events[1].mod_revision, 5);
 	assert_null(f.events[1].value);
+	/* the put is followed by the delete in the frame: only it counts */
+	assert_true(f.events[0].superseded);
+	assert_false(f.events[1].superseded);
 	sl_etcd_frame_free(&f);
 
 	/* a put of an empty value: "value" is left out */

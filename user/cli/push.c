@@ -2,17 +2,25 @@
 /*
  * `sluice push FILE --etcd URL --etcd-key KEY [--if-revision N]`: check
  * FILE as `sluice check` does and publish it as the value of KEY, which
- * agents started with --etcd-key KEY put in force (docs/fleet.md). It
- * talks to etcd, the config source, never to an agent.
+ * agents started with --etcd-key KEY put in force (docs/fleet.md). With
+ * --body-url (and --body-dir) it publishes a manifest instead, naming the
+ * file by its SHA-256 on a body server (manifest.h). It talks to etcd,
+ * the config source, and the body server, never to an agent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
 
 #include "cli.h"
 #include "compile.h"
 #include "etcd.h"
 #include "log.h"
+#include "manifest.h"
 #include "rules.h"
 #include "rules_parse.h"
 #include "ruleset.h"
@@ -26,7 +34,107 @@ struct push {
 	bool has_if_revision;
 	uint64_t if_revision;
 	bool dry_run;
+	const char *body_url, *body_dir;
 };
+
+/* path holds buf, durably: written aside, synced, renamed, dir synced. */
+static int write_file(const char *dir, const char *path, const void *buf,
+		      size_t len)
+{
+	char tmp[4096 + 8];
+	int fd, dfd, ret = 0;
+	size_t off = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		ret = -errno;
+		pr_err("--body-dir: %s: %s", tmp, strerror(-ret));
+		return ret;
+	}
+	while (!ret && off < len) {
+		ssize_t n = write(fd, (const char *)buf + off, len - off);
+
+		if (n < 0)
+			ret = -errno;
+		else
+			off += n;
+	}
+	if (!ret && fsync(fd))
+		ret = -errno;
+	close(fd);
+	/* a server never serves a half-written body under its name */
+	if (!ret && rename(tmp, path))
+		ret = -errno;
+	dfd = ret ? -1 : open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd))
+			ret = -errno;
+		close(dfd);
+	}
+	if (ret) {
+		unlink(tmp);
+		pr_err("--body-dir: %s: %s", path, strerror(-ret));
+	}
+	return ret;
+}
+
+/*
+ * DIR/<sha256>.json holds text before any manifest names it, and
+ * DIR/<sha256>.json.gz its gzip, for servers that send it to clients
+ * that take gzip (nginx's gzip_static; agents do): a tenth of the bytes.
+ */
+static int write_body(const char *dir, const struct sl_manifest *m,
+		      const char *text, size_t len)
+{
+	uLong cap = compressBound(len) + 32;
+	unsigned char *gz = malloc(cap);
+	z_stream z = { 0 };
+	char path[4096];
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/%s.json.gz", dir, m->sha256);
+	/* windowBits 16 + 15: a gzip header and trailer */
+	if (!gz || deflateInit2(&z, 9, Z_DEFLATED, 31, 8,
+				Z_DEFAULT_STRATEGY) != Z_OK) {
+		free(gz);
+		return -ENOMEM;
+	}
+	z.next_in = (unsigned char *)text;
+	z.avail_in = len;
+	z.next_out = gz;
+	z.avail_out = cap;
+	ret = deflate(&z, Z_FINISH) == Z_STREAM_END
+		      ? write_file(dir, path, gz, z.total_out)
+		      : -EIO;
+	deflateEnd(&z);
+	free(gz);
+	snprintf(path, sizeof(path), "%s/%s.json", dir, m->sha256);
+	return ret ? ret : write_file(dir, path, text, len);
+}
+
+/* Every URL of m serves the body: checked before the manifest names it. */
+static int check_body_urls(const struct sl_etcd *etcd,
+			   const struct sl_manifest *m, const char *file)
+{
+	struct sl_manifest one = *m;
+	char err[ERRBUF], *body;
+	size_t len;
+	int used;
+
+	one.n_urls = 1;
+	for (int i = 0; i < m->n_urls; i++) {
+		strcpy(one.url[0], m->url[i]);
+		if (sl_manifest_fetch(etcd, &one, 0, &used, &body, &len, err,
+				      sizeof(err))) {
+			pr_err("%s: not published: the body server does not "
+			       "serve it: %s", file, err);
+			return -EIO;
+		}
+		free(body);
+	}
+	return 0;
+}
 
 /* --dry-run: what FILE would change of the key's rules; nothing sent. */
 static int dry_run(struct push *p, struct sl_etcd *etcd, const char *file,
@@ -34,7 +142,9 @@ static int dry_run(struct push *p, struct sl_etcd *etcd, const char *file,
 {
 	struct sl_ruleset cur = { 0 };
 	struct sl_etcd_kv kv = { 0 };
-	char err[ERRBUF];
+	char err[ERRBUF], *body = NULL;
+	struct sl_manifest m;
+	size_t blen = 0;
 	cJSON *diff;
 	int ret;
 
@@ -42,6 +152,20 @@ static int dry_run(struct push *p, struct sl_etcd *etcd, const char *file,
 	if (ret) {
 		fprintf(stderr, "%s: cannot read %s: %s\n", file, p->key, err);
 		return SL_CLI_FAILED;
+	}
+	/* a manifest: compare with its body */
+	if (kv.exists && !sl_manifest_parse(kv.value, kv.len, &m, err,
+					    sizeof(err))) {
+		int used;
+
+		if (sl_manifest_fetch(etcd, &m, 0, &used, &body, &blen, err,
+				      sizeof(err)))
+			fprintf(stderr, "%s: %s at revision %lld is a manifest "
+					"whose body cannot be read (%.200s)\n",
+				file, p->key, (long long)kv.mod_revision, err);
+		free(kv.value);
+		kv.value = body ? body : strdup("");
+		kv.len = body ? blen : 0;
 	}
 	/* no key yet, or a value agents refuse: everything is new */
 	if (kv.exists &&
@@ -70,12 +194,16 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 	const char *file = argv[0];
 	struct sl_ruleset rs = { 0 };
 	struct sl_compiled comp;
+	struct sl_manifest m;
 	struct sl_etcd etcd;
-	char err[ERRBUF], *text;
+	char err[ERRBUF], *text, *manifest = NULL;
 	int64_t revision;
 	size_t len;
 	int ret;
 
+	if (p->body_dir && !p->body_url)
+		return sl_params_error(cmd, "--body-dir needs --body-url (where "
+				       "agents fetch what it holds)");
 	if (sl_etcd_init(&etcd, p->endpoints, &p->auth, p->key, err,
 			 sizeof(err)))
 		return sl_params_error(cmd, "%s", err);
@@ -96,8 +224,25 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 		ret = dry_run(p, &etcd, file, &rs);
 		goto out;
 	}
-	ret = sl_etcd_put(&etcd, text, len, p->has_if_revision,
-			  p->if_revision, &revision, err, sizeof(err));
+	if (p->body_url) {
+		/* the body first, where agents will look; the manifest
+		 * that names it last, in one put: no agent sees half */
+		manifest = sl_manifest_build(text, len, rs.n, p->body_url, &m,
+					     err, sizeof(err));
+		if (!manifest) {
+			ret = sl_params_error(cmd, "%s", err);
+			goto out;
+		}
+		if ((p->body_dir && write_body(p->body_dir, &m, text, len)) ||
+		    check_body_urls(&etcd, &m, file)) {
+			ret = SL_CLI_FAILED;
+			goto out;
+		}
+	}
+	ret = sl_etcd_put(&etcd, manifest ? manifest : text,
+			  manifest ? strlen(manifest) : len,
+			  p->has_if_revision, p->if_revision, &revision, err,
+			  sizeof(err));
 	if (ret == -ECANCELED) {
 		if (revision)
 			pr_err("%s: not published: %s is at revision %lld, "
@@ -114,8 +259,13 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 	} else {
 		printf("%s: %zu rules published as %s at revision %lld\n",
 		       file, rs.n, p->key, (long long)revision);
+		if (manifest)
+			printf("%s: a manifest of %zu bytes; the body, %zu "
+			       "bytes of sha256 %s, at %s\n", file,
+			       strlen(manifest), len, m.sha256, m.url[0]);
 	}
 out:
+	free(manifest);
 	free(text);
 	sl_ruleset_free(&rs);
 	sl_etcd_free(&etcd);
@@ -136,6 +286,14 @@ static const struct sl_opt push_opts[] = {
 	  .max = INT64_MAX,
 	  .help = "only if KEY is at revision N (0: only if it does not "
 		  "exist)" },
+	{ .name = "body-url", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct push, body_url), .metavar = "URL[,URL...]",
+	  .help = "publish a manifest: agents fetch FILE from "
+		  "URL/<sha256>.json" },
+	{ .name = "body-dir", .type = SL_OPT_STRING,
+	  .field = SL_FIELD(struct push, body_dir), .metavar = "DIR",
+	  .help = "write FILE there first as <sha256>.json and .json.gz "
+		  "(what --body-url serves)" },
 	{ .name = "dry-run", .type = SL_OPT_FLAG,
 	  .field = SL_FIELD(struct push, dry_run),
 	  .help = "show what would change of KEY's rules, publish nothing" },

@@ -287,7 +287,8 @@ static CURL *new_handle(const struct sl_etcd *e, const char *url,
 	char *token;
 
 	*hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	if (*hdrs && e->token) {
+	/* a body server (body NULL) is not etcd: it never sees the token */
+	if (*hdrs && e->token && body) {
 		if (asprintf(&token, "Authorization: %s", e->token) >= 0) {
 			h = curl_slist_append(*hdrs, token);
 			free(token);
@@ -311,7 +312,10 @@ static CURL *new_handle(const struct sl_etcd *e, const char *url,
 	if (e->cert_key)
 		curl_easy_setopt(c, CURLOPT_SSLKEY, e->cert_key);
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	if (body)
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	else
+		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -398,6 +402,50 @@ static int post_to(struct sl_etcd *e, int i, const char *path,
 	}
 	free(a.buf);
 	e->cur = i;
+	return 0;
+}
+
+int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t max,
+		      char **out, size_t *len, char *err, size_t errlen)
+{
+	char detail[CURL_ERROR_SIZE];
+	struct sl_etcd_buf a = { 0 };
+	struct curl_slist *hdrs;
+	long status = 0;
+	CURLcode rc;
+	CURL *c;
+
+	*out = NULL;
+	*len = 0;
+	c = new_handle(e, url, NULL, &hdrs, detail);
+	if (!c)
+		return -ENOMEM;
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+	/* a compressed copy if the server has one; curl inflates it */
+	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+	rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	curl_slist_free_all(hdrs);
+	if (rc == CURLE_OK && status != 200)
+		sl_set_err(err, errlen, "%s: HTTP %ld", url, status);
+	else if (rc == CURLE_OK && a.len > max)
+		sl_set_err(err, errlen, "%s: larger than %zu bytes", url, max);
+	else if (rc != CURLE_OK && a.too_big)
+		sl_set_err(err, errlen, "%s: larger than 96 MiB", url);
+	else if (rc != CURLE_OK)
+		curl_failed(err, errlen, url, rc, detail);
+	if (rc != CURLE_OK || status != 200 || a.len > max) {
+		free(a.buf);
+		return status == 404 ? -ENOENT
+		       : rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+	}
+	if (!a.buf && !(a.buf = strdup("")))
+		return -ENOMEM;
+	*out = a.buf;
+	*len = a.len;
 	return 0;
 }
 
@@ -902,6 +950,9 @@ static int parse_events(const cJSON *evs, const char *key,
 		}
 		out->n_events++;
 	}
+	/* a burst of puts comes in one frame: only its last one counts */
+	for (size_t i = 0; i + 1 < out->n_events; i++)
+		out->events[i].superseded = true;
 	return 0;
 }
 

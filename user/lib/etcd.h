@@ -119,6 +119,15 @@ int sl_etcd_range_answer(const cJSON *doc, const char *key,
 			 struct sl_etcd_kv *out);
 int sl_etcd_txn_answer(const cJSON *doc, int64_t *revision);
 
+/*
+ * GET url (a body server's, not etcd's: no token is sent; an https://
+ * one is checked against --etcd-cacert if given, else the system's CAs)
+ * into *out, malloc'd and NUL-terminated, at most max bytes. -ENOENT:
+ * HTTP 404; -EIO: no answer or another status; the reason in err.
+ */
+int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t max,
+		      char **out, size_t *len, char *err, size_t errlen);
+
 /* ---- the watch ---- */
 
 enum sl_etcd_event_type { SL_ETCD_PUT, SL_ETCD_DELETE };
@@ -128,6 +137,7 @@ struct sl_etcd_event {
 	int64_t mod_revision; /* of a delete: the revision of the delete */
 	char *value;	      /* decoded, NUL-terminated; NULL for a delete */
 	size_t len;
+	bool superseded; /* a later event of the key is in the same frame */
 };
 
 /* One frame of the watch stream ({"result": {...}} or {"error": ...}). */

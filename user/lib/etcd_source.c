@@ -11,6 +11,7 @@
 #include "etcd.h"
 #include "etcd_source.h"
 #include "log.h"
+#include "manifest.h"
 #include "util.h"
 
 #define ERR_LEN 1024
@@ -30,6 +31,7 @@ struct sl_etcd_source {
 	bool stop; /* __atomic */
 	int64_t watch_from; /* the thread's: 0 means read the key first */
 	uint32_t failures, rnd; /* the thread's */
+	char fetch_err[ERR_LEN]; /* the thread's: why a body was not fetched */
 
 	pthread_mutex_t lock; /* everything below; cond wakes the thread */
 	pthread_cond_t cond;
@@ -44,6 +46,8 @@ struct sl_etcd_source {
 	int64_t last_change_ms;
 	uint64_t refused_rev;
 	char refused_err[ERR_LEN];
+	char body_sha256[SL_SHA256_HEX_LEN + 1]; /* of the last manifest's */
+	char body_url[SL_MANIFEST_URL_MAX];	  /* body handed over */
 };
 
 int sl_etcd_source_new(const char *endpoints,
@@ -111,13 +115,88 @@ static int offer(struct sl_etcd_source *s, const char *text, size_t len,
 	return 0;
 }
 
+/* Refused before the control loop sees it (a manifest that is not valid,
+ * a body that is not the manifest's): never handed over nor retried. */
+static void refuse(struct sl_etcd_source *s, uint64_t revision,
+		   const char *why)
+{
+	pthread_mutex_lock(&s->lock);
+	if (revision > s->offered)
+		s->offered = revision;
+	pthread_mutex_unlock(&s->lock);
+	pr_err("etcd: %s at revision %llu refused, the rules in force stay: "
+	       "%s", s->key, (unsigned long long)revision, why);
+	sl_etcd_source_refused(s, revision, why);
+}
+
+/*
+ * A value of the key at revision: a rule file (or a delete) is offered as
+ * it is; a manifest's body is fetched and checked first (manifest.h).
+ * -EAGAIN when no body server answered (s->fetch_err says why): read the
+ * key again after the backoff.
+ */
+static int take_value(struct sl_etcd_source *s, const char *text, size_t len,
+		      uint64_t revision, bool deleted)
+{
+	struct sl_manifest m;
+	char why[ERR_LEN / 2], *body; /* room for fetch_err's words */
+	bool stale;
+	size_t n;
+	int ret, used;
+
+	if (deleted || !text)
+		return offer(s, text, len, revision, deleted);
+	pthread_mutex_lock(&s->lock);
+	stale = revision <= s->offered;
+	pthread_mutex_unlock(&s->lock);
+	if (stale)
+		return 0;
+	ret = sl_manifest_parse(text, len, &m, why, sizeof(why));
+	if (ret == -ENOMSG) {
+		pthread_mutex_lock(&s->lock);
+		s->body_sha256[0] = '\0';
+		pthread_mutex_unlock(&s->lock);
+		return offer(s, text, len, revision, false);
+	}
+	if (ret) {
+		refuse(s, revision, why);
+		return 0;
+	}
+	ret = sl_manifest_fetch(&s->etcd, &m, s->rnd % m.n_urls, &used, &body,
+				&n, why, sizeof(why));
+	if (ret == -EBADMSG) {
+		refuse(s, revision, why);
+		return 0;
+	}
+	if (ret) {
+		snprintf(s->fetch_err, sizeof(s->fetch_err),
+			 "the body of %s at revision %llu (sha256 %.12s...): "
+			 "%s",
+			 s->key, (unsigned long long)revision, m.sha256, why);
+		return ret == -ENOMEM ? ret : -EAGAIN;
+	}
+	pthread_mutex_lock(&s->lock);
+	strcpy(s->body_sha256, m.sha256);
+	strcpy(s->body_url, m.url[used]);
+	pthread_mutex_unlock(&s->lock);
+	pr_debug("etcd: %s at revision %llu: a manifest, its body fetched "
+		 "(%zu bytes, sha256 %.12s...)", s->key,
+		 (unsigned long long)revision, n, m.sha256);
+	ret = offer(s, body, n, revision, false);
+	free(body);
+	return ret;
+}
+
 static int on_event(void *arg, const struct sl_etcd_event *ev)
 {
 	struct sl_etcd_source *s = arg;
 
 	s->watch_from = ev->mod_revision + 1;
-	return offer(s, ev->value, ev->len, ev->mod_revision,
-		     ev->type == SL_ETCD_DELETE);
+	/* a newer one follows at once: no body fetched for this one */
+	if (ev->superseded)
+		return 0;
+	return take_value(s, ev->value, ev->len, ev->mod_revision,
+			  ev->type == SL_ETCD_DELETE);
 }
 
 static void on_created(void *arg)
@@ -176,7 +255,7 @@ static int read_key(struct sl_etcd_source *s, char *err, size_t errlen)
 	if (ret)
 		return ret;
 	if (kv.exists)
-		ret = offer(s, kv.value, kv.len, kv.mod_revision, false);
+		ret = take_value(s, kv.value, kv.len, kv.mod_revision, false);
 	else
 		pr_warn("etcd: %s does not exist on %s; the rules in force "
 			"stay until it is published (sluice push)",
@@ -185,6 +264,10 @@ static int read_key(struct sl_etcd_source *s, char *err, size_t errlen)
 	 * watch is missed */
 	s->watch_from = kv.revision + 1;
 	sl_etcd_kv_free(&kv);
+	if (ret == -EAGAIN) {
+		s->watch_from = 0;
+		snprintf(err, errlen, "%s", s->fetch_err);
+	}
 	return ret;
 }
 
@@ -214,6 +297,13 @@ static void *run(void *arg)
 				    err, sizeof(err));
 		if (!ret)
 			break;
+		if (ret == -EAGAIN) {
+			/* a body not fetched: the key again, after the
+			 * backoff (a newer manifest may have replaced it) */
+			s->watch_from = 0;
+			failed(s, s->fetch_err);
+			continue;
+		}
 		if (ret == -ESTALE) {
 			pr_warn("etcd: revision %lld of %s was compacted "
 				"(the oldest kept is %lld): reading the key "
@@ -332,6 +422,13 @@ cJSON *sl_etcd_source_status(struct sl_etcd_source *s)
 	add_utc(o, "last_change", s->last_change_ms);
 	cJSON_AddNumberToObject(o, "applied", s->n_applied);
 	cJSON_AddNumberToObject(o, "refused", s->n_refused);
+	if (s->body_sha256[0]) {
+		ref = cJSON_AddObjectToObject(o, "body");
+		cJSON_AddStringToObject(ref, "sha256", s->body_sha256);
+		cJSON_AddStringToObject(ref, "url", s->body_url);
+	} else {
+		cJSON_AddNullToObject(o, "body");
+	}
 	if (s->n_refused) {
 		ref = cJSON_AddObjectToObject(o, "last_refused");
 		cJSON_AddNumberToObject(ref, "revision", s->refused_rev);

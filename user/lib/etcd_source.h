@@ -3,7 +3,10 @@
  * `sluice agent|tokend --etcd URL --etcd-key KEY` (docs/fleet.md): a
  * thread reads KEY and watches it, and hands the newest value to its
  * owner (the agent's control loop applies it as `rule replace` does,
- * tokend serves its flows), which reports back. Only the newest value waits: values that arrive faster than the
+ * tokend serves its flows), which reports back. A value that is a
+ * manifest (manifest.h) is replaced by its body, fetched and checked
+ * against its SHA-256 in the thread; a body that does not match is
+ * refused there, one that cannot be fetched is retried with the backoff. Only the newest value waits: values that arrive faster than the
  * loop takes them are skipped, never applied out of order or twice. etcd
  * down changes nothing in force; the thread retries with backoff.
  */

@@ -76,33 +76,12 @@ static int read_all(const char *path, char **bufp, size_t *lenp, char *err,
 	return 0;
 }
 
-static void sha256_hex(const char *data, size_t len,
-		       char hex[2 * SL_SHA256_LEN + 1])
-{
-	static const char digits[] = "0123456789abcdef";
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0, i;
-
-	if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) ||
-	    mdlen != SL_SHA256_LEN) {
-		/* Never equal to a stored checksum (those are hex). */
-		memset(hex, '?', 2 * SL_SHA256_LEN);
-		hex[2 * SL_SHA256_LEN] = '\0';
-		return;
-	}
-	for (i = 0; i < SL_SHA256_LEN; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
-	}
-	hex[2 * SL_SHA256_LEN] = '\0';
-}
-
 /* "sha256:HEX" of canon, the one-line canonical rules array. */
 static void canon_checksum(const char *canon, char out[SL_CHECKSUM_LEN + 1])
 {
 	char hex[2 * SL_SHA256_LEN + 1];
 
-	sha256_hex(canon, strlen(canon), hex);
+	sl_sha256_hex(canon, strlen(canon), hex);
 	snprintf(out, SL_CHECKSUM_LEN + 1, "%s%s", SL_CHECKSUM_PREFIX, hex);
 }
 

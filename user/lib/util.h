@@ -129,6 +129,15 @@ bool sl_sockaddr_is_loopback(const struct sockaddr *sa);
 int sl_parse_ifaces(const char *list, char (*names)[IF_NAMESIZE], int max, int *n,
 		    char *err, size_t errlen);
 
+/* ---- hashes ---- */
+
+#define SL_SHA256_HEX_LEN 64
+
+/* The SHA-256 of data in lower-case hex; '?'s (never equal to a hex
+ * digest) if OpenSSL fails. In digest.c (libcrypto). */
+void sl_sha256_hex(const char *data, size_t len,
+		   char hex[SL_SHA256_HEX_LEN + 1]);
+
 /* ---- files ---- */
 
 /*
