@@ -197,7 +197,7 @@ static void watch_sleep(double s)
 
 static int watch_stats(const struct cli *c)
 {
-	struct sigaction sa = { .sa_handler = on_sigint }, old;
+	struct sigaction sa = { .sa_handler = on_sigint };
 	bool tty = !c->json && isatty(STDOUT_FILENO);
 	double every = c->watch_s > 0 ? c->watch_s : 1;
 	struct cli_rates rates = { 0 };
@@ -206,7 +206,9 @@ static int watch_stats(const struct cli *c)
 
 	watch_stop = 0;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old);
+	/* kept to the end: a second Ctrl-C (timeout(1) signals the child
+	 * and then its group) must not kill the exit on its way out */
+	sigaction(SIGINT, &sa, NULL);
 	while (!watch_stop) {
 		char when[16], header[64];
 		time_t now = time(NULL);
@@ -225,7 +227,6 @@ static int watch_stats(const struct cli *c)
 		fflush(stdout);
 		watch_sleep(every);
 	}
-	sigaction(SIGINT, &old, NULL);
 	cli_rates_free(&rates);
 	if (err == -ENOMEM)
 		pr_err("stats: out of memory");
