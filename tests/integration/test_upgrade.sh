@@ -48,7 +48,7 @@ pyok() { python3 -c "import sys; sys.exit(0 if ($1) else 1)"; echo $?; }
 B=$NETNS_TMP/builds
 mkdir -p "$B/prev" "$B/probe"
 git archive "$PREV" | tar -x -C "$B/prev"
-tar -c Makefile bpf user tests/tests.mk | tar -x -C "$B/probe"
+tar -c Makefile bpf user tests/tests.mk deploy | tar -x -C "$B/probe"
 sed -i -e '/^struct sluice_\(rule_cpu\|budget\|src_state\|rule_meta\) {$/a\
 \t__u64 layout_probe;' "$B/probe/bpf/sluice_abi.h"
 sed -i -e '/^volatile __u32 set_gen;$/i\
