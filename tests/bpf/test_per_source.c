@@ -277,6 +277,14 @@ static void test_source_memory(struct sl_dataplane *dp)
 	before = map_memlock(fd);
 	passed = many_sources(dp, 8004, n);
 	after = map_memlock(fd);
+	/* before 6.4 (map_mem_usage) fdinfo gives the size at creation */
+	if (before >= 0 && after == before && passed == n) {
+		tap_skip("this kernel's memlock does not follow a hash map's "
+			 "elements (6.4 and later do)",
+			 "source memory: %d sources, memlock %lld unchanged", n,
+			 after);
+		return;
+	}
 	per = (double)(after - before) / n;
 	tap(before >= 0 && passed == n && per > 0 && per <= 128,
 	    "source memory: %d sources took %.1f bytes each of src_table's "
