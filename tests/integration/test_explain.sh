@@ -5,8 +5,9 @@
 #     cps port, a VLAN, IPv6, per_source, a port no rule names) the rule
 #     explain names is the one whose passed counter moves when that packet
 #     is sent through veth (none moves for "no rule");
-#   - explain charges nothing: after 50 explains of a fresh pps 5 rule, a
-#     burst of 8 real packets still gets 5 through (counted by rxcount);
+#   - explain charges nothing: after 50 explains of a fresh rule of 5
+#     packets a 5 s window (slow enough for a TCG guest), a burst of 8
+#     real packets still gets 5 through (counted by rxcount);
 #   - then explain says drop, "the window is full", and the next real
 #     packet is dropped; a shadow rule says shadow_drop;
 #   - bad input (protocol, address, missing port, mixed families) exits 1
@@ -30,8 +31,8 @@ cat >"$NETNS_TMP/rules.json" <<JSON
  {"name": "v100", "match": {"proto": "udp", "vlan": 100}, "grade": "pps", "count": $BIG},
  {"name": "v6", "match": {"proto": "udp", "dport": 53, "dst": "2001:db8::/64"}, "grade": "pps", "count": $BIG},
  {"name": "per-src", "match": {"proto": "udp", "dport": 7000}, "grade": "pps", "count": $BIG, "per_source": {"max_sources": 1000}},
- {"name": "tight", "match": {"proto": "udp", "dport": 9000}, "grade": "pps", "count": 5},
- {"name": "shadow", "match": {"proto": "udp", "dport": 9100}, "grade": "pps", "count": 1, "mode": "shadow"}
+ {"name": "tight", "match": {"proto": "udp", "dport": 9000}, "grade": "pps", "count": 1, "window": {"interval_ms": 5000}},
+ {"name": "shadow", "match": {"proto": "udp", "dport": 9100}, "grade": "pps", "count": 1, "window": {"interval_ms": 5000}, "mode": "shadow"}
 ]}
 JSON
 sluice_start agent --rules "$NETNS_TMP/rules.json" ||
@@ -93,7 +94,7 @@ for probe in "${PROBES[@]}"; do
 		"$name: explain names '$said', the packet sent moved '$got'"
 done
 
-# a fresh pps 5 rule: explains take nothing from it
+# a fresh rule of 5 packets a 5 s window: explains take nothing from it
 for ((i = 0; i < 50; i++)); do
 	explain udp 198.18.0.1 198.18.0.2 --dport 9000 >/dev/null
 done
@@ -111,7 +112,7 @@ v=$(sluice_json 'd["verdict"], d["why"], d["used"]' <<<"$ans")
 check $([ "$v" = "('drop', 'the window is full', 5)" ]; echo $?) \
 	"tight after 8 packets: explain says drop, the window is full ($v)"
 human=$(sluice_cli explain udp 198.18.0.1 198.18.0.2 --dport 9000)
-check $(grep -q "^rule: *tight (enforce, pps 5)" <<<"$human" &&
+check $(grep -q "^rule: *tight (enforce, pps 1)" <<<"$human" &&
 	grep -q "^verdict: drop: the window is full" <<<"$human"; echo $?) \
 	"the human answer names the rule and the verdict"
 echo "$human" | sed 's/^/#   /'
@@ -122,7 +123,7 @@ rx=$(sluice_json 'd["packets"]' <"$NETNS_TMP/rx.out")
 check $(( rx == 5 ? 0 : 1 )) \
 	"tight: 5 of 8 passed, then the packet explain said drop was dropped (rxcount $rx)"
 
-send 3 --proto udp --dport 9100
+send 8 --proto udp --dport 9100
 sleep 0.3
 v=$(explain udp 198.18.0.1 198.18.0.2 --dport 9100 | sluice_json 'd["verdict"]')
 check $([ "$v" = shadow_drop ]; echo $?) "shadow rule over its count: $v"
