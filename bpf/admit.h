@@ -735,38 +735,107 @@ enum source_tier {
 };
 
 /*
+ * A cache entry is about to hold another source: what it let pass light
+ * since it last asked goes to the sketch first, so that evictions cannot
+ * hide a source's packets from it.
+ */
+static __always_inline void cache_settle(struct sluice_src_cached *c)
+{
+	__u32 slot = c->key.rule;
+	struct sluice_rule_cfg *cfg;
+
+	if (!c->light_owed)
+		return;
+	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
+	if (cfg && cfg->flags & SLUICE_RULE_PER_SOURCE)
+		sketch_count(&c->key, cfg->sketch_seed, c->light_owed,
+			     sluice_now_coarse());
+	c->light_owed = 0;
+}
+
+static __always_inline void cache_reset(struct sluice_src_cached *c)
+{
+	c->tokens = 0;
+	c->refusal = (struct sluice_refusal){};
+	c->light_left = 0;
+	c->light_owed = 0;
+	c->overflow = 0;
+}
+
+/* This CPU's cache entry of a rule's overflow budget: where
+ * source_cache_index() puts its key (rule, overflow family, no address). */
+static __always_inline struct sluice_src_cached *overflow_cache(__u32 slot)
+{
+	__u32 idx = slot * 0x9e3779b1u * 0x9e3779b1u >>
+		    (32 - SLUICE_SRC_CACHE_BITS);
+
+	return bpf_map_lookup_elem(&src_cache, &idx);
+}
+
+static __always_inline bool is_overflow_of(const struct sluice_src_cached *c,
+					   __u32 slot)
+{
+	return c->key.rule == slot &&
+	       c->key.family == SLUICE_SRC_OVERFLOW_FAMILY;
+}
+
+/*
  * The source entry for key. A source without one takes an entry only
  * once the sketch says it sent half its count in the last second, so a
  * churn of forged one-packet sources fills no entries and established
  * ones stay; the new entry starts with what the sketch counted before
- * it. Under that the source is light: admitted without an entry. When
- * the rule's table is full, the rule's shared overflow entry; NULL when
- * the table cannot hold even that.
+ * it. Under that the source is light: admitted without an entry, and
+ * this CPU may let up to a light chunk more of it pass within the tick
+ * before it asks again (c->light_left), counting them in c->light_owed,
+ * which goes to the sketch when it asks. When the rule's table is full,
+ * the rule's shared overflow entry (c->overflow: within the tick, the
+ * source's packets go to it without asking); NULL when the table cannot
+ * hold even that.
  */
 static __always_inline struct sluice_src_state *
 source_state(const struct sluice_src_key *key,
 	     const struct sluice_rule_cfg *cfg, struct sluice_rule_cpu *rc,
-	     __u64 count, __u64 cost, __u64 now_ns, enum source_tier *tier)
+	     struct sluice_src_cached *c, __u64 count, __u64 cost,
+	     __u64 now_ns, enum source_tier *tier)
 {
 	struct sluice_src_key okey = { .rule = key->rule,
 				       .family = SLUICE_SRC_OVERFLOW_FAMILY };
 	struct sluice_src_state zero = {}, *st;
 	__u32 slot = key->rule;
-	__u64 *added, *freed, n, est;
+	__u64 *added, *freed, n, est, owed = c->light_owed;
 
 	*tier = SOURCE_EXACT;
+	c->light_left = 0;
+	c->light_owed = 0;
+	c->overflow = 0;
 	st = bpf_map_lookup_elem(&src_table, key);
-	if (st)
+	if (st) {
+		/* another CPU gave it its entry since this one asked */
+		if (owed)
+			source_record(st, cfg->interval_ms, now_ns, owed);
 		return st;
-	est = sketch_count(key, cfg->sketch_seed, cost, now_ns);
+	}
+	est = sketch_count(key, cfg->sketch_seed, owed + cost, now_ns);
 	if (est < count / 2) {
 		*tier = SOURCE_LIGHT;
+		/* what it may send light before the sketch says heavy, in
+		 * chunks of at most count / (2 SRC_CHUNK_DIV nr_cpus) */
+		n = count / (2 * SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
+		if (n > SLUICE_LIGHT_MAX)
+			n = SLUICE_LIGHT_MAX;
+		if (n > count / 2 - est - 1)
+			n = count / 2 - est - 1;
+		c->light_left = n;
+		c->tick = sluice_tick();
 		return NULL;
 	}
 
 	added = bpf_map_lookup_elem(&rule_src_added, &slot);
 	freed = bpf_map_lookup_elem(&rule_src_freed, &slot);
-	if (added && freed) {
+	/* a plain read first: a full table costs no write to the rule's
+	 * shared counter */
+	if (added && freed &&
+	    READ_ONCE(*added) - READ_ONCE(*freed) < cfg->max_sources) {
 		long err = -E2BIG;
 
 		n = __sync_fetch_and_add(added, 1) - READ_ONCE(*freed);
@@ -792,7 +861,8 @@ source_state(const struct sluice_src_key *key,
 
 	/* table full for this rule: new sources share one allowance */
 	*tier = SOURCE_OVERFLOW;
-	rc->source_overflow++;
+	c->overflow = 1;
+	c->tick = sluice_tick();
 	st = bpf_map_lookup_elem(&src_table, &okey);
 	if (st)
 		return st;
@@ -801,17 +871,42 @@ source_state(const struct sluice_src_key *key,
 }
 
 /*
+ * This CPU's cache of the overflow budget of slot, for a source judged
+ * on it (cache entry c): NULL when the source's own entry is that line.
+ */
+static __always_inline struct sluice_src_cached *
+overflow_entry(__u32 slot, struct sluice_src_cached *c)
+{
+	struct sluice_src_cached *oc = overflow_cache(slot);
+
+	if (!oc || oc == c)
+		return NULL;
+	if (!is_overflow_of(oc, slot)) {
+		cache_settle(oc);
+		__builtin_memset(&oc->key, 0, sizeof(oc->key));
+		oc->key.rule = slot;
+		oc->key.family = SLUICE_SRC_OVERFLOW_FAMILY;
+		cache_reset(oc);
+	}
+	return oc;
+}
+
+/*
  * Per-source admission: every source has its own budget of count in
  * src_table. Each CPU keeps a direct-mapped cache of recent sources with
- * tokens taken from their budgets, so most packets cost one per-CPU array
- * lookup, without the hash lookup, an atomic or a clock read.
+ * tokens taken from their budgets, or what the sketch said of a source
+ * without one, so most packets cost one per-CPU array lookup, without
+ * the hash lookup, an atomic or a clock read, and write no line that
+ * another CPU writes: a source light in the sketch, or judged on the
+ * overflow budget, asks the shared state once per light chunk, refill,
+ * refusal batch or tick, not per packet.
  */
 static __always_inline enum admit_result
 admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	     const struct sluice_rule_cfg *cfg, __u64 cost)
 {
 	__u64 slot_ns = cfg->interval_ns / SLUICE_SRC_SLOTS;
-	struct sluice_src_cached *c;
+	struct sluice_src_cached *c, *oc = NULL;
 	struct sluice_src_state *st;
 	struct sluice_refusal *refusal;
 	struct sluice_src_key key;
@@ -830,14 +925,34 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 			c->tokens -= cost;
 			return ADMIT_PASSED;
 		}
+		if (c->tick == sluice_tick()) {
+			if (c->light_left >= cost) {
+				c->light_left -= cost;
+				c->light_owed += cost;
+				return ADMIT_PASSED;
+			}
+			oc = c->overflow ? overflow_entry(slot, c) : NULL;
+			if (oc && oc->tokens >= cost) {
+				oc->tokens -= cost;
+				c->light_owed += cost;
+				rc->source_overflow++;
+				return ADMIT_PASSED;
+			}
+			if (oc && hold_refused(rc, cfg, &oc->refusal,
+					       p->len)) {
+				c->light_owed += cost;
+				rc->source_overflow++;
+				return ADMIT_HELD;
+			}
+		}
 		if (hold_refused(rc, cfg, &c->refusal, p->len))
 			return ADMIT_HELD;
 	} else {
 		/* the entry now caches this source; the evicted one's
 		 * tokens are dropped, which only ever admits less */
+		cache_settle(c);
 		c->key = key;
-		c->tokens = 0;
-		c->refusal = (struct sluice_refusal){};
+		cache_reset(c);
 	}
 
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
@@ -847,22 +962,29 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	roll_bucket(rc, cfg, now);
 	/* no lease: cluster rules are never per_source (rules.md) */
 	count = sluice_effective_limit(cfg, *limit, now);
-	st = source_state(&key, cfg, rc, count, cost, now, &tier);
+	st = source_state(&key, cfg, rc, c, count, cost, now, &tier);
 	if (tier == SOURCE_LIGHT)
 		return ADMIT_PASSED;
+	if (tier == SOURCE_OVERFLOW)
+		rc->source_overflow++;
 	if (!st) {
 		host_stat(SLUICE_ST_SRC_TABLE_FULL);
 		return ADMIT_BLOCKED;
 	}
 	overflow = tier == SOURCE_OVERFLOW;
-	/* overflow sources share one budget: no caching, one shared hint */
-	refusal = overflow ? &st->refusal : &c->refusal;
-	if (overflow && hold_refused(rc, cfg, refusal, p->len))
-		return ADMIT_HELD;
+	refusal = &c->refusal;
+	if (overflow) {
+		/* the overflow budget cached per CPU as a source's; the
+		 * shared entry's hint only when the lines collide */
+		oc = overflow_entry(slot, c);
+		refusal = oc ? &oc->refusal : &st->refusal;
+		if (hold_refused(rc, cfg, refusal, p->len))
+			return ADMIT_HELD;
+	}
 	WRITE_ONCE(st->last_seen_ns, now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
-	if (overflow || chunk < cost)
+	if ((overflow && !oc) || chunk < cost)
 		chunk = cost;
 	grant = source_budget_take(st, count, cfg->interval_ms, now, chunk,
 				   cost);
@@ -872,6 +994,8 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	}
 	if (!overflow)
 		c->tokens += grant - cost;
+	else if (oc)
+		oc->tokens += grant - cost;
 	return ADMIT_PASSED;
 }
 

@@ -56,6 +56,13 @@
 #define SLUICE_SRC_CHUNK_DIV 16
 #endif
 
+/* A CPU lets at most this much of a light source pass (count / (2 *
+ * SLUICE_SRC_CHUNK_DIV * nr_cpus) below it) before it asks the sketch
+ * again; it asks at every tick anyway. */
+#ifndef SLUICE_LIGHT_MAX
+#define SLUICE_LIGHT_MAX (1u << 24)
+#endif
+
 /* Per-CPU source token caches: 2^bits direct-mapped entries. */
 #ifndef SLUICE_SRC_CACHE_BITS
 #define SLUICE_SRC_CACHE_BITS 12

@@ -255,11 +255,25 @@ struct sluice_src_state {
 	struct sluice_ring_slot ring[SLUICE_SRC_SLOTS + 1];
 };
 
-/* A CPU's token cache for one source (direct-mapped by a hash of key). */
+/*
+ * A CPU's token cache for one source (direct-mapped by a hash of key):
+ * tokens of its entry, or what the sketch last said of it, so that a
+ * source's packets on a CPU write only this CPU's line (admit.h).
+ */
 struct sluice_src_cached {
 	struct sluice_src_key key;
 	__u64 tokens;
 	struct sluice_refusal refusal;
+	/* light: what it may still send without asking the sketch again,
+	 * within tick; what it sent since it last asked (owed to the
+	 * sketch, or to its entry) */
+	__u32 light_left;
+	__u32 light_owed;
+	__u32 tick;		/* sluice_tick() of light_left and overflow */
+	/* the rule's table was full: the rule's overflow budget judges it,
+	 * through this CPU's cache entry of the overflow key */
+	__u8 overflow;
+	__u8 pad[3];
 };
 
 /* A CPU's memory of one destination-trie answer (direct-mapped by a
