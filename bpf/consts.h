@@ -117,6 +117,16 @@
 #define SLUICE_DROP_RING_BYTES (512 * 1024)
 #endif
 
+/* A CPU adds its udp breaker requests to the shared count once per this
+ * many, or per tick (breaker.h); SLUICE_BRK_SUM_CPUS: the most CPUs whose
+ * unsettled requests the egress program adds (the rest lag a tick). */
+#ifndef SLUICE_BRK_BATCH
+#define SLUICE_BRK_BATCH 256
+#endif
+#ifndef SLUICE_BRK_SUM_CPUS
+#define SLUICE_BRK_SUM_CPUS 1024
+#endif
+
 /* Fragmented datagrams whose first fragment's verdict is kept for the
  * later ones (an LRU; bound and memory in docs/architecture.md). */
 #ifndef SLUICE_FRAG_DATAGRAMS

@@ -229,7 +229,12 @@ struct sluice_rule_cpu {
 	/* the rule has a breaker: SLUICE_BRK_ON_SYN or _ON_UDP, which of
 	 * its packets ask rule_breaker first */
 	__u8 has_breaker;
-	__u8 pad[5];
+	__u8 pad;
+	/* a udp breaker's requests on this CPU not yet in rule_breaker's
+	 * count, and the low bits of sluice_tick() when it last added them
+	 * (breaker.h: brk_request()) */
+	__u16 brk_requests;
+	__u16 brk_tick;
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;

@@ -126,6 +126,9 @@ static struct sluice_breaker brk_state(struct sl_dataplane *d,
 	if (bpf_map_lookup_elem(bpf_map__fd(d->skel->maps.rule_breaker), &slot,
 				&st))
 		diag("no breaker state for %s", name);
+	/* with the udp requests the CPUs have not added yet */
+	for (int c = 0; c < d->n_cpus; c++)
+		st.requests += sl_dp_rule_cpu(d, c, slot)->brk_requests;
 	return st;
 }
 
