@@ -735,22 +735,27 @@ enum source_tier {
 };
 
 /*
- * A cache entry is about to hold another source: what it let pass light
- * since it last asked goes to the sketch first, so that evictions cannot
- * hide a source's packets from it.
+ * Cache entry idx of this CPU is about to hold another source: what it
+ * let pass light since it last asked goes to the sketch first, so that
+ * evictions cannot hide a source's packets from it. Rare (a light source
+ * evicted between two asks); a global function, so that the verifier
+ * walks the sketch's rows once more rather than on every path after it.
  */
-static __always_inline void cache_settle(struct sluice_src_cached *c)
+__noinline int cache_settle(__u32 idx)
 {
-	__u32 slot = c->key.rule;
+	struct sluice_src_cached *c = bpf_map_lookup_elem(&src_cache, &idx);
 	struct sluice_rule_cfg *cfg;
+	__u32 slot;
 
-	if (!c->light_owed)
-		return;
+	if (!c || !c->light_owed)
+		return 0;
+	slot = c->key.rule;
 	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	if (cfg && cfg->flags & SLUICE_RULE_PER_SOURCE)
 		sketch_count(&c->key, cfg->sketch_seed, c->light_owed,
 			     sluice_now_coarse());
 	c->light_owed = 0;
+	return 0;
 }
 
 static __always_inline void cache_reset(struct sluice_src_cached *c)
@@ -872,7 +877,8 @@ source_state(const struct sluice_src_key *key,
 
 /*
  * This CPU's cache of the overflow budget of slot, for a source judged
- * on it (cache entry c): NULL when the source's own entry is that line.
+ * on it (cache entry c): NULL when the source's own entry is that line,
+ * or another source's that owes the sketch.
  */
 static __always_inline struct sluice_src_cached *
 overflow_entry(__u32 slot, struct sluice_src_cached *c)
@@ -882,7 +888,9 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
 	if (!oc || oc == c)
 		return NULL;
 	if (!is_overflow_of(oc, slot)) {
-		cache_settle(oc);
+		/* a source that owes the sketch keeps its line */
+		if (oc->light_owed)
+			return NULL;
 		__builtin_memset(&oc->key, 0, sizeof(oc->key));
 		oc->key.rule = slot;
 		oc->key.family = SLUICE_SRC_OVERFLOW_FAMILY;
@@ -950,7 +958,8 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	} else {
 		/* the entry now caches this source; the evicted one's
 		 * tokens are dropped, which only ever admits less */
-		cache_settle(c);
+		if (c->light_owed)
+			cache_settle(idx);
 		c->key = key;
 		cache_reset(c);
 	}
