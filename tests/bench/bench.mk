@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Benchmarks (docs/benchmarks.md): `make bench` prints every figure.
 #   BENCH_XDP_ARGS   extra arguments for build/bench_xdp (e.g. --runs 9)
-#   BENCH_THREADS    threads of build/bench_xdp --threads (default 2)
+#   BENCH_THREADS    threads of build/bench_xdp --threads (default 2, 1 on
+#                    one CPU)
 #   BENCH_SCALE_ARGS extra arguments for it (e.g. --runs 5 --path sketch)
 #   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
@@ -9,7 +10,8 @@
 #   QUICK=1, PLOTS=DIR  `make bench-peers`: fewer, shorter runs; gnuplot PNGs
 
 BENCH_DIR   := $(BUILD)/bench
-BENCH_THREADS ?= 2
+# two threads where there are two CPUs
+BENCH_THREADS ?= $(shell [ "$$(nproc)" -ge 2 ] && echo 2 || echo 1)
 BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
 BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
 BENCH_XDP   := $(BUILD)/bench_xdp
