@@ -7,8 +7,10 @@
  * each thread's own (disjoint). Per thread: the kernel's ns per packet;
  * in all: the sum of the threads' rates, and total(N) / (N x total(1)),
  * which stays near 1 when no packet writes a cache line that another
- * CPU's packets write too (docs/architecture.md). Median of --runs
- * rounds (default 3), 1 and N threads alternated.
+ * CPU's packets write too (docs/architecture.md). total(1) is the mean
+ * of one thread on each of the N CPUs in turn, so that a CPU slowed by
+ * other work counts on both sides. Median of --runs rounds (default 3),
+ * 1 and N threads alternated.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -232,7 +234,8 @@ static void *scale_worker(void *arg)
 	return NULL;
 }
 
-/* One call on each of n threads at once; ns[t] per packet. */
+/* One call on each of n threads at once (thread t on cpus[t], frames[t]
+ * or frames[0] when shared); ns[t] per packet. */
 static int scale_round(int prog_fd, const int *cpus, int n, bool shared,
 		       const struct scale_frame *frames, uint32_t repeat,
 		       double *ns)
@@ -313,10 +316,19 @@ static void scale_measure(enum scale_path p, bool shared, const int *cpus,
 
 	sl_dp_rule_stats(&dp, 0, &st0);
 	for (r = 0; r < runs; r++) {
-		if (scale_round(prog_fd, cpus, 1, shared, frames, repeat, ns))
-			goto fail;
-		ns1[r] = ns[0];
-		tot1[r] = scale_total_mpps(ns, 1);
+		double sum_ns = 0, sum_mpps = 0;
+
+		/* 1 thread on each of the CPUs in turn: a CPU that other
+		 * work slows weighs on both sides of the ratio alike */
+		for (int t = 0; t < n; t++) {
+			if (scale_round(prog_fd, cpus + t, 1, shared,
+					frames + (shared ? 0 : t), repeat, ns))
+				goto fail;
+			sum_ns += ns[0];
+			sum_mpps += scale_total_mpps(ns, 1);
+		}
+		ns1[r] = sum_ns / n;
+		tot1[r] = sum_mpps / n;
 		if (scale_round(prog_fd, cpus, n, shared, frames, repeat, ns))
 			goto fail;
 		totn[r] = scale_total_mpps(ns, n);
@@ -368,11 +380,12 @@ int bench_scale(int threads, int runs, const char *only)
 	sl_log_set_level(SL_LOG_WARN);
 
 	printf("sluice XDP scaling: BPF_PROG_TEST_RUN on one data plane per "
-	       "path, 1 thread then %d,\npinned to CPUs 0-%d, one call of "
-	       "~0.5 s each at once; median of %d rounds;\nns = the kernel's "
-	       "ns per packet of each thread; total = sum of the threads' "
-	       "Mpps;\nratio = total(%d) / (%d x total(1)); passed = the "
-	       "rule's packets admitted\n\n",
+	       "path, 1 thread on each CPU\nin turn, then %d at once, pinned "
+	       "to CPUs 0-%d, one call of ~0.5 s each; median of %d\nrounds; "
+	       "ns = the kernel's ns per packet of each thread (1: the mean "
+	       "over the CPUs);\ntotal = sum of the threads' Mpps (1: the "
+	       "mean over the CPUs); ratio = total(%d) /\n(%d x total(1)); "
+	       "passed = the rule's packets admitted\n\n",
 	       threads, threads - 1, runs, threads, threads);
 	printf("%-26s %-8s %6s %-17s %7s %7s %6s %9s\n", "path", "sources",
 	       "1: ns", "N: ns each", "Mpps 1", "Mpps N", "ratio", "passed");
