@@ -758,6 +758,14 @@ __noinline int cache_settle(__u32 idx)
 	return 0;
 }
 
+/* What a source's line owes the sketch: saturated, as the sketch's
+ * counters are (a saturated estimate reads as unbounded). */
+static __always_inline void owe(struct sluice_src_cached *c, __u64 cost)
+{
+	if (c->light_owed < SKETCH_FIELD_MAX)
+		c->light_owed += cost;
+}
+
 static __always_inline void cache_reset(struct sluice_src_cached *c)
 {
 	c->tokens = 0;
@@ -936,19 +944,19 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 		if (c->tick == sluice_tick()) {
 			if (c->light_left >= cost) {
 				c->light_left -= cost;
-				c->light_owed += cost;
+				owe(c, cost);
 				return ADMIT_PASSED;
 			}
 			oc = c->overflow ? overflow_entry(slot, c) : NULL;
 			if (oc && oc->tokens >= cost) {
 				oc->tokens -= cost;
-				c->light_owed += cost;
+				owe(c, cost);
 				rc->source_overflow++;
 				return ADMIT_PASSED;
 			}
 			if (oc && hold_refused(rc, cfg, &oc->refusal,
 					       p->len)) {
-				c->light_owed += cost;
+				owe(c, cost);
 				rc->source_overflow++;
 				return ADMIT_HELD;
 			}
