@@ -687,8 +687,8 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 		seen = syn_seen(ctx, slot, s, &k, &isn);
 		epoch = s;
 		if (seen == SYN_AGAIN)
-			brk_count(cfg, st, slot, false, SLUICE_ANS_TIMEOUT, &epoch,
-				  now);
+			brk_count(cfg, st, slot, false,
+				  SLUICE_ANS_TIMEOUT, &epoch, now);
 		else if (seen == SYN_NEW)
 			syn_remember(&k, isn, slot, s);
 		return -1;
@@ -712,8 +712,8 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 		/* a probe's retransmission: its first copy got no answer */
 		if (seen == SYN_AGAIN) {
 			epoch = s;
-			brk_count(cfg, st, slot, false, SLUICE_ANS_TIMEOUT, &epoch,
-				  now);
+			brk_count(cfg, st, slot, false,
+				  SLUICE_ANS_TIMEOUT, &epoch, now);
 			goto fail;
 		}
 	}

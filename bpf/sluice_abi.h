@@ -274,7 +274,7 @@ struct sluice_src_cached {
 	 * sketch, or to its entry) */
 	__u32 light_left;
 	__u32 light_owed;
-	__u32 tick;		/* sluice_tick() of light_left and overflow */
+	__u32 tick;		/* sluice_tick() of light_left, overflow */
 	/* the rule's table was full: the rule's overflow budget judges it,
 	 * through this CPU's cache entry of the overflow key */
 	__u8 overflow;

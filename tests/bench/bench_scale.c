@@ -81,8 +81,9 @@ static const char *const path_rule[SP_MAX] = {
 		     "{\"max_sources\": 1000}",
 	/* one entry, taken by SCALE_FILL: the measured ones overflow */
 	[SP_FULL] = "\"count\": 100, \"per_source\": {\"max_sources\": 1}",
-	[SP_BREAKER] = "\"count\": 100000000000, \"breaker\": {\"strategy\": "
-		       "\"error_ratio\", \"threshold\": 0.5, \"open_ms\": 5000}",
+	[SP_BREAKER] = "\"count\": 100000000000, \"breaker\": "
+		       "{\"strategy\": \"error_ratio\", \"threshold\": 0.5, "
+		       "\"open_ms\": 5000}",
 	[SP_NO_RULE] = "\"count\": 100000000000",
 };
 
