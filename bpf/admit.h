@@ -790,6 +790,10 @@ static __always_inline __u64 sketch_count(const struct sluice_src_key *key,
 	return est;
 }
 
+/* A new source entry's value: from here rather than the stack, whose
+ * 512 bytes sluice_xdp and its calls share. */
+static struct sluice_src_state src_zero;
+
 enum source_tier {
 	SOURCE_EXACT,	 /* its own entry in src_table */
 	SOURCE_LIGHT,	 /* under half its count: the sketch's estimate */
@@ -797,43 +801,125 @@ enum source_tier {
 };
 
 /*
+ * Cache entry idx of this CPU is about to hold another source: what it
+ * let pass light since it last asked goes to the sketch first, so that
+ * evictions cannot hide a source's packets from it. Rare (a light source
+ * evicted between two asks); a global function, so that the verifier
+ * walks the sketch's rows once more rather than on every path after it.
+ */
+__noinline int cache_settle(__u32 idx)
+{
+	struct sluice_src_cached *c = bpf_map_lookup_elem(&src_cache, &idx);
+	struct sluice_rule_cfg *cfg;
+	__u32 slot;
+
+	if (!c || !c->light_owed)
+		return 0;
+	slot = c->key.rule;
+	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
+	if (cfg && cfg->flags & SLUICE_RULE_PER_SOURCE)
+		sketch_count(&c->key, cfg->sketch_seed, c->light_owed,
+			     sluice_now_coarse());
+	c->light_owed = 0;
+	return 0;
+}
+
+/* What a source's line owes the sketch: saturated, as the sketch's
+ * counters are (a saturated estimate reads as unbounded). */
+static __always_inline void owe(struct sluice_src_cached *c, __u64 cost)
+{
+	if (c->light_owed < SKETCH_FIELD_MAX)
+		c->light_owed += cost;
+}
+
+static __always_inline void cache_reset(struct sluice_src_cached *c)
+{
+	c->tokens = 0;
+	c->refusal = (struct sluice_refusal){};
+	c->light_left = 0;
+	c->light_owed = 0;
+	c->overflow = 0;
+}
+
+/* This CPU's cache entry of a rule's overflow budget: where
+ * source_cache_index() puts its key (rule, overflow family, no address). */
+static __always_inline struct sluice_src_cached *overflow_cache(__u32 slot)
+{
+	__u32 idx = slot * 0x9e3779b1u * 0x9e3779b1u >>
+		    (32 - SLUICE_SRC_CACHE_BITS);
+
+	return bpf_map_lookup_elem(&src_cache, &idx);
+}
+
+static __always_inline bool is_overflow_of(const struct sluice_src_cached *c,
+					   __u32 slot)
+{
+	return c->key.rule == slot &&
+	       c->key.family == SLUICE_SRC_OVERFLOW_FAMILY;
+}
+
+/*
  * The source entry for key. A source without one takes an entry only
  * once the sketch says it sent half its count in the last second, so a
  * churn of forged one-packet sources fills no entries and established
  * ones stay; the new entry starts with what the sketch counted before
- * it. Under that the source is light: admitted without an entry. When
- * the rule's table is full, the rule's shared overflow entry; NULL when
- * the table cannot hold even that.
+ * it. Under that the source is light: admitted without an entry, and
+ * this CPU may let up to a light chunk more of it pass within the tick
+ * before it asks again (c->light_left), counting them in c->light_owed,
+ * which goes to the sketch when it asks. When the rule's table is full,
+ * the rule's shared overflow entry (c->overflow: within the tick, the
+ * source's packets go to it without asking); NULL when the table cannot
+ * hold even that.
  */
 static __always_inline struct sluice_src_state *
 source_state(const struct sluice_src_key *key,
 	     const struct sluice_rule_cfg *cfg, struct sluice_rule_cpu *rc,
-	     __u64 count, __u64 cost, __u64 now_ns, enum source_tier *tier)
+	     struct sluice_src_cached *c, __u64 count, __u64 cost,
+	     __u64 now_ns, enum source_tier *tier)
 {
 	struct sluice_src_key okey = { .rule = key->rule,
 				       .family = SLUICE_SRC_OVERFLOW_FAMILY };
-	struct sluice_src_state zero = {}, *st;
+	struct sluice_src_state *st;
 	__u32 slot = key->rule;
-	__u64 *added, *freed, n, est;
+	__u64 *added, *freed, n, est, owed = c->light_owed;
 
 	*tier = SOURCE_EXACT;
+	c->light_left = 0;
+	c->light_owed = 0;
+	c->overflow = 0;
 	st = bpf_map_lookup_elem(&src_table, key);
-	if (st)
+	if (st) {
+		/* another CPU gave it its entry since this one asked */
+		if (owed)
+			source_record(st, cfg->interval_ms, now_ns, owed);
 		return st;
-	est = sketch_count(key, cfg->sketch_seed, cost, now_ns);
+	}
+	est = sketch_count(key, cfg->sketch_seed, owed + cost, now_ns);
 	if (est < count / 2) {
 		*tier = SOURCE_LIGHT;
+		/* what it may send light before the sketch says heavy, in
+		 * chunks of at most count / (2 SRC_CHUNK_DIV nr_cpus) */
+		n = count / (2 * SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
+		if (n > SLUICE_LIGHT_MAX)
+			n = SLUICE_LIGHT_MAX;
+		if (n > count / 2 - est - 1)
+			n = count / 2 - est - 1;
+		c->light_left = n;
+		c->tick = sluice_tick();
 		return NULL;
 	}
 
 	added = bpf_map_lookup_elem(&rule_src_added, &slot);
 	freed = bpf_map_lookup_elem(&rule_src_freed, &slot);
-	if (added && freed) {
+	/* a plain read first: a full table costs no write to the rule's
+	 * shared counter */
+	if (added && freed &&
+	    READ_ONCE(*added) - READ_ONCE(*freed) < cfg->max_sources) {
 		long err = -E2BIG;
 
 		n = __sync_fetch_and_add(added, 1) - READ_ONCE(*freed);
 		if (n < cfg->max_sources)
-			err = bpf_map_update_elem(&src_table, key, &zero,
+			err = bpf_map_update_elem(&src_table, key, &src_zero,
 						  BPF_NOEXIST);
 		if (!err) {
 			st = bpf_map_lookup_elem(&src_table, key);
@@ -854,26 +940,56 @@ source_state(const struct sluice_src_key *key,
 
 	/* table full for this rule: new sources share one allowance */
 	*tier = SOURCE_OVERFLOW;
-	rc->source_overflow++;
+	c->overflow = 1;
+	c->tick = sluice_tick();
 	st = bpf_map_lookup_elem(&src_table, &okey);
 	if (st)
 		return st;
-	bpf_map_update_elem(&src_table, &okey, &zero, BPF_NOEXIST);
+	bpf_map_update_elem(&src_table, &okey, &src_zero, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&src_table, &okey);
+}
+
+/*
+ * This CPU's cache of the overflow budget of slot, for a source judged
+ * on it (cache entry c): NULL when the source's own entry is that line,
+ * or another source's that owes the sketch.
+ */
+static __always_inline struct sluice_src_cached *
+overflow_entry(__u32 slot, struct sluice_src_cached *c)
+{
+	struct sluice_src_cached *oc = overflow_cache(slot);
+
+	if (!oc || oc == c)
+		return NULL;
+	if (!is_overflow_of(oc, slot)) {
+		/* a source that owes the sketch keeps its line */
+		if (oc->light_owed)
+			return NULL;
+		__builtin_memset(&oc->key, 0, sizeof(oc->key));
+		oc->key.rule = slot;
+		oc->key.family = SLUICE_SRC_OVERFLOW_FAMILY;
+		cache_reset(oc);
+	}
+	return oc;
 }
 
 /*
  * Per-source admission: every source has its own budget of count in
  * src_table. Each CPU keeps a direct-mapped cache of recent sources with
- * tokens taken from their budgets, so most packets cost one per-CPU array
- * lookup, without the hash lookup, an atomic or a clock read.
+ * tokens taken from their budgets, or what the sketch said of a source
+ * without one, so most packets cost one per-CPU array lookup, without
+ * the hash lookup, an atomic or a clock read, and write no line that
+ * another CPU writes: a source light in the sketch, or judged on the
+ * overflow budget, asks the shared state once per light chunk, refill,
+ * refusal batch or tick, not per packet.
  */
 static __always_inline enum admit_result
-admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
-	     const struct sluice_rule_cfg *cfg, __u64 cost)
+admit_source_key(const struct sluice_src_key *pkey, __u32 len,
+		 struct sluice_rule_cpu *rc, const struct sluice_rule_cfg *cfg,
+		 __u64 cost)
 {
 	__u64 slot_ns = cfg->interval_ns / SLUICE_SRC_SLOTS;
-	struct sluice_src_cached *c;
+	struct sluice_src_cached *c, *oc = NULL;
 	struct sluice_src_state *st;
 	struct sluice_refusal *refusal;
 	struct sluice_src_key key;
@@ -882,7 +998,9 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	bool overflow;
 	__u32 idx;
 
-	source_key(&key, slot, p, cfg);
+	__u32 slot = pkey->rule;
+
+	key = *pkey;
 	idx = source_cache_index(&key);
 	c = bpf_map_lookup_elem(&src_cache, &idx);
 	if (!c)
@@ -892,14 +1010,38 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 			c->tokens -= cost;
 			return ADMIT_PASSED;
 		}
-		if (hold_refused(rc, cfg, &c->refusal, p->len))
+		refusal = &c->refusal;
+		if (c->tick == sluice_tick()) {
+			if (c->light_left >= cost) {
+				c->light_left -= cost;
+				owe(c, cost);
+				return ADMIT_PASSED;
+			}
+			oc = c->overflow ? overflow_entry(slot, c) : NULL;
+			if (oc && oc->tokens >= cost) {
+				oc->tokens -= cost;
+				owe(c, cost);
+				rc->source_overflow++;
+				return ADMIT_PASSED;
+			}
+			/* an overflowed source's refusal is the budget's */
+			if (oc)
+				refusal = &oc->refusal;
+		}
+		if (hold_refused(rc, cfg, refusal, len)) {
+			if (oc) {
+				owe(c, cost);
+				rc->source_overflow++;
+			}
 			return ADMIT_HELD;
+		}
 	} else {
 		/* the entry now caches this source; the evicted one's
 		 * tokens are dropped, which only ever admits less */
+		if (c->light_owed)
+			cache_settle(idx);
 		c->key = key;
-		c->tokens = 0;
-		c->refusal = (struct sluice_refusal){};
+		cache_reset(c);
 	}
 
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
@@ -909,22 +1051,29 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	roll_bucket(rc, cfg, now);
 	/* no lease: cluster rules are never per_source (rules.md) */
 	count = sluice_effective_limit(cfg, *limit, now);
-	st = source_state(&key, cfg, rc, count, cost, now, &tier);
+	st = source_state(&key, cfg, rc, c, count, cost, now, &tier);
 	if (tier == SOURCE_LIGHT)
 		return ADMIT_PASSED;
+	if (tier == SOURCE_OVERFLOW)
+		rc->source_overflow++;
 	if (!st) {
 		host_stat(SLUICE_ST_SRC_TABLE_FULL);
 		return ADMIT_BLOCKED;
 	}
 	overflow = tier == SOURCE_OVERFLOW;
-	/* overflow sources share one budget: no caching, a refusal per CPU */
-	refusal = overflow ? &rc->source_refusal : &c->refusal;
-	if (overflow && hold_refused(rc, cfg, refusal, p->len))
-		return ADMIT_HELD;
+	refusal = &c->refusal;
+	if (overflow) {
+		/* the overflow budget cached per CPU as a source's; this
+		 * CPU's refusal of the rule's budget when the lines collide */
+		oc = overflow_entry(slot, c);
+		refusal = oc ? &oc->refusal : &rc->source_refusal;
+		if (hold_refused(rc, cfg, refusal, len))
+			return ADMIT_HELD;
+	}
 	WRITE_ONCE(st->last_seen_ns, now);
 	chunk = count * cfg->interval_ms / 1000 /
 		(SLUICE_SRC_CHUNK_DIV * (__u64)nr_cpus);
-	if (overflow || chunk < cost)
+	if ((overflow && !oc) || chunk < cost)
 		chunk = cost;
 	grant = source_budget_take(st, count, cfg->interval_ms, now, chunk,
 				   cost);
@@ -934,7 +1083,49 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 	}
 	if (!overflow)
 		c->tokens += grant - cost;
+	else if (oc)
+		oc->tokens += grant - cost;
 	return ADMIT_PASSED;
+}
+
+/*
+ * A global function: the verifier checks its many paths once, not on
+ * every path of sluice_xdp that reaches it (as a BPF call or inlined, it
+ * took sluice_xdp past 940,000 instructions of the 1,000,000 allowed).
+ * Its arguments are scalars (what 6.1 accepts): the key's three words,
+ * the packet's length and cost; it finds the rule's state itself.
+ */
+__noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
+				   __u64 cost)
+{
+	struct sluice_src_key key;
+	struct sluice_rule_cpu *rc;
+	struct sluice_rule_cfg *cfg;
+	__u64 w[3] = { k0, k1, k2 };
+	__u32 slot, cpu_slot;
+
+	__builtin_memcpy(&key, w, sizeof(key));
+	slot = key.rule;
+	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot,
+					 rule_cpu_shift);
+	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
+	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
+	if (!rc || !cfg)
+		return ADMIT_BLOCKED;
+	return admit_source_key(&key, len, rc, cfg, cost);
+}
+
+/* The key is made here, in the caller's frame. */
+static __always_inline enum admit_result
+admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
+	     const struct sluice_rule_cfg *cfg, __u64 cost)
+{
+	struct sluice_src_key key;
+	__u64 w[3];
+
+	source_key(&key, slot, p, cfg);
+	__builtin_memcpy(w, &key, sizeof(w));
+	return admit_source_global(w[0], w[1], w[2], p->len, cost);
 }
 
 #endif

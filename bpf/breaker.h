@@ -409,17 +409,72 @@ static __always_inline void brk_roll(struct sluice_breaker *st,
 	}
 }
 
+/*
+ * A udp breaker's requests are counted per CPU, in the rule's rule_cpu
+ * element (a line only this CPU writes), and added to rule_breaker's
+ * shared count once per SLUICE_BRK_BATCH requests or per tick of the
+ * jiffy clock, whichever comes first: so a datagram writes no shared
+ * line, and the shared count lags by at most that per CPU. Where the
+ * count decides (it caps the answers, brk_over()), the CPUs' unsettled
+ * requests are added to it.
+ */
+static __always_inline void brk_request(struct sluice_breaker *st,
+					const struct sluice_breaker_cfg *cfg,
+					__u32 slot)
+{
+	__u32 cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot,
+					 rule_cpu_shift);
+	struct sluice_rule_cpu *rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
+	__u16 tick = sluice_tick();
+	__u64 n = 1;
+
+	if (rc) {
+		if (rc->brk_tick == tick &&
+		    rc->brk_requests < SLUICE_BRK_BATCH) {
+			rc->brk_requests++;
+			return;
+		}
+		n += rc->brk_requests;
+		rc->brk_requests = 0;
+		rc->brk_tick = tick;
+	}
+	brk_roll(st, cfg, sluice_now());
+	__sync_fetch_and_add(&st->requests, n);
+}
+
+/* The requests of slot that the CPUs have not added yet. */
+static __always_inline __u64 brk_unsettled(__u32 slot)
+{
+	__u64 n = 0;
+
+	for (__u32 cpu = 0; cpu < SLUICE_BRK_SUM_CPUS && cpu < nr_cpus;
+	     cpu++) {
+		__u32 k = sluice_cpu_slot(cpu, slot, rule_cpu_shift);
+		struct sluice_rule_cpu *rc = bpf_map_lookup_elem(&rule_cpu, &k);
+
+		if (rc)
+			n += READ_ONCE(rc->brk_requests);
+	}
+	return n;
+}
+
 /* Errors over the threshold, with enough answers (Sentinel: more than
  * the threshold; a ratio of 1 opens when every answer is an error). A
  * udp window counts replies as successes up to its requests: a service
- * may send several datagrams for one. */
+ * may send several datagrams for one. may_udp: a constant, false where
+ * only a tcp breaker's answers are counted (at XDP: its stack is full). */
 static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
 				     const struct sluice_breaker *st,
-				     __u64 answers, __u64 errors)
+				     __u32 slot, bool may_udp, __u64 answers,
+				     __u64 errors)
 {
-	if (cfg->udp) {
+	if (may_udp && cfg->udp) {
 		__u64 requests = READ_ONCE(st->requests);
 
+		/* only when they would cap: the CPUs' requests not yet
+		 * added */
+		if (answers > requests)
+			requests += brk_unsettled(slot);
 		if (answers > requests)
 			answers = requests;
 		if (errors > answers)
@@ -441,7 +496,8 @@ static __always_inline bool brk_over(const struct sluice_breaker_cfg *cfg,
  * decides.
  */
 static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
-				      struct sluice_breaker *st, __u32 kind,
+				      struct sluice_breaker *st, __u32 slot,
+				      bool may_udp, __u32 kind,
 				      const __u32 *epoch, __u64 now)
 {
 	__u64 s, answers, errors;
@@ -465,7 +521,7 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
 		if (kind == SLUICE_ANS_OK)
 			return;
 		errors = __sync_fetch_and_add(&st->errors, 1) + 1;
-		if (brk_over(cfg, st, answers, errors))
+		if (brk_over(cfg, st, slot, may_udp, answers, errors))
 			brk_move(st, s, SLUICE_BRK_OPEN, now);
 		return;
 	case SLUICE_BRK_HALF_OPEN:
@@ -549,7 +605,7 @@ __noinline int breaker_segment(struct xdp_md *ctx)
 	bpf_map_delete_elem(&breaker_conns, &k);
 	if (req && cfg && st && cfg->strategy == SLUICE_BRK_SLOW_RATIO &&
 	    cfg->stat_ns && now - req > cfg->max_rt_ns)
-		brk_count(cfg, st, SLUICE_ANS_SLOW, &epoch, now);
+		brk_count(cfg, st, slot, false, SLUICE_ANS_SLOW, &epoch, now);
 	return 0;
 }
 
@@ -582,7 +638,7 @@ static __always_inline void breaker_response(const struct sluice_conn_key *k,
 	    !cfg->stat_ns)
 		return;
 	now = sluice_now();
-	brk_count(cfg, st,
+	brk_count(cfg, st, slot, false,
 		  now - req > cfg->max_rt_ns ? SLUICE_ANS_SLOW : SLUICE_ANS_OK,
 		  &epoch, now);
 }
@@ -623,17 +679,17 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 	if (!cfg || !st || !cfg->open_ns || !cfg->stat_ns)
 		return -1;
 	s = READ_ONCE(st->state);
+	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED && cfg->udp) {
+		brk_request(st, cfg, slot);
+		return -1;
+	}
 	now = sluice_now();
 	if ((s & SLUICE_BRK_STATE_MASK) == SLUICE_BRK_CLOSED) {
-		if (cfg->udp) {
-			brk_roll(st, cfg, now);
-			__sync_fetch_and_add(&st->requests, 1);
-			return -1;
-		}
 		seen = syn_seen(ctx, slot, s, &k, &isn);
 		epoch = s;
 		if (seen == SYN_AGAIN)
-			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &epoch, now);
+			brk_count(cfg, st, slot, false,
+				  SLUICE_ANS_TIMEOUT, &epoch, now);
 		else if (seen == SYN_NEW)
 			syn_remember(&k, isn, slot, s);
 		return -1;
@@ -657,7 +713,8 @@ __noinline int breaker_request(struct xdp_md *ctx, __u32 slot)
 		/* a probe's retransmission: its first copy got no answer */
 		if (seen == SYN_AGAIN) {
 			epoch = s;
-			brk_count(cfg, st, SLUICE_ANS_TIMEOUT, &epoch, now);
+			brk_count(cfg, st, slot, false,
+				  SLUICE_ANS_TIMEOUT, &epoch, now);
 			goto fail;
 		}
 	}
@@ -885,7 +942,8 @@ static __always_inline void breaker_answer(__u32 slot, __u32 kind,
 	/* a SYN-ACK is no answer to a slow ratio */
 	if (cfg->strategy == SLUICE_BRK_SLOW_RATIO && kind == SLUICE_ANS_OK)
 		return;
-	brk_count(cfg, st, kind, known ? &epoch : NULL, sluice_now());
+	brk_count(cfg, st, slot, true, kind, known ? &epoch : NULL,
+		  sluice_now());
 }
 
 #endif

@@ -65,6 +65,13 @@
 #define SLUICE_SRC_CHUNK_DIV 16
 #endif
 
+/* A CPU lets at most this much of a light source pass (count / (2 *
+ * SLUICE_SRC_CHUNK_DIV * nr_cpus) below it) before it asks the sketch
+ * again; it asks at every tick anyway. */
+#ifndef SLUICE_LIGHT_MAX
+#define SLUICE_LIGHT_MAX (1u << 24)
+#endif
+
 /* Per-CPU source token caches: 2^bits direct-mapped entries. */
 #ifndef SLUICE_SRC_CACHE_BITS
 #define SLUICE_SRC_CACHE_BITS 12
@@ -124,6 +131,16 @@
  * with their headers, which the agent empties every 100 ms. */
 #ifndef SLUICE_DROP_RING_BYTES
 #define SLUICE_DROP_RING_BYTES (512 * 1024)
+#endif
+
+/* A CPU adds its udp breaker requests to the shared count once per this
+ * many, or per tick (breaker.h); SLUICE_BRK_SUM_CPUS: the most CPUs whose
+ * unsettled requests the egress program adds (the rest lag a tick). */
+#ifndef SLUICE_BRK_BATCH
+#define SLUICE_BRK_BATCH 256
+#endif
+#ifndef SLUICE_BRK_SUM_CPUS
+#define SLUICE_BRK_SUM_CPUS 1024
 #endif
 
 /* Fragmented datagrams whose first fragment's verdict is kept for the

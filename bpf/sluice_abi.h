@@ -227,7 +227,11 @@ struct sluice_rule_cpu {
 	/* refused packets until the next one is sampled for `sluice drops`
 	 * (sluice.bpf.c: count_drop()) */
 	__u8 drop_countdown;
-	__u8 pad[4];
+	/* a udp breaker's requests on this CPU not yet in rule_breaker's
+	 * count, and the low bits of sluice_tick() when it last added them
+	 * (breaker.h: brk_request()) */
+	__u16 brk_requests;
+	__u16 brk_tick;
 	struct sluice_bucket bucket[SLUICE_MAX_SAMPLES];
 	__u64 passed_pkts;
 	__u64 passed_bytes;
@@ -262,11 +266,25 @@ struct sluice_src_state {
 	__u64 slots[SLUICE_SRC_SLOTS + 1];
 };
 
-/* A CPU's token cache for one source (direct-mapped by a hash of key). */
+/*
+ * A CPU's token cache for one source (direct-mapped by a hash of key):
+ * tokens of its entry, or what the sketch last said of it, so that a
+ * source's packets on a CPU write only this CPU's line (admit.h).
+ */
 struct sluice_src_cached {
 	struct sluice_src_key key;
 	__u64 tokens;
 	struct sluice_refusal refusal;
+	/* light: what it may still send without asking the sketch again,
+	 * within tick; what it sent since it last asked (owed to the
+	 * sketch, or to its entry) */
+	__u32 light_left;
+	__u32 light_owed;
+	__u32 tick;		/* sluice_tick() of light_left, overflow */
+	/* the rule's table was full: the rule's overflow budget judges it,
+	 * through this CPU's cache entry of the overflow key */
+	__u8 overflow;
+	__u8 pad[3];
 };
 
 /* A CPU's memory of one destination-trie answer (direct-mapped by a

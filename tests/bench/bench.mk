@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Benchmarks (docs/benchmarks.md): `make bench` prints every figure.
 #   BENCH_XDP_ARGS   extra arguments for build/bench_xdp (e.g. --runs 9)
+#   BENCH_THREADS    threads of build/bench_xdp --threads (default 2, 1 on
+#                    one CPU)
+#   BENCH_SCALE_ARGS extra arguments for it (e.g. --runs 5 --path sketch)
 #   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
 #   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh
@@ -8,6 +11,8 @@
 #   BENCH_PUSH_ARGS  extra arguments for tests/bench/bench_push.sh (e.g. --old)
 
 BENCH_DIR   := $(BUILD)/bench
+# two threads where there are two CPUs
+BENCH_THREADS ?= $(shell [ "$$(nproc)" -ge 2 ] && echo 2 || echo 1)
 BENCH_BARE  := $(BENCH_DIR)/bare.bpf.o
 BENCH_SKEL  := $(BENCH_DIR)/bare.skel.h
 BENCH_XDP   := $(BUILD)/bench_xdp
@@ -24,6 +29,7 @@ bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE) \
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
+	$(BENCH_XDP) --threads $(BENCH_THREADS) $(BENCH_SCALE_ARGS)
 	$(ADMIT_SHAPE)
 	$(BENCH_GC)
 	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
@@ -63,10 +69,12 @@ $(BENCH_VETH): tests/bench/bench_veth.c $(BENCH_SKEL) $(GEN_OUT)/genutil.o \
 	$(CC) $(CFLAGS) -I$(BENCH_DIR) -Itests/gen -Iuser/lib -o $@ $< \
 		$(GEN_OUT)/genutil.o $(GEN_UTIL) $(LDLIBS)
 
-$(BENCH_XDP): tests/bench/bench_xdp.c $(BENCH_SKEL) $(SKEL) $(LIB) \
+$(BENCH_XDP): tests/bench/bench_xdp.c tests/bench/bench_scale.c \
+		tests/bench/bench_scale.h $(BENCH_SKEL) $(SKEL) $(LIB) \
 		$(GEN_OUT)/genutil.o
 	$(CC) $(CFLAGS) $(INC_ALL) -I$(BENCH_DIR) -Itests/gen -o $@ $< \
-		$(GEN_OUT)/genutil.o $(LIB) $(LDLIBS)
+		tests/bench/bench_scale.c $(GEN_OUT)/genutil.o $(LIB) \
+		$(LDLIBS) -lpthread
 
 $(BENCH_GC): tests/bench/bench_gc.c $(SKEL) $(LIB) $(GEN_OUT)/genutil.o
 	$(CC) $(CFLAGS) $(INC_ALL) -Itests/gen -o $@ $< \

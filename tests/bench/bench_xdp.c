@@ -28,6 +28,7 @@
 #include <bpf/libbpf.h>
 
 #include "bare.skel.h"
+#include "bench_scale.h"
 #include "genutil.h"
 #include "loader.h"
 #include "log.h"
@@ -115,6 +116,9 @@ struct bench_opts {
 	uint32_t repeat;
 	int cpu;
 	uint32_t sources;
+	int threads;	  /* --threads: the scaling benchmark instead */
+	const char *path; /* --path: its paths that contain this */
+	bool runs_set;
 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -361,10 +365,14 @@ static void usage(FILE *f)
 	    f,
 	    "usage: bench_xdp [--runs N] [--repeat N] [--cpu N] "
 	    "[--sources N]\n"
+	    "       bench_xdp --threads N [--runs N] [--path TEXT]\n"
 	    "  --runs N     runs per case, median reported (default %d)\n"
 	    "  --repeat N   packets per run (default %u)\n"
 	    "  --cpu N      CPU to pin to (default: the highest allowed)\n"
-	    "  --sources N  per_source entries prefilled (default %u)\n",
+	    "  --sources N  per_source entries prefilled (default %u)\n"
+	    "  --threads N  how each path scales: 1 thread against N, each\n"
+	    "               on its own CPU, on one data plane (median of 3)\n"
+	    "  --path TEXT  with --threads: only the paths named with TEXT\n",
 	    BENCH_RUNS, BENCH_REPEAT, BENCH_SOURCES);
 }
 
@@ -375,6 +383,8 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 	    {"repeat", required_argument, NULL, 'r'},
 	    {"cpu", required_argument, NULL, 'c'},
 	    {"sources", required_argument, NULL, 's'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"path", required_argument, NULL, 'p'},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
@@ -395,6 +405,10 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 			usage(stderr);
 			exit(2);
 		}
+		if (c == 'p') {
+			bo->path = optarg;
+			continue;
+		}
 		errno = 0;
 		v = strtoul(optarg, &end, 10);
 		if (errno || *end || !*optarg) {
@@ -407,6 +421,12 @@ static void parse_args(int argc, char **argv, struct bench_opts *bo)
 			if (v < 1 || v > BENCH_MAX_RUNS)
 				die("--runs: 1 to %d", BENCH_MAX_RUNS);
 			bo->runs = v;
+			bo->runs_set = true;
+			break;
+		case 't':
+			if (v < 1 || v > 64)
+				die("--threads: 1 to 64");
+			bo->threads = v;
 			break;
 		case 'r':
 			if (v < 1000 || v > 100000000)
@@ -440,6 +460,9 @@ int main(int argc, char **argv)
 	int cpu, i, r, rebracketed = 0;
 
 	parse_args(argc, argv, &bo);
+	if (bo.threads)
+		return bench_scale(bo.threads, bo.runs_set ? bo.runs : 3,
+				   bo.path);
 	sl_log_set_level(SL_LOG_WARN);
 	cpu = pin_cpu(bo.cpu);
 	if (cpu < 0)

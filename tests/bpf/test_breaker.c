@@ -126,6 +126,9 @@ static struct sluice_breaker brk_state(struct sl_dataplane *d,
 	if (bpf_map_lookup_elem(bpf_map__fd(d->skel->maps.rule_breaker), &slot,
 				&st))
 		diag("no breaker state for %s", name);
+	/* with the udp requests the CPUs have not added yet */
+	for (int c = 0; c < d->n_cpus; c++)
+		st.requests += sl_dp_rule_cpu(d, c, slot)->brk_requests;
 	return st;
 }
 
@@ -967,6 +970,17 @@ static void test_udp(struct sl_dataplane *dp)
 	tap(dp->rule_cpu[slot_of(dp, "dns")].has_breaker == SLUICE_BRK_ON_UDP,
 	    "udp: every datagram of the rule asks its breaker");
 	n = burst(dp, &req, 4);
+	{
+		struct sluice_breaker raw = { 0 };
+		uint32_t slot = slot_of(dp, "dns");
+
+		bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_breaker),
+				    &slot, &raw);
+		tap(raw.requests == 1,
+		    "udp: the shared count took the first of 4 datagrams in "
+		    "one tick (%llu), the CPU's line holds the rest",
+		    (unsigned long long)raw.requests);
+	}
 	st = brk_state(dp, "dns");
 	tap(n == 4 && st.requests == 4,
 	    "udp: closed, 4 datagrams pass and are 4 requests (%ld, %llu)", n,

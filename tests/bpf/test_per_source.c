@@ -4,8 +4,12 @@
  * prefix (IPv4 /24, IPv6 the default /64), idle sources collected, and
  * max_sources with the overflow that shares one allowance.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <arpa/inet.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "harness.h"
@@ -292,6 +296,107 @@ static void test_source_memory(struct sl_dataplane *dp)
 	    n, per, before, after);
 }
 
+/* The sketch's count of this second over all its cells: each packet
+ * folded into it adds its cost to one cell of every row. */
+static uint64_t sketch_total(struct sl_dataplane *dp)
+{
+	int fd = bpf_map__fd(dp->skel->maps.src_sketch);
+	uint32_t n = SLUICE_SKETCH_ROWS << SLUICE_SKETCH_BITS, got = 0;
+	uint64_t epoch = test_time() / NSEC_PER_SEC & 0xffff, sum = 0;
+	uint64_t *vals = calloc(n, sizeof(*vals));
+	uint32_t *keys = calloc(n, sizeof(*keys)), batch = 0;
+	bool more = true;
+
+	if (!vals || !keys)
+		goto out;
+	while (more && got < n) {
+		uint32_t cnt = n - got;
+		int err = bpf_map_lookup_batch(fd, got ? &batch : NULL, &batch,
+					       keys + got, vals + got, &cnt,
+					       NULL);
+
+		if (err && errno != ENOENT)
+			break;
+		more = !err;
+		got += cnt;
+	}
+	for (uint32_t i = 0; i < got; i++)
+		if (vals[i] >> 48 == epoch)
+			sum += vals[i] & 0xffffff;
+out:
+	free(vals);
+	free(keys);
+	return sum / SLUICE_SKETCH_ROWS;
+}
+
+/* The per-CPU cache line of an IPv4 source of a rule (admit.h's
+ * source_cache_index(), /32). */
+static uint32_t cache_index(uint32_t slot, const char *src)
+{
+	uint32_t a, h = slot * 0x9e3779b1u;
+
+	inet_pton(AF_INET, src, &a);
+	h ^= a;
+	h *= 0x9e3779b1u;
+	return h >> (32 - SLUICE_SRC_CACHE_BITS);
+}
+
+/*
+ * A light source's packets on a CPU write only that CPU's cache line: the
+ * sketch hears of them once per light chunk or tick, and of all of them
+ * (the next ask, or the eviction of the source's line, brings them).
+ */
+static void test_light_chunks(struct sl_dataplane *dp)
+{
+	const char *a = "198.18.210.1";
+	char b[32] = "";
+	uint64_t s0, s1, s2, s3;
+	uint32_t slot, ia;
+	long n;
+
+	next_scenario();
+	/* light chunks of 10^6 / (2 x 16 x nr_cpus) */
+	if (!tap(apply_one(dp, "light", 8004, "pps", 1000000,
+			   "\"per_source\":{\"max_sources\":10}") == 0,
+		 "light chunks: rule applies"))
+		return;
+	s0 = sketch_total(dp);
+	n = from(dp, 8004, a, 1000);
+	s1 = sketch_total(dp);
+	tap(n == 1000 && s1 - s0 == 1,
+	    "light chunks: 1000 packets of a light source in one tick pass "
+	    "(%ld) and the sketch hears of the first only (%llu)", n,
+	    (unsigned long long)(s1 - s0));
+	set_time(test_time() + 1000000);
+	n = from(dp, 8004, a, 1);
+	s2 = sketch_total(dp);
+	tap(n == 1 && s2 - s0 == 1001,
+	    "light chunks: at the next tick its next packet brings the 999 "
+	    "owed (the sketch holds %llu of 1001)",
+	    (unsigned long long)(s2 - s0));
+
+	/* a source of another address on the same line evicts it */
+	slot = slot_of(dp, "light");
+	ia = cache_index(slot, a);
+	for (int i = 2; i < 250 * 250 && !b[0]; i++) {
+		char c[32];
+
+		snprintf(c, sizeof(c), "198.18.%d.%d", 211 + i / 250,
+			 i % 250 + 1);
+		if (cache_index(slot, c) == ia)
+			snprintf(b, sizeof(b), "%s", c);
+	}
+	if (!tap(b[0], "light chunks: a source on the same cache line"))
+		return;
+	from(dp, 8004, a, 500);
+	n = from(dp, 8004, b, 1);
+	s3 = sketch_total(dp);
+	tap(n == 1 && s3 - s2 == 501,
+	    "light chunks: a source evicted from its line settles what it "
+	    "owed (the sketch holds %llu of 501)",
+	    (unsigned long long)(s3 - s2));
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -302,6 +407,7 @@ int main(void)
 	test_gc_chunks(&dp);
 	test_sketch_tier(&dp);
 	test_source_memory(&dp);
+	test_light_chunks(&dp);
 	h_unload(&dp);
 	return h_end();
 }
