@@ -724,6 +724,8 @@ static __always_inline __u32 source_cache_index(const struct sluice_src_key *k)
 }
 
 #define SKETCH_FIELD_MAX ((1ULL << 24) - 1)
+/* sketch_level()'s counters: the rows hashed as by another rule */
+#define SKETCH_PROBE_SEED 0x5bd1e995u
 
 /* Row row's counter of key (murmur3's finalizer over the key's words). */
 static __always_inline __u32 sketch_index(const struct sluice_src_key *k,
@@ -743,11 +745,36 @@ static __always_inline __u32 sketch_index(const struct sluice_src_key *k,
 	return row << SLUICE_SKETCH_BITS | h >> (32 - SLUICE_SKETCH_BITS);
 }
 
+/* A counter's counts in epoch: this second's (cur) and the previous
+ * second's (prev); a counter of an older second holds neither. */
+static __always_inline __u64 sketch_cur(__u64 v, __u64 epoch)
+{
+	return v >> 48 == epoch ? v & SKETCH_FIELD_MAX : 0;
+}
+
+static __always_inline __u64 sketch_prev(__u64 v, __u64 epoch)
+{
+	if (v >> 48 == epoch)
+		return v >> 24 & SKETCH_FIELD_MAX;
+	return v >> 48 == ((epoch - 1) & 0xffff) ? v & SKETCH_FIELD_MAX : 0;
+}
+
+static __always_inline __u64 sketch_sum(__u64 prev, __u64 cur, __u64 left)
+{
+	return cur == SKETCH_FIELD_MAX
+		       ? ~0ULL
+		       : cur + prev * left / SLUICE_SKETCH_WINDOW_NS;
+}
+
 /*
- * Adds cost to key's counters and returns its estimate of the last
- * second: the smallest row's count of this second plus the part of the
- * previous second still in the sliding second. Collisions only ever
- * raise it; a saturated counter reads as unbounded.
+ * Adds cost to key and returns its estimate of the last second: the
+ * smallest row's count of this second plus the part of the previous
+ * second still in the sliding second. Conservative update: a row's
+ * counter is raised only to the smallest one + cost, so the noise of
+ * other sources' packets is about a quarter of count-min's and nearly
+ * the same in every counter (sketch_level() reads it), and only the
+ * counters at the minimum are written. Collisions only ever raise the
+ * estimate; a saturated counter reads as unbounded.
  */
 static __always_inline __u64 sketch_count(const struct sluice_src_key *key,
 					  __u32 seed, __u64 cost,
@@ -755,39 +782,79 @@ static __always_inline __u64 sketch_count(const struct sluice_src_key *key,
 {
 	__u64 epoch = (now_ns / SLUICE_SKETCH_WINDOW_NS) & 0xffff;
 	__u64 left = SLUICE_SKETCH_WINDOW_NS - now_ns % SLUICE_SKETCH_WINDOW_NS;
-	__u64 est = ~0ULL;
+	__u64 est = ~0ULL, least = SKETCH_FIELD_MAX, to;
 
+	/* the rows' indices are hashed again below: an array of them
+	 * would take stack that sluice_xdp and its calls share */
 	for (__u32 row = 0; row < SLUICE_SKETCH_ROWS; row++) {
 		__u32 idx = sketch_index(key, seed, row);
 		__u64 *c = bpf_map_lookup_elem(&src_sketch, &idx);
-		__u64 old, e, prev = 0, cur = 0, r;
+		__u64 cur;
+
+		if (!c)
+			continue;
+		cur = sketch_cur(READ_ONCE(*c), epoch);
+		if (cur < least)
+			least = cur;
+	}
+	to = least + cost < SKETCH_FIELD_MAX ? least + cost : SKETCH_FIELD_MAX;
+	for (__u32 row = 0; row < SLUICE_SKETCH_ROWS; row++) {
+		__u32 idx = sketch_index(key, seed, row);
+		__u64 *c = bpf_map_lookup_elem(&src_sketch, &idx);
+		__u64 old, prev = 0, cur = 0, r;
 
 		if (!c)
 			continue;
 		/* a lost race leaves the count one short: a hint */
 		for (int try = 0; try < 3; try++) {
 			old = READ_ONCE(*c);
-			e = old >> 48;
-			prev = cur = 0;
-			if (e == epoch) {
-				prev = old >> 24 & SKETCH_FIELD_MAX;
-				cur = old & SKETCH_FIELD_MAX;
-			} else if (e == ((epoch - 1) & 0xffff)) {
-				prev = old & SKETCH_FIELD_MAX;
-			}
-			cur = cur + cost < SKETCH_FIELD_MAX ? cur + cost
-							    : SKETCH_FIELD_MAX;
-			if (__sync_val_compare_and_swap(
-				    c, old, epoch << 48 | prev << 24 | cur) == old)
+			prev = sketch_prev(old, epoch);
+			cur = sketch_cur(old, epoch);
+			if (cur >= to)
 				break;
+			if (__sync_val_compare_and_swap(
+				    c, old, epoch << 48 | prev << 24 | to) ==
+			    old) {
+				cur = to;
+				break;
+			}
 		}
-		r = cur == SKETCH_FIELD_MAX
-			    ? ~0ULL
-			    : cur + prev * left / SLUICE_SKETCH_WINDOW_NS;
+		r = sketch_sum(prev, cur, left);
 		if (r < est)
 			est = r;
 	}
 	return est;
+}
+
+/*
+ * The sketch's level: what it would estimate, unwritten, for a source
+ * that sent nothing (four counters of other rows' hashing, a different
+ * seed). Under a churn of R light packets a second its counters all
+ * carry about R / (4 x 2^bits); a source's estimate less the level is
+ * then close to what that source sent, whatever R.
+ */
+static __always_inline __u64 sketch_level(const struct sluice_src_key *key,
+					  __u32 seed, __u64 now_ns)
+{
+	__u64 epoch = (now_ns / SLUICE_SKETCH_WINDOW_NS) & 0xffff;
+	__u64 left = SLUICE_SKETCH_WINDOW_NS - now_ns % SLUICE_SKETCH_WINDOW_NS;
+	__u64 level = ~0ULL;
+
+	for (__u32 row = 0; row < SLUICE_SKETCH_ROWS; row++) {
+		__u32 idx = sketch_index(key, seed ^ SKETCH_PROBE_SEED,
+					 row);
+		__u64 *c = bpf_map_lookup_elem(&src_sketch, &idx);
+		__u64 v, r;
+
+		if (!c)
+			continue;
+		v = READ_ONCE(*c);
+		r = sketch_sum(sketch_prev(v, epoch), sketch_cur(v, epoch),
+			       left);
+		if (r < level)
+			level = r;
+	}
+	return level;
 }
 
 /* A new source entry's value: from here rather than the stack, whose
@@ -881,7 +948,7 @@ source_state(const struct sluice_src_key *key,
 				       .family = SLUICE_SRC_OVERFLOW_FAMILY };
 	struct sluice_src_state *st;
 	__u32 slot = key->rule;
-	__u64 *added, *freed, n, est, owed = c->light_owed;
+	__u64 *added, *freed, n, est, level, owed = c->light_owed;
 
 	*tier = SOURCE_EXACT;
 	c->light_left = 0;
@@ -895,6 +962,12 @@ source_state(const struct sluice_src_key *key,
 		return st;
 	}
 	est = sketch_count(key, cfg->sketch_seed, owed + cost, now_ns);
+	/* heavy by the estimate: less the level that a churn of other
+	 * sources put in every counter, is it still? */
+	if (est >= count / 2 && est != ~0ULL) {
+		level = sketch_level(key, cfg->sketch_seed, now_ns);
+		est = est > level ? est - level : 0;
+	}
 	if (est < count / 2) {
 		*tier = SOURCE_LIGHT;
 		/* what it may send light before the sketch says heavy, in
