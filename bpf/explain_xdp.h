@@ -71,7 +71,7 @@ static __always_inline int explain(struct xdp_md *ctx)
 	if (!out)
 		return XDP_PASS;
 	__builtin_memset(out, 0, sizeof(*out));
-	rc = parse_packet(&p, data, data_end);
+	rc = parse_packet(&p, data, data_end, tunnels_inner);
 	if (rc == PARSE_NOT_IP) {
 		out->outcome = SLUICE_EXPLAIN_NOT_IP;
 		return XDP_PASS;

@@ -242,4 +242,7 @@ volatile __u64 test_tick_ns;
  * inconsistent, or missing what a rule in force needs. */
 const volatile __u32 unclassified_verdict = XDP_DROP;
 
+/* IP-in-IP and GRE packets judged by their inner header (parse.h) */
+const volatile __u8 tunnels_inner = 0;
+
 #endif

@@ -30,6 +30,21 @@
 
 #define PARSE_OK     0
 #define PARSE_NOT_IP (-1)
+/* an IP-in-IP or GRE packet whose inner IPv4 (IPv6) header is at
+ * p->inner_off: parse_packet() goes on there */
+#define PARSE_INNER4 (-2)
+#define PARSE_INNER6 (-3)
+
+#ifndef IPPROTO_GRE
+#define IPPROTO_GRE 47
+#endif
+#define GRE_CSUM    0x8000
+#define GRE_ROUTING 0x4000
+#define GRE_KEY     0x2000
+#define GRE_SEQ     0x1000
+#define GRE_VERSION 0x0007
+/* a tunnel's inner header is parsed below this offset (a power of 2) */
+#define SLUICE_TUNNEL_MAX_OFF 1024
 
 struct vlan_tag {
 	__be16 tci;
@@ -63,6 +78,12 @@ struct sluice_pkt {
 	__u32 frag_id;
 	__u8 frag;		/* SLUICE_FRAG_*; 0: not a fragment */
 	__u8 frag_proto;	/* IPv4's protocol, a part of the datagram's key */
+	__u16 inner_off;	/* PARSE_INNER*: the inner header's offset */
+};
+
+struct gre_base {
+	__be16 flags;
+	__be16 proto;
 };
 
 #define SLUICE_FRAG_FIRST 1	/* offset 0, more to come */
@@ -76,10 +97,56 @@ static __always_inline int l4_short(struct sluice_pkt *p, __u32 slot)
 	return SLUICE_ST_MALFORMED_L4;
 }
 
-/* L4 header at pos for protocol proto; pos may be past data_end. */
-static __always_inline int parse_l4(struct sluice_pkt *p, void *pos,
-				    void *data_end, __u8 proto)
+/*
+ * The packet inside an IP-in-IP or GRE header at pos: where it starts
+ * and which parse_packet() goes on with, or PARSE_OK (judged by the
+ * outer header) for a GRE header of another version, with a routing
+ * field, or carrying something else (Ethernet, MPLS, ...).
+ */
+static __always_inline int parse_tunnel(struct sluice_pkt *p, void *data,
+					void *pos, void *data_end, __u8 proto)
 {
+	struct gre_base *gre = pos;
+	__u64 off = pos - data;
+	__u16 flags;
+
+	p->port_key = sluice_port_key(p->family, SLUICE_SLOT_OTHER, 0);
+	if (proto == IPPROTO_IPIP || proto == IPPROTO_IPV6) {
+		p->inner_off = off;
+		return proto == IPPROTO_IPIP ? PARSE_INNER4 : PARSE_INNER6;
+	}
+	if ((void *)(gre + 1) > data_end)
+		return SLUICE_ST_MALFORMED_L4;
+	flags = bpf_ntohs(gre->flags);
+	if (flags & (GRE_ROUTING | GRE_VERSION))
+		return PARSE_OK;
+	/* an offset, not a pointer: the packet is read there later */
+	off += sizeof(*gre);
+	if (flags & GRE_CSUM)
+		off += 4;
+	if (flags & GRE_KEY)
+		off += 4;
+	if (flags & GRE_SEQ)
+		off += 4;
+	p->inner_off = off;
+	if (gre->proto == bpf_htons(ETH_P_IP))
+		return PARSE_INNER4;
+	if (gre->proto == bpf_htons(ETH_P_IPV6))
+		return PARSE_INNER6;
+	return PARSE_OK;
+}
+
+/* L4 header at pos for protocol proto; pos may be past data_end.
+ * tunnels: a constant, whether IP-in-IP and GRE are looked into. */
+static __always_inline int parse_l4(struct sluice_pkt *p, void *data,
+				    void *pos, void *data_end, __u8 proto,
+				    bool tunnels)
+{
+	/* a fragment's inner header is cut: judged by the outer one */
+	if (tunnels && !p->frag &&
+	    (proto == IPPROTO_IPIP || proto == IPPROTO_IPV6 ||
+	     proto == IPPROTO_GRE))
+		return parse_tunnel(p, data, pos, data_end, proto);
 	switch (proto) {
 	case IPPROTO_TCP: {
 		struct tcphdr *th = pos;
@@ -145,8 +212,8 @@ static __always_inline __u8 fragment_slot(__u8 proto, __u8 family)
 	}
 }
 
-static __always_inline int parse_ipv4(struct sluice_pkt *p, void *pos,
-				      void *data_end)
+static __always_inline int parse_ipv4(struct sluice_pkt *p, void *data,
+				      void *pos, void *data_end, bool tunnels)
 {
 	struct iphdr *iph = pos;
 	__u32 hlen, vihl;
@@ -175,7 +242,8 @@ static __always_inline int parse_ipv4(struct sluice_pkt *p, void *pos,
 			return SLUICE_ST_FRAGMENTS;
 		}
 	}
-	return parse_l4(p, pos + hlen, data_end, iph->protocol);
+	return parse_l4(p, data, pos + hlen, data_end, iph->protocol,
+			tunnels);
 }
 
 /* An IPv6 chain the walk does not finish: no protocol known. */
@@ -192,8 +260,8 @@ static __always_inline int ip6_cut(struct sluice_pkt *p)
 	return p->frag ? ip6_chain(p) : SLUICE_ST_MALFORMED_IP6;
 }
 
-static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
-				      void *data_end)
+static __always_inline int parse_ipv6(struct sluice_pkt *p, void *data,
+				      void *pos, void *data_end, bool tunnels)
 {
 	struct ipv6hdr *ip6h = pos;
 	__u8 nexthdr;
@@ -247,15 +315,23 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *pos,
 			break;
 		}
 		default:
-			return parse_l4(p, pos, data_end, nexthdr);
+			return parse_l4(p, data, pos, data_end, nexthdr,
+					tunnels);
 		}
 	}
 	/* more extension headers than we walk: the protocol is unknown */
 	return ip6_chain(p);
 }
 
+/*
+ * Parses the frame into p. tunnels (a constant of the caller's, or a
+ * global fixed at load): an unfragmented IP-in-IP (IPv4 or IPv6 in IPv4
+ * or IPv6) or GRE (version 0, IPv4 or IPv6 inside) packet is parsed by
+ * its inner header, one level deep, as the host that decapsulates it
+ * delivers it; its length stays the frame's.
+ */
 static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
-					void *data_end)
+					void *data_end, bool tunnels)
 {
 	struct ethhdr *eth = data;
 	void *pos = eth + 1;
@@ -270,6 +346,7 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	p->frag_id = 0;
 	p->frag = 0;
 	p->frag_proto = 0;
+	p->inner_off = 0;
 	if (pos > data_end)
 		return SLUICE_ST_MALFORMED_ETH;
 	/* one 16-bit load: struct ethhdr is packed, so its field is read
@@ -292,14 +369,31 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	}
 
 	if (proto == bpf_htons(ETH_P_IP))
-		rc = parse_ipv4(p, pos, data_end);
+		rc = parse_ipv4(p, data, pos, data_end, tunnels);
 	else if (proto == bpf_htons(ETH_P_IPV6))
-		rc = parse_ipv6(p, pos, data_end);
+		rc = parse_ipv6(p, data, pos, data_end, tunnels);
 	else if (proto == bpf_htons(ETH_P_8021Q) ||
 		 proto == bpf_htons(ETH_P_8021AD))
 		return SLUICE_ST_MALFORMED_VLAN; /* a third tag */
 	else
 		return PARSE_NOT_IP;
+	/* the inner packet, by the same parse without tunnels */
+	if (rc == PARSE_INNER4 || rc == PARSE_INNER6) {
+		__u64 off = p->inner_off;
+
+		/* bounded, so that the verifier follows the bounds checks
+		 * at the offset (an IPv6 chain reaches 1,024 only with
+		 * headers no tunnel needs); the mask in asm, where clang
+		 * cannot drop it as implied by the test */
+		if (off >= SLUICE_TUNNEL_MAX_OFF)
+			return SLUICE_ST_MALFORMED_L4;
+		asm volatile("%0 &= 1023" : "+r"(off));
+		pos = data + off;
+		if (rc == PARSE_INNER4)
+			rc = parse_ipv4(p, data, pos, data_end, false);
+		else
+			rc = parse_ipv6(p, data, pos, data_end, false);
+	}
 	/* a first fragment too short for its L4 header: the rest comes
 	 * with the next fragment (RFC 1858, RFC 3128) */
 	if (rc == SLUICE_ST_MALFORMED_L4 && p->frag)

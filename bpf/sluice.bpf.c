@@ -88,7 +88,7 @@ __attribute__((noinline)) int count_drop(struct xdp_md *ctx, __u32 slot)
 	/* a refused packet parsed whole, or is a later fragment charged to
 	 * its datagram's rule: its addresses were read */
 	rc_parse = parse_packet(&p, (void *)(long)ctx->data,
-				(void *)(long)ctx->data_end);
+				(void *)(long)ctx->data_end, tunnels_inner);
 	if (rc_parse != PARSE_OK && rc_parse != SLUICE_ST_FRAGMENTS)
 		return 0;
 	ds->tick = tick;
@@ -185,7 +185,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	int rc_parse;
 	__u32 ref;
 
-	rc_parse = parse_packet(&p, data, data_end);
+	rc_parse = parse_packet(&p, data, data_end, tunnels_inner);
 	if (rc_parse == PARSE_NOT_IP) {
 		host_stat(SLUICE_ST_UNMATCHED);
 		return XDP_PASS;

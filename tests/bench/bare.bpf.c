@@ -22,7 +22,7 @@ static __always_inline void bare_parse(struct xdp_md *ctx)
 	struct sluice_pkt p;
 	int rc;
 
-	rc = parse_packet(&p, data, data_end);
+	rc = parse_packet(&p, data, data_end, false);
 	if (rc == PARSE_OK || rc == SLUICE_ST_FRAGMENTS)
 		bare_sink = p.len ^ p.family ^ p.port_key;
 	else

@@ -295,6 +295,15 @@ size_t build(const struct pspec *s, struct pkt *p)
 		pkt_bytes(p, arp, sizeof(arp));
 		return pkt_finish(p, s->size);
 	}
+	if (s->tunnel && s->outer_family == 6) {
+		pkt_ipv6(p, OUTER_SRC6, OUTER_DST6);
+		if (s->outer_mf)
+			pkt_ipv6_frag(p, 0, true);
+	} else if (s->tunnel) {
+		pkt_ipv4_ex(p, OUTER_SRC4, OUTER_DST4, 0, 0, s->outer_mf);
+	}
+	if (s->tunnel == IPPROTO_GRE)
+		pkt_gre(p, s->gre_flags, 0x4242);
 	if (family == 4) {
 		pkt_ipv4_ex(p, s->src ? s->src : SRC4, s->dst ? s->dst : DST4,
 			    s->ip4_optlen, s->frag, s->mf);

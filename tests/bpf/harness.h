@@ -131,7 +131,19 @@ struct pspec {
 	uint16_t ext_len;	/* bytes of each option header, default 8 */
 	uint16_t size;		/* pad the frame to this size */
 	void (*mangle)(struct pkt *p);	/* after the checksums */
+	/* a tunnel around the packet above: IPPROTO_IPIP (IP in IP) or
+	 * IPPROTO_GRE, in an outer header of outer_family (default 4)
+	 * from OUTER_SRC to OUTER_DST, a first fragment when outer_mf */
+	uint8_t tunnel;
+	uint8_t outer_family;
+	bool outer_mf;
+	uint16_t gre_flags;	/* PKT_GRE_*, and the version bits */
 };
+
+#define OUTER_SRC4 "198.18.77.1"
+#define OUTER_DST4 "198.18.77.2"
+#define OUTER_SRC6 "2001:db8:77::1"
+#define OUTER_DST6 "2001:db8:77::2"
 
 /* Build the frame of s into p; returns its length. */
 size_t build(const struct pspec *s, struct pkt *p);

@@ -219,6 +219,77 @@ static void test_protocols(struct sl_dataplane *dp)
 }
 
 
+/* ---- tunnels: IP-in-IP and GRE by their inner header ---------------- */
+
+#define GRE_ IPPROTO_GRE
+#define IPIP IPPROTO_IPIP
+
+/* the GRE header's protocol type: Ethernet (a bridge), not IP */
+static void gre_carries_ethernet(struct pkt *p)
+{
+	p->buf[p->outer_off + 20 + 2] = 0x65;
+	p->buf[p->outer_off + 20 + 3] = 0x58;
+}
+
+/* the frame ends 8 bytes into the inner IPv4 header */
+static void inner_cut(struct pkt *p)
+{
+	p->len = p->l3_off + 8;
+}
+
+static const struct fixture fx_tunnel_inner[] = {
+	{ "IPv4 in IPv4, UDP to 53: the inner header's rule",
+	  { .tunnel = IPIP, .dport = 53 }, P(XDP_PASS, "udp53") },
+	{ "IPv6 in IPv4, UDP to 53",
+	  { .tunnel = IPIP, .family = 6, .dport = 53 },
+	  P(XDP_PASS, "udp53") },
+	{ "IPv4 in IPv6, TCP SYN to 443: the cps rule",
+	  { .tunnel = IPIP, .outer_family = 6, .proto = TCP_, .dport = 443,
+	    .flags = PKT_SYN }, P(XDP_PASS, "syn443") },
+	{ "IPv6 in IPv6, ICMPv6",
+	  { .tunnel = IPIP, .outer_family = 6, .family = 6,
+	    .proto = IPPROTO_ICMPV6 }, P(XDP_PASS, "icmp6") },
+	{ "GRE with a key, IPv4 TCP ACK to 80",
+	  { .tunnel = GRE_, .gre_flags = PKT_GRE_KEY, .proto = TCP_,
+	    .dport = 80, .flags = PKT_ACK }, P(XDP_PASS, "tcp80") },
+	{ "GRE with checksum, key and sequence in IPv6, IPv6 UDP to 53",
+	  { .tunnel = GRE_, .outer_family = 6,
+	    .gre_flags = PKT_GRE_CSUM | PKT_GRE_KEY | PKT_GRE_SEQ,
+	    .family = 6, .dport = 53 }, P(XDP_PASS, "udp53") },
+	{ "GRE version 1 (PPTP): the outer header, no rule for GRE",
+	  { .tunnel = GRE_, .gre_flags = 1, .dport = 53 }, UNMATCHED },
+	{ "GRE with the routing bit: the outer header",
+	  { .tunnel = GRE_, .gre_flags = 0x4000, .dport = 53 }, UNMATCHED },
+	{ "GRE carrying Ethernet: the outer header",
+	  { .tunnel = GRE_, .dport = 53, .mangle = gre_carries_ethernet },
+	  UNMATCHED },
+	{ "IP in IP, the outer datagram's first fragment: the outer header",
+	  { .tunnel = IPIP, .outer_mf = true, .dport = 53 }, UNMATCHED },
+	{ "IP in IP, the inner header cut short: malformed, dropped",
+	  { .tunnel = IPIP, .dport = 53, .mangle = inner_cut },
+	  .verdict = XDP_DROP, .host = HOST(MALFORMED_IP4) },
+};
+
+static const struct fixture fx_tunnel_outer[] = {
+	{ "IPv4 in IPv4, UDP to 53: the outer header, no rule for IPIP",
+	  { .tunnel = IPIP, .dport = 53 }, UNMATCHED },
+	{ "GRE with a key, TCP ACK to 80: the outer header",
+	  { .tunnel = GRE_, .gre_flags = PKT_GRE_KEY, .proto = TCP_,
+	    .dport = 80, .flags = PKT_ACK }, UNMATCHED },
+};
+
+static void test_tunnels(struct sl_dataplane *outer, struct sl_dataplane *inner)
+{
+	next_scenario();
+	if (!tap(apply(outer, rules_proto) == 0 &&
+		 (!inner || apply(inner, rules_proto) == 0),
+		 "tunnels: rule set applies"))
+		return;
+	RUN_TABLE(outer, "tunnels outer", fx_tunnel_outer);
+	if (inner)
+		RUN_TABLE(inner, "tunnels inner", fx_tunnel_inner);
+}
+
 /* ---- truncation at every byte offset -------------------------------- */
 
 struct region {
@@ -381,8 +452,9 @@ static void test_truncation(struct sl_dataplane *dp,
 int main(void)
 {
 	struct sl_dp_opts od = { .test_clock = true, .pass_unclassified = true };
-	struct sl_dataplane dp, dp_pass;
-	bool pass_loaded;
+	struct sl_dp_opts oi = { .test_clock = true, .tunnels_inner = true };
+	struct sl_dataplane dp, dp_pass, dp_inner;
+	bool pass_loaded, inner_loaded;
 	int err;
 
 	if (h_begin(&dp))
@@ -393,9 +465,16 @@ int main(void)
 	tap(!err, "a second data plane loads with pass_unclassified (%d)",
 	    err);
 
+	err = h_load(&dp_inner, &oi);
+	inner_loaded = !err;
+	tap(!err, "a third data plane loads with tunnels_inner (%d)", err);
+
 	test_protocols(&dp);
+	test_tunnels(&dp, inner_loaded ? &dp_inner : NULL);
 	test_truncation(&dp, pass_loaded ? &dp_pass : NULL);
 
+	if (inner_loaded)
+		h_unload(&dp_inner);
 	if (pass_loaded)
 		h_unload(&dp_pass);
 	h_unload(&dp);

@@ -47,6 +47,14 @@
 #define ERRBUF 8192
 #define SL_LOG_CHANGES_LEN 512 /* of the rule names a change logs */
 
+/* --tunnels: which header of an IP-in-IP or GRE packet rules match */
+enum { TUNNELS_OUTER, TUNNELS_INNER };
+static const char *const tunnel_names[] = {
+	[TUNNELS_OUTER] = "outer",
+	[TUNNELS_INNER] = "inner",
+	NULL,
+};
+
 struct agent {
 	struct sl_log_opts log;
 	const char *state_dir;
@@ -58,6 +66,7 @@ struct agent {
 	bool replace_snapshot; /* --rules wins over the CLI's changes */
 	bool drop_malformed;	/* the default; contradicts the next */
 	bool pass_unclassified;
+	int tunnels; /* an index of tunnel_names */
 	uint32_t stats_interval;
 	char sock_path[PATH_MAX];
 	struct sl_ctl_server *ctl;
@@ -1292,6 +1301,7 @@ static int new_etcd_source(struct agent *a)
 static int start(struct agent *a)
 {
 	struct sl_dp_opts o = { .pass_unclassified = a->pass_unclassified,
+				.tunnels_inner = a->tunnels == TUNNELS_INNER,
 				.pin_dir = a->pin_dir };
 	int err, fd;
 
@@ -1632,6 +1642,11 @@ static const struct sl_opt agent_opts[] = {
 	  .help = "pass packets sluice cannot classify (malformed, or "
 		  "lacking a port or protocol a rule needs) rather than "
 		  "drop them" },
+	{ .name = "tunnels", .type = SL_OPT_CHOICE,
+	  .field = SL_FIELD(struct agent, tunnels), .metavar = "HEADER",
+	  .choices = tunnel_names,
+	  .help = "judge IP-in-IP and GRE packets by their outer header "
+		  "(the default) or their inner one (docs/rules.md)" },
 	{ .name = "drop-malformed", .type = SL_OPT_FLAG,
 	  .field = SL_FIELD(struct agent, drop_malformed),
 	  .help = "the default: accepted for older command lines" },

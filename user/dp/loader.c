@@ -503,6 +503,7 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	dp->skel->rodata->test_clock = opts->test_clock;
 	dp->skel->rodata->unclassified_verdict =
 		opts->pass_unclassified ? XDP_PASS : XDP_DROP;
+	dp->skel->rodata->tunnels_inner = opts->tunnels_inner;
 	if (opts->pin_dir) {
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", opts->pin_dir);
 		err = choose_pins(dp, &pins, &next, &upgrading);

@@ -28,6 +28,8 @@ struct sl_dp_opts {
 	/* pass what sluice cannot classify (malformed, or lacking what a
 	 * rule needs) rather than drop it */
 	bool pass_unclassified;
+	/* judge IP-in-IP and GRE packets by their inner header */
+	bool tunnels_inner;
 	/* bpffs directory for the maps and links; NULL: nothing pinned,
 	 * the data plane ends with the process */
 	const char *pin_dir;

@@ -18,6 +18,7 @@ void pkt_init(struct pkt *p)
 	memset(p, 0, sizeof(*p));
 	p->next_off = -1;
 	p->l3_off = -1;
+	p->outer_off = -1;
 	p->l4_off = -1;
 }
 
@@ -52,6 +53,21 @@ void pkt_next(struct pkt *p, uint16_t proto)
 void pkt_bytes(struct pkt *p, const void *data, size_t n)
 {
 	memcpy(pkt_put(p, n), data, n);
+}
+
+/* An IP header's next-protocol: its ethertype after Ethernet, VLAN or
+ * GRE, its IP protocol inside another IP header; that one becomes the
+ * outer header the finish fixes too. */
+static void next_ip(struct pkt *p, uint16_t ethertype, uint8_t ipproto)
+{
+	pkt_next(p, p->next_off >= 0 && p->next_size == 1 ? ipproto
+							   : ethertype);
+	if (p->l3_off >= 0) {
+		if (p->outer_off >= 0)
+			pkt_die("more than one tunnel");
+		p->outer_off = p->l3_off;
+		p->outer_family = p->l3_family;
+	}
 }
 
 static void set_next(struct pkt *p, const uint8_t *field, int size)
@@ -93,7 +109,7 @@ void pkt_ipv4_hdr(struct pkt *p, const struct pkt_ipv4_hdr *f)
 
 	if (f->optlen % 4 || f->optlen > 40)
 		pkt_die("bad IPv4 option length");
-	pkt_next(p, ETH_P_IP);
+	next_ip(p, ETH_P_IP, IPPROTO_IPIP);
 	h = pkt_put(p, 20 + f->optlen);
 	h[0] = 0x40 | (5 + f->optlen / 4);
 	put16(h + 4, f->id);
@@ -136,7 +152,7 @@ void pkt_ipv6_hdr(struct pkt *p, const struct in6_addr *src,
 {
 	uint8_t *h;
 
-	pkt_next(p, ETH_P_IPV6);
+	next_ip(p, ETH_P_IPV6, IPPROTO_IPV6);
 	h = pkt_put(p, 40);
 	h[0] = 0x60;
 	h[7] = 64;				/* hop limit */
@@ -182,6 +198,25 @@ void pkt_ipv6_frag(struct pkt *p, uint16_t frag, bool mf)
 	h[4] = 0xab;				/* identification */
 	h[7] = 0xcd;
 	set_next(p, h, 1);
+}
+
+void pkt_gre(struct pkt *p, uint16_t flags, uint32_t key)
+{
+	uint8_t *h, *at;
+
+	pkt_next(p, IPPROTO_GRE);
+	h = pkt_put(p, 4);
+	put16(h, flags);
+	if (flags & PKT_GRE_CSUM)
+		pkt_put(p, 4);	/* left 0: nothing checks it here */
+	if (flags & PKT_GRE_KEY) {
+		at = pkt_put(p, 4);
+		put16(at, key >> 16);
+		put16(at + 2, key & 0xffff);
+	}
+	if (flags & PKT_GRE_SEQ)
+		pkt_put(p, 4);
+	set_next(p, h + 2, 2);
 }
 
 static uint8_t *put_l4(struct pkt *p, uint8_t proto, size_t len)
@@ -289,11 +324,29 @@ int pkt_l4_csum_off(const struct pkt *p)
 	return -1;
 }
 
-uint16_t pkt_ipv4_sum(const struct pkt *p)
+static uint16_t ipv4_sum_at(const struct pkt *p, int off)
 {
-	const uint8_t *ip = p->buf + p->l3_off;
+	const uint8_t *ip = p->buf + off;
 
 	return fold(sum16_skip(ip, (ip[0] & 15) * 4, 10, 0));
+}
+
+uint16_t pkt_ipv4_sum(const struct pkt *p)
+{
+	return ipv4_sum_at(p, p->l3_off);
+}
+
+/* An IP header's length fields at off, and IPv4's checksum. */
+static void fix_ip(struct pkt *p, int off, int family)
+{
+	uint8_t *ip = p->buf + off;
+
+	if (family == 4) {
+		put16(ip + 2, p->len - off);
+		put16(ip + 10, ~ipv4_sum_at(p, off));
+	} else {
+		put16(ip + 4, p->len - off - 40);
+	}
 }
 
 uint16_t pkt_l4_sum(const struct pkt *p)
@@ -307,20 +360,15 @@ uint16_t pkt_l4_sum(const struct pkt *p)
 
 size_t pkt_finish(struct pkt *p, size_t frame_size)
 {
-	uint8_t *ip;
 	int csum_off;
 
 	if (frame_size > p->len)
 		pkt_put(p, frame_size - p->len);
 	if (p->l3_off < 0)
 		return p->len;
-	ip = p->buf + p->l3_off;
-	if (p->l3_family == 4) {
-		put16(ip + 2, p->len - p->l3_off);
-		put16(ip + 10, ~pkt_ipv4_sum(p));
-	} else {
-		put16(ip + 4, p->len - p->l3_off - 40);
-	}
+	fix_ip(p, p->l3_off, p->l3_family);
+	if (p->outer_off >= 0)
+		fix_ip(p, p->outer_off, p->outer_family);
 	csum_off = pkt_l4_csum_off(p);
 	if (csum_off < 0)
 		return p->len;

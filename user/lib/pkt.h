@@ -54,6 +54,8 @@ struct pkt {
 	int next_size;
 	int l3_off;		/* -1 when none */
 	int l3_family;		/* 4 or 6 */
+	int outer_off;		/* a tunnel's outer IP header; -1 when none */
+	int outer_family;
 	int l4_off;		/* -1 when none: no checksum to fix */
 	uint8_t l4_proto;
 };
@@ -96,6 +98,17 @@ void pkt_ipv6(struct pkt *p, const char *src, const char *dst);
 void pkt_ipv6_ext(struct pkt *p, uint8_t type, size_t len);
 /* IPv6 fragment header: offset in units of 8 bytes, M flag. */
 void pkt_ipv6_frag(struct pkt *p, uint16_t frag, bool mf);
+
+/*
+ * A GRE header (RFC 2890): flags of PKT_GRE_*, key when PKT_GRE_KEY, a
+ * zero checksum or sequence number when asked for. The IP header after
+ * it sets its protocol type; one after an IP header makes IP-in-IP.
+ * Either way the outer IP header's lengths are fixed too.
+ */
+#define PKT_GRE_CSUM 0x8000
+#define PKT_GRE_KEY  0x2000
+#define PKT_GRE_SEQ  0x1000
+void pkt_gre(struct pkt *p, uint16_t flags, uint32_t key);
 
 /* Sequence 1; acknowledgement 1 when flags has PKT_ACK; window 65535. */
 void pkt_tcp(struct pkt *p, uint16_t sport, uint16_t dport, uint8_t flags);
