@@ -561,8 +561,9 @@ static __always_inline void brk_count(const struct sluice_breaker_cfg *cfg,
  * low (the breaker stays closed) rather than high.
  */
 
-/* A client's segment to a watched port (SLUICE_REF_WATCH), at XDP, from
- * classify(); 0. A global function, as breaker_request(). */
+/* A client's segment to a watched port (SLUICE_REF_WATCH: classify()
+ * says so), at XDP, from sluice_xdp(); 0. A global function, as
+ * breaker_request(). */
 __noinline int breaker_segment(struct xdp_md *ctx)
 {
 	const struct sluice_breaker_cfg *cfg;

@@ -116,16 +116,14 @@ static __always_inline __u32 vlan_lookup(const struct sluice_pkt *p,
 			     false);
 }
 
-/* A client's segment to a watched port, at XDP (bpf/breaker.h). */
-int breaker_segment(struct xdp_md *ctx);
-
 /*
- * Returns the rule slot + 1 that judges p, or 0 for none. At XDP (ctx
- * set), the segment of a port whose connections a breaker times
- * (SLUICE_REF_WATCH, only ever on a class) goes to the breaker first.
+ * Returns the rule slot + 1 that judges p, or 0 for none. *watched is
+ * set when a breaker times the connections to p's port
+ * (SLUICE_REF_WATCH, only ever on a class): the caller hands the
+ * segment to it; NULL where no breaker is to hear of it.
  */
 static __always_inline __u32 classify(const struct sluice_pkt *p,
-				      struct xdp_md *ctx)
+				      bool *watched)
 {
 	__u32 gen = set_gen, ref;
 	/* 64-bit, and so compared: older verifiers (6.1) do not carry a
@@ -141,8 +139,8 @@ static __always_inline __u32 classify(const struct sluice_pkt *p,
 	if (!(ref & SLUICE_REF_LPM))
 		return ref;
 	if (ref & SLUICE_REF_WATCH) {
-		if (ctx)
-			breaker_segment(ctx);
+		if (watched)
+			*watched = true;
 		ref &= ~SLUICE_REF_WATCH;
 	}
 	if (ref & SLUICE_REF_VLAN) {

@@ -3,8 +3,8 @@
  * `sluice explain`: which rule judges a frame and what its budget holds
  * now, found by sluice_xdp's own parse and classification. The agent
  * builds the frame and runs sluice_explain on it with BPF_PROG_TEST_RUN;
- * nothing is taken, counted or remembered (classify() without a context
- * leaves breakers alone; the destination cache keeps the answer, as it
+ * nothing is taken, counted or remembered (a watched port's segment is
+ * not handed to its breaker; the destination cache keeps the answer, as it
  * would for the real packet).
  */
 #ifndef SLUICE_EXPLAIN_XDP_H

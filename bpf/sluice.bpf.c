@@ -181,6 +181,7 @@ int sluice_xdp(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	const struct sluice_frag *f;
+	bool watched = false;
 	struct sluice_pkt p;
 	int rc_parse;
 	__u32 ref;
@@ -209,7 +210,9 @@ int sluice_xdp(struct xdp_md *ctx)
 		host_stat(rc_parse);
 		return unclassified_verdict;
 	}
-	ref = classify(&p, ctx);
+	ref = classify(&p, &watched);
+	if (watched)
+		breaker_segment(ctx);
 	/* before the verdict: a branch after judge() would double the
 	 * verifier's walk of it */
 	if (p.frag == SLUICE_FRAG_FIRST)

@@ -64,7 +64,7 @@ sluice_cpu_slot(__u32 cpu, __u32 slot, __u32 shift)
 /* Only in the port table's TCP slot, on a class (SLUICE_REF_LPM; a port
  * that would hold a rule or none gets a class whose /0 holds it): a
  * slow_request_ratio breaker times the connections to this port, so
- * classify() hands a client's segment to it (bpf/breaker.h). A set's
+ * sluice_xdp() hands a client's segment to it (bpf/breaker.h). A set's
  * class ids stay below this bit. */
 #define SLUICE_REF_WATCH 0x10000000u
 
