@@ -384,6 +384,14 @@ manifest_cases()
 	[ "$(names)" = r1 ] && [ "$(applies "$R_2")" = 1 ] && [ "$(applies "$R_1")" = 0 ]
 	check $? "  ... its body in force (r1 alone), applied once, the one between not at all"
 
+	# --body-dir keeps the newest bodies: v3 then v1 above, v2 now
+	S1=$(sha "$T/v1.json")
+	push "$T/v2.json" --body-url "$BURL" --body-dir "$BODIES" --keep-bodies 2 >/dev/null 2>&1
+	kept=$(cd "$BODIES" && ls | sort | tr '\n' ' ')
+	want=$(printf '%s\n' "$S1.json" "$S1.json.gz" "$S2.json" "$S2.json.gz" | sort | tr '\n' ' ')
+	[ "$kept" = "$want" ]
+	check $? "push --keep-bodies 2: --body-dir holds the two newest bodies and their .gz, v3's gone ($kept)"
+
 	# a rule file as the value, as `sluice push` wrote it before manifests
 	eput "$T/v2.json"
 	R_O=$(erev)

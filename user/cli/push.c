@@ -7,12 +7,14 @@
  * file by its SHA-256 on a body server (manifest.h). It talks to etcd,
  * the config source, and the body server, never to an agent.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <zlib.h>
 
@@ -35,7 +37,10 @@ struct push {
 	uint64_t if_revision;
 	bool dry_run;
 	const char *body_url, *body_dir;
+	uint32_t keep_bodies;
 };
+
+#define KEEP_BODIES 16	/* --keep-bodies' default */
 
 /* path holds buf, durably: written aside, synced, renamed, dir synced. */
 static int write_file(const char *dir, const char *path, const void *buf,
@@ -134,6 +139,88 @@ static int check_body_urls(const struct sl_etcd *etcd,
 		free(body);
 	}
 	return 0;
+}
+
+/* A body's file in --body-dir: its SHA-256 in hex, then ".json". */
+static bool is_body(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < SL_SHA256_HEX_LEN; i++)
+		if (!strchr("0123456789abcdef", name[i]) || !name[i])
+			return false;
+	return !strcmp(name + i, ".json");
+}
+
+struct body_age {
+	char name[SL_SHA256_HEX_LEN + 6];
+	struct timespec mtime;
+};
+
+static int newest_first(const void *a, const void *b)
+{
+	const struct timespec *x = &((const struct body_age *)a)->mtime;
+	const struct timespec *y = &((const struct body_age *)b)->mtime;
+
+	if (x->tv_sec != y->tv_sec)
+		return x->tv_sec < y->tv_sec ? 1 : -1;
+	return x->tv_nsec < y->tv_nsec ? 1 : x->tv_nsec > y->tv_nsec ? -1 : 0;
+}
+
+/*
+ * After a publication: the bodies of dir but the keep newest (and the one
+ * just published, whatever its age) go, with their .gz, so that the
+ * directory does not grow by a rule file a push. An agent still fetching
+ * an older body gets a 404 and reads the key again, which names a kept
+ * one. Failures are reported, not fatal: the push is done.
+ */
+static void prune_bodies(const char *dir, uint32_t keep, const char *sha)
+{
+	struct body_age *b = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	char path[4096];
+	DIR *d = opendir(dir);
+
+	if (!d) {
+		pr_warn("--body-dir: %s: %s; old bodies kept", dir,
+			strerror(errno));
+		return;
+	}
+	while ((e = readdir(d))) {
+		struct stat st;
+
+		if (!is_body(e->d_name) || !strncmp(e->d_name, sha,
+						    SL_SHA256_HEX_LEN))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (stat(path, &st))
+			continue;
+		if (n == cap) {
+			struct body_age *nb;
+
+			cap = cap ? 2 * cap : 64;
+			nb = realloc(b, cap * sizeof(*b));
+			if (!nb)
+				break;
+			b = nb;
+		}
+		memcpy(b[n].name, e->d_name, SL_SHA256_HEX_LEN + 5);
+		b[n].name[SL_SHA256_HEX_LEN + 5] = 0;
+		b[n++].mtime = st.st_mtim;
+	}
+	closedir(d);
+	qsort(b, n, sizeof(*b), newest_first);
+	/* the one just published is one of the keep */
+	for (size_t i = keep ? keep - 1 : n; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, b[i].name);
+		if (unlink(path) && errno != ENOENT)
+			pr_warn("--body-dir: %s: %s", path, strerror(errno));
+		snprintf(path, sizeof(path), "%s/%s.gz", dir, b[i].name);
+		if (unlink(path) && errno != ENOENT)
+			pr_warn("--body-dir: %s: %s", path, strerror(errno));
+	}
+	free(b);
 }
 
 /* --dry-run: what FILE would change of the key's rules; nothing sent. */
@@ -263,6 +350,8 @@ static int run_push(const struct sl_cmd *cmd, void *opts, int argc,
 			printf("%s: a manifest of %zu bytes; the body, %zu "
 			       "bytes of sha256 %s, at %s\n", file,
 			       strlen(manifest), len, m.sha256, m.url[0]);
+		if (p->body_dir && p->keep_bodies)
+			prune_bodies(p->body_dir, p->keep_bodies, m.sha256);
 	}
 out:
 	free(manifest);
@@ -294,11 +383,21 @@ static const struct sl_opt push_opts[] = {
 	  .field = SL_FIELD(struct push, body_dir), .metavar = "DIR",
 	  .help = "write FILE there first as <sha256>.json and .json.gz "
 		  "(what --body-url serves)" },
+	{ .name = "keep-bodies", .type = SL_OPT_U32,
+	  .field = SL_FIELD(struct push, keep_bodies), .metavar = "N",
+	  .max = UINT32_MAX,
+	  .help = "after publishing, --body-dir keeps its N newest bodies "
+		  "(default 16; 0: all)" },
 	{ .name = "dry-run", .type = SL_OPT_FLAG,
 	  .field = SL_FIELD(struct push, dry_run),
 	  .help = "show what would change of KEY's rules, publish nothing" },
 	{ 0 },
 };
+
+static void push_defaults(void *opts)
+{
+	((struct push *)opts)->keep_bodies = KEEP_BODIES;
+}
 
 const struct sl_cmd sl_cmd_push = {
 	.name = "push",
@@ -308,6 +407,7 @@ const struct sl_cmd sl_cmd_push = {
 	.missing = "FILE (a rule file)",
 	.opts = push_opts,
 	.opts_size = sizeof(struct push),
+	.defaults = push_defaults,
 	.run = run_push,
 	.summary = "check a rule file as `check` does and publish it to the "
 		   "etcd key\nthat agents with --etcd-key take their rules "
