@@ -46,14 +46,14 @@ FUZZ_SRCS_rules    := $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_snapshot := user/lib/snapshot.c user/lib/digest.c $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_secrets  := user/lib/secrets.c user/lib/util.c
 FUZZ_SRCS_ctl      := user/lib/ctl.c $(FUZZ_RULE_SRCS)
-FUZZ_SRCS_etcd     := user/lib/etcd.c user/lib/util.c user/lib/manifest.c \
+FUZZ_SRCS_etcd     := user/svc/etcd.c user/lib/util.c user/svc/manifest.c \
 		      user/lib/digest.c
 FUZZ_NAMES := proto rules snapshot secrets ctl etcd
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
-	       -Iuser/lib -Ibpf -Itests/fuzz
+	       -Iuser/lib -Iuser/svc -Ibpf -Itests/fuzz
 FUZZ_LDLIBS := -lcjson -lcurl -lcrypto
-FUZZ_HDRS  := $(wildcard user/lib/*.h bpf/*.h tests/fuzz/*.h)
+FUZZ_HDRS  := $(wildcard user/lib/*.h user/svc/*.h bpf/*.h tests/fuzz/*.h)
 
 $(BUILD)/fuzz:
 	mkdir -p $@
