@@ -104,7 +104,8 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # and test_rule_source.sh's kernel side is test_agent_rules.sh's, its
 # push part needs etcd; test_dashboard.sh checks the dashboard's queries
 # with promtool and a scrape's names (the HTTP side, as test_metrics.sh);
-# test_docs_map.sh reads files only; test_drops.sh compares sampled
+# test_docs_map.sh reads files only, test_layers.sh compiles headers
+# only; test_drops.sh compares sampled
 # drops with paced senders' shares (as test_top.sh); test_package.sh,
 # test_image.sh and test_units_live.sh install a package on the machine,
 # run podman and mmdebstrap, and write the build tree.
@@ -116,7 +117,8 @@ HOST_ONLY_TESTS := %/test_package.sh %/test_image.sh %/test_units_live.sh \
 		   %/test_breaker.sh %/test_breaker_signals.sh \
 		   %/test_tokend_stop.sh %/test_stats_watch.sh \
 		   %/test_tokend_flood.sh %/test_rule_source.sh \
-		   %/test_dashboard.sh %/test_docs_map.sh %/test_drops.sh
+		   %/test_dashboard.sh %/test_docs_map.sh %/test_drops.sh \
+		   %/test_layers.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)
