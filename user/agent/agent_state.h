@@ -3,14 +3,15 @@
  * Internal to `sluice agent`: its state, and what its files call of each
  * other. agent.c: the command and the main loop; boot.c: the start, in
  * order; control.c: the control socket's requests, dispatched; answers.c:
- * the answers that read (status, stats, list, drops, explain) and the
- * JSON answer helpers; commit.c: the rules, from the boot's snapshot to
- * every change; tokens.c: the cluster side (secrets, the embedded token
- * server).
+ * the answers of the requests that only read (status, stats, list, drops,
+ * explain); commit.c: the rules, from the boot's snapshot to every
+ * change; tokens.c: the cluster side (secrets, the cluster sync, the
+ * embedded token server).
  */
 #ifndef SLUICE_AGENT_STATE_H
 #define SLUICE_AGENT_STATE_H
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -101,15 +102,16 @@ static inline bool agent_empty_allowed(const struct agent *a)
 	return a->allow_empty || a->snap.rules.allow_empty;
 }
 
+/* A request that ctl.h's reading refused (err), as an answer. */
+static inline cJSON *agent_request_error(struct agent *a, int err)
+{
+	return sl_ctl_error(err == -ENOMEM ? "internal" : "invalid", "%s",
+			    a->err);
+}
+
 /* answers.c */
-void agent_notify_status(struct agent *a, bool ready);
 bool agent_check_ready(const struct agent *a, const bool *attached,
 		       cJSON *reasons);
-cJSON *agent_error_answer(const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-char *agent_print_answer(cJSON *r);
-cJSON *agent_ok_answer(void);
-cJSON *agent_request_error(struct agent *a, int err);
 cJSON *agent_do_status(struct agent *a);
 char *agent_do_stats(struct agent *a);
 char *agent_do_list(struct agent *a);
@@ -121,11 +123,12 @@ int agent_boot_rules(struct agent *a);
 cJSON *agent_do_change(struct agent *a, enum change_op op,
 		       const struct sl_ctl_req *req);
 void agent_apply_etcd_value(struct agent *a, struct sl_etcd_value *v);
+int agent_copy_served(struct agent *a, struct sl_ruleset *out);
+void agent_notify_status(struct agent *a, bool ready);
 
 /* tokens.c */
 int agent_new_cluster(struct agent *a);
 int agent_start_tokend(struct agent *a);
-void agent_serve_new_rules(struct agent *a);
 int agent_reload_secrets(struct agent *a);
 
 /* control.c */

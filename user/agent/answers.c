@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
-/* `sluice agent`: the JSON answers, and those of the requests that only
- * read (status, stats, list, drops, explain). */
+/* `sluice agent`: the answers of the requests that only read (status,
+ * stats, list, drops, explain). */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <systemd/sd-daemon.h>
 
 #include "agent_state.h"
 #include "droptop.h"
@@ -19,15 +17,6 @@
 #include "rules_json.h"
 #include "stats.h"
 #include "util.h"
-
-void agent_notify_status(struct agent *a, bool ready)
-{
-	sd_notifyf(0, "%sSTATUS=snapshot version %llu, %zu rules in force on "
-		      "%d interfaces",
-		   ready ? "READY=1\n" : "",
-		   (unsigned long long)a->in_force_version, a->dp.rules.n,
-		   a->dp.n_ifaces);
-}
 
 static void add_reason(cJSON *reasons, const char *why)
 {
@@ -42,7 +31,7 @@ static void add_reason(cJSON *reasons, const char *why)
  * reasons unless it is NULL. dp_lock held, or on the control loop.
  */
 bool agent_check_ready(const struct agent *a, const bool *attached,
-			cJSON *reasons)
+		       cJSON *reasons)
 {
 	bool ready = true;
 
@@ -65,38 +54,6 @@ bool agent_check_ready(const struct agent *a, const bool *attached,
 		add_reason(reasons, "no rules in force");
 	}
 	return ready;
-}
-
-cJSON *agent_error_answer(const char *code, const char *fmt, ...)
-{
-	cJSON *r = cJSON_CreateObject();
-	char msg[ERRBUF];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	cJSON_AddBoolToObject(r, "ok", false);
-	cJSON_AddStringToObject(r, "error", msg);
-	cJSON_AddStringToObject(r, "code", code);
-	return r;
-}
-
-/* r printed on one line, then freed; NULL when out of memory. */
-char *agent_print_answer(cJSON *r)
-{
-	char *text = r ? cJSON_PrintUnformatted(r) : NULL;
-
-	cJSON_Delete(r);
-	return text;
-}
-
-cJSON *agent_ok_answer(void)
-{
-	cJSON *r = cJSON_CreateObject();
-
-	cJSON_AddBoolToObject(r, "ok", true);
-	return r;
 }
 
 /* The control socket's own state: who holds it, what it turned away. */
@@ -133,7 +90,7 @@ static void add_breaker_status(struct agent *a, cJSON *r)
 
 cJSON *agent_do_status(struct agent *a)
 {
-	cJSON *r = agent_ok_answer(), *reasons, *snap, *ifs;
+	cJSON *r = sl_ctl_ok(), *reasons, *snap, *ifs;
 	char when[32], layout[24], path[PATH_MAX];
 	bool attached[SL_MAX_IFACES];
 
@@ -281,9 +238,8 @@ char *agent_do_stats(struct agent *a)
 	if (err) {
 		pthread_mutex_unlock(&a->dp_lock);
 		free(st);
-		return agent_print_answer(agent_error_answer("internal",
-						 "reading the counters: %s",
-						 strerror(-err)));
+		return sl_ctl_answer_text(sl_ctl_error(
+			"internal", "reading the counters: %s", strerror(-err)));
 	}
 	sl_text_printf(&t, "{\"ok\":true,\"time_ns\":%llu,\"rules\":[",
 		       (unsigned long long)sl_dp_now(&a->dp));
@@ -307,9 +263,8 @@ char *agent_do_stats(struct agent *a)
 	if (err) {
 		free(st);
 		free(t.buf);
-		return agent_print_answer(agent_error_answer("internal",
-						 "reading the thresholds: %s",
-						 strerror(-err)));
+		return sl_ctl_answer_text(sl_ctl_error(
+			"internal", "reading the thresholds: %s", strerror(-err)));
 	}
 	sl_text_printf(&t, "],\"host\":{");
 	if (!sl_dp_host_stats(&a->dp, hs))
@@ -347,13 +302,6 @@ char *agent_do_list(struct agent *a)
 	return t.buf;
 }
 
-/* A request that ctl.h's reading refused (err), as an answer. */
-cJSON *agent_request_error(struct agent *a, int err)
-{
-	return agent_error_answer(err == -ENOMEM ? "internal" : "invalid", "%s",
-			    a->err);
-}
-
 static const char *const explain_outcomes[] = {
 	[SLUICE_EXPLAIN_NOT_IP] = "not_ip",
 	[SLUICE_EXPLAIN_UNCLASSIFIED] = "unclassified",
@@ -377,22 +325,22 @@ cJSON *agent_do_drops(struct agent *a, const struct sl_ctl_req *req)
 	int err;
 
 	if (top && !sl_json_uint(top, 1, SL_DROPTOP_KEEP, &n))
-		return agent_error_answer("invalid", "request: 'top' must be an "
+		return sl_ctl_error("invalid", "request: 'top' must be an "
 					       "integer from 1 to %d",
 				    SL_DROPTOP_KEEP);
 	if (!a->drops)
-		return agent_error_answer("unavailable", "sampled drops are "
+		return sl_ctl_error("unavailable", "sampled drops are "
 						   "unavailable (see the "
 						   "agent's log)");
-	r = agent_ok_answer();
+	r = sl_ctl_ok();
 	pthread_mutex_lock(&a->dp_lock);
 	err = sl_agent_drops_answer(a->drops, &a->dp, rule, n, r, a->err,
 				    sizeof(a->err));
 	pthread_mutex_unlock(&a->dp_lock);
 	if (err) {
 		cJSON_Delete(r);
-		return err == -ENOENT ? agent_error_answer("not_found", "%s", a->err)
-				      : agent_error_answer("internal", "drops: %s",
+		return err == -ENOENT ? sl_ctl_error("not_found", "%s", a->err)
+				      : sl_ctl_error("internal", "drops: %s",
 						     strerror(-err));
 	}
 	return r;
@@ -412,8 +360,8 @@ cJSON *agent_do_explain(struct agent *a, const struct sl_ctl_req *req)
 	pthread_mutex_lock(&a->dp_lock);
 	err = sl_dp_explain(&a->dp, &q, &e);
 	rule = e.rule >= 0 ? &a->dp.rules.rules[e.rule] : NULL;
-	r = err ? agent_error_answer("internal", "explain: %s", strerror(-err))
-		: agent_ok_answer();
+	r = err ? sl_ctl_error("internal", "explain: %s", strerror(-err))
+		: sl_ctl_ok();
 	if (err)
 		goto out;
 	cJSON_AddNumberToObject(r, "frame_bytes", e.frame_len);

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `sluice agent`: the rules, from the boot's snapshot to every change
- * (the CLI's, etcd's): written durable, then put in force. */
+ * (the CLI's, etcd's): written durable, then put in force, then handed to
+ * the embedded token server and announced to systemd. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "agent_state.h"
 #include "rules_json.h"
@@ -230,11 +233,52 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 	free(names);
 	if (!err)
 		return NULL;
-	return agent_error_answer(err == -EEXIST   ? "conflict"
+	return sl_ctl_error(err == -EEXIST   ? "conflict"
 			    : err == -ENOENT ? "not_found"
 			    : err == -ENOMEM ? "internal"
 					     : "invalid",
 			    "%s", a->err);
+}
+
+/* A copy of the rules in force for the embedded token server, which
+ * keeps pointers into it while the agent's own set changes. */
+int agent_copy_served(struct agent *a, struct sl_ruleset *out)
+{
+	char *json = sl_ruleset_to_json(&a->snap.rules, false);
+	int err;
+
+	if (!json)
+		return -ENOMEM;
+	err = sl_rules_parse(json, strlen(json), out, a->err, sizeof(a->err));
+	free(json);
+	return err;
+}
+
+/* A change in force reaches the embedded token server's flows too. */
+static void serve_new_rules(struct agent *a)
+{
+	struct sl_ruleset next = { 0 };
+
+	if (!a->tokend)
+		return;
+	if (agent_copy_served(a, &next) ||
+	    sl_tokend_set_rules(a->tokend, &next, a->err, sizeof(a->err))) {
+		pr_err("--serve-tokens: still serving the previous rules: %s",
+		       a->err);
+		sl_ruleset_free(&next);
+		return;
+	}
+	sl_ruleset_free(&a->served);
+	a->served = next;
+}
+
+void agent_notify_status(struct agent *a, bool ready)
+{
+	sd_notifyf(0, "%sSTATUS=snapshot version %llu, %zu rules in force on "
+		      "%d interfaces",
+		   ready ? "READY=1\n" : "",
+		   (unsigned long long)a->in_force_version, a->dp.rules.n,
+		   a->dp.n_ifaces);
 }
 
 /*
@@ -255,7 +299,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	*next_in = (struct sl_ruleset){ 0 };
 	if (source && sl_snapshot_source_copy(&src, source)) {
 		sl_ruleset_free(&next);
-		return agent_error_answer("internal", "out of memory");
+		return sl_ctl_error("internal", "out of memory");
 	}
 	/* durable first: acknowledged means it survives a crash */
 	if (sl_snapshot_write_source(a->state_dir, &next, version, true,
@@ -263,7 +307,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 				     sizeof(a->err))) {
 		sl_snapshot_source_free(&src);
 		sl_ruleset_free(&next);
-		return agent_error_answer("internal", "cannot write the snapshot: %s",
+		return sl_ctl_error("internal", "cannot write the snapshot: %s",
 				    a->err);
 	}
 	pthread_mutex_lock(&a->dp_lock);
@@ -287,7 +331,7 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	if (err) {
 		char rb[ERRBUF];
 
-		r = agent_error_answer("apply",
+		r = sl_ctl_error("apply",
 				 "cannot apply the rules, nothing changed: %s",
 				 a->err);
 		err = sl_snapshot_rollback(a->state_dir, rb, sizeof(rb));
@@ -306,16 +350,16 @@ static cJSON *commit_rules(struct agent *a, struct sl_ruleset *next_in,
 	sl_ruleset_free(&old);
 	pr_info("rules at version %llu: %zu in force; %s",
 		(unsigned long long)version, next.n, what);
-	agent_serve_new_rules(a);
+	serve_new_rules(a);
 	agent_notify_status(a, false);
-	r = agent_ok_answer();
+	r = sl_ctl_ok();
 	cJSON_AddNumberToObject(r, "version", version);
 	cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 	return r;
 }
 
 cJSON *agent_do_change(struct agent *a, enum change_op op,
-			const struct sl_ctl_req *req)
+		       const struct sl_ctl_req *req)
 {
 	struct sl_snapshot_source src = { 0 };
 	struct sl_ruleset next = { 0 };
@@ -328,7 +372,7 @@ cJSON *agent_do_change(struct agent *a, enum change_op op,
 	if (err)
 		return agent_request_error(a, err);
 	if (given && ifv != a->snap.version)
-		return agent_error_answer("version",
+		return sl_ctl_error("version",
 				    "the snapshot is at version %llu, not %llu:"
 				    " someone else changed the rules; "
 				    "re-read them and retry",
@@ -343,14 +387,14 @@ cJSON *agent_do_change(struct agent *a, enum change_op op,
 		return r;
 	if (!next.n && !a->allow_empty) {
 		sl_ruleset_free(&next);
-		return agent_error_answer("invalid",
+		return sl_ctl_error("invalid",
 				    "refusing to leave no rules in force (the "
 				    "agent runs without --allow-empty)");
 	}
 	unchanged = same_rules(&a->snap.rules, &next) &&
 		    a->snap.rules.allow_empty == next.allow_empty;
 	if (dry_run || unchanged) {
-		r = agent_ok_answer();
+		r = sl_ctl_ok();
 		cJSON_AddNumberToObject(r, "version", a->snap.version);
 		cJSON_AddNumberToObject(r, "rules_in_force", a->dp.rules.n);
 		cJSON_AddBoolToObject(r, "unchanged", unchanged);
@@ -366,7 +410,7 @@ cJSON *agent_do_change(struct agent *a, enum change_op op,
 	if (a->snap.source.rule_file &&
 	    sl_snapshot_source_copy(&src, &a->snap.source)) {
 		sl_ruleset_free(&next);
-		return agent_error_answer("internal", "out of memory");
+		return sl_ctl_error("internal", "out of memory");
 	}
 	src.changed_by_cli = src.rule_file != NULL;
 	r = commit_rules(a, &next, src.rule_file ? &src : NULL);
@@ -387,12 +431,12 @@ void agent_apply_etcd_value(struct agent *a, struct sl_etcd_value *v)
 	cJSON *r = NULL;
 
 	if (v->deleted)
-		r = agent_error_answer("invalid", "the key was deleted");
+		r = sl_ctl_error("invalid", "the key was deleted");
 	else if (sl_rules_parse(v->text, v->len, &next, a->err,
 				sizeof(a->err)))
-		r = agent_error_answer("invalid", "invalid rules:\n%s", a->err);
+		r = sl_ctl_error("invalid", "invalid rules:\n%s", a->err);
 	else if (!next.n && !next.allow_empty && !a->allow_empty)
-		r = agent_error_answer("invalid",
+		r = sl_ctl_error("invalid",
 				 "no rules: refusing to leave nothing in force "
 				 "(a document meant to hold none says "
 				 "\"allow_empty\": true)");

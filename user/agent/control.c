@@ -9,9 +9,9 @@ static cJSON *do_reload_secrets(struct agent *a)
 	cJSON *r;
 
 	if (agent_reload_secrets(a))
-		return agent_error_answer("invalid", "secrets not reloaded, those "
+		return sl_ctl_error("invalid", "secrets not reloaded, those "
 					       "in use stay: %s", a->err);
-	r = agent_ok_answer();
+	r = sl_ctl_ok();
 	cJSON_AddNumberToObject(r, "namespaces", a->secrets->n);
 	return r;
 }
@@ -27,7 +27,7 @@ static cJSON *dispatch(struct agent *a, const struct sl_ctl_req *req)
 	if (!strcmp(cmd, "drops"))
 		return agent_do_drops(a, req);
 	if (a->etcd_key && !strncmp(cmd, "rule.", 5))
-		return agent_error_answer("managed",
+		return sl_ctl_error("managed",
 				    "the rules of this agent come from etcd "
 				    "key '%s' (--etcd-key): change them there, "
 				    "with `sluice push FILE --etcd URL "
@@ -41,7 +41,7 @@ static cJSON *dispatch(struct agent *a, const struct sl_ctl_req *req)
 		return agent_do_change(a, CHANGE_REPLACE, req);
 	if (!strcmp(cmd, "secrets.reload"))
 		return do_reload_secrets(a);
-	return agent_error_answer("invalid", "request: unknown cmd '%s'", cmd);
+	return sl_ctl_error("invalid", "request: unknown cmd '%s'", cmd);
 }
 
 /* One request (ctl.h: the server hands them over one at a time, which
@@ -55,13 +55,13 @@ char *agent_handle_request(void *arg, const char *text, size_t len)
 
 	err = sl_ctl_req_parse(text, len, &req, a->err, sizeof(a->err));
 	if (err)
-		return agent_print_answer(agent_request_error(a, err));
+		return sl_ctl_answer_text(agent_request_error(a, err));
 	if (!strcmp(req.cmd, "stats"))
 		answer = agent_do_stats(a);
 	else if (!strcmp(req.cmd, "rule.list"))
 		answer = agent_do_list(a);
 	else
-		answer = agent_print_answer(dispatch(a, &req));
+		answer = sl_ctl_answer_text(dispatch(a, &req));
 	sl_ctl_req_free(&req);
 	return answer;
 }

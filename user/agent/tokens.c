@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `sluice agent`: its cluster side: the secrets, the cluster sync, the
- * embedded token server and the rules it serves. */
+ * embedded token server. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,38 +9,6 @@
 #include "agent_state.h"
 #include "rules_json.h"
 #include "rules_parse.h"
-
-/* A copy of the rules in force for the embedded token server, which
- * keeps pointers into it while the agent's own set changes. */
-static int copy_served(struct agent *a, struct sl_ruleset *out)
-{
-	char *json = sl_ruleset_to_json(&a->snap.rules, false);
-	int err;
-
-	if (!json)
-		return -ENOMEM;
-	err = sl_rules_parse(json, strlen(json), out, a->err, sizeof(a->err));
-	free(json);
-	return err;
-}
-
-/* A change in force reaches the embedded token server's flows too. */
-void agent_serve_new_rules(struct agent *a)
-{
-	struct sl_ruleset next = { 0 };
-
-	if (!a->tokend)
-		return;
-	if (copy_served(a, &next) ||
-	    sl_tokend_set_rules(a->tokend, &next, a->err, sizeof(a->err))) {
-		pr_err("--serve-tokens: still serving the previous rules: %s",
-		       a->err);
-		sl_ruleset_free(&next);
-		return;
-	}
-	sl_ruleset_free(&a->served);
-	a->served = next;
-}
 
 /*
  * SIGHUP or `sluice secrets reload`: read the secrets file again (a
@@ -84,7 +52,7 @@ int agent_start_tokend(struct agent *a)
 	struct sl_tokend_cfg cfg;
 	int err;
 
-	err = copy_served(a, &a->served);
+	err = agent_copy_served(a, &a->served);
 	if (err)
 		return err;
 	sl_tokend_cfg_default(&cfg);

@@ -425,6 +425,29 @@ static int write_kept_meta(struct sl_dataplane *dp,
 			   sizeof(*meta), n);
 }
 
+/* Grow rule_cpu's class, before the new set is written, when one of its
+ * slots is beyond it (slots are taken lowest first: the class follows
+ * the rules in force, both sets during a swap). */
+static int fit_rule_cpu(struct sl_dataplane *dp, const uint32_t *slots,
+			size_t n, char *err, size_t errlen)
+{
+	size_t need = 0;
+	int ret;
+
+	for (size_t i = 0; i < n; i++)
+		if (slots[i] + 1 > need)
+			need = slots[i] + 1;
+	if (need <= (1ul << dp->rule_cpu_shift))
+		return 0;
+	ret = sl_rule_cpu_grow(dp, need);
+	if (ret)
+		snprintf(err, errlen,
+			 "rule slot %zu is beyond rule_cpu's %u per CPU, and "
+			 "a data plane with more could not take over: %s",
+			 need - 1, 1u << dp->rule_cpu_shift, strerror(-ret));
+	return ret;
+}
+
 int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		char *err, size_t errlen)
 {
@@ -456,7 +479,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
 	if (ret)
 		goto out;
-	ret = sl_rule_cpu_fit(dp, slots, rs->n, err, errlen);
+	ret = fit_rule_cpu(dp, slots, rs->n, err, errlen);
 	if (ret)
 		goto out;
 	ret = sl_compile(rs, slots, set_class_base[set], SLUICE_MAX_LPM / 2,

@@ -136,7 +136,7 @@ static int choose_pins(struct sl_dataplane *dp, struct sl_pins *pins,
 	*upgrading = pins->maps.n && strcmp(pins->maps_dir, dp->maps_dir);
 	/* the id leaves rule_cpu's size out; its shape does not */
 	err = sl_rule_cpu_size(dp, dp->skel,
-			    sl_rule_cpu_pinned_shift(dp, pins, *upgrading));
+			       sl_rule_cpu_pinned_shift(dp, pins, *upgrading));
 	sl_layout_free(next);
 	if (!err)
 		err = sl_layout_of_object(dp->skel->obj, dp->skel->maps.rodata,

@@ -45,7 +45,7 @@ static uint32_t shift_for(size_t slots)
 }
 
 int sl_rule_cpu_size(struct sl_dataplane *dp, struct sluice_bpf *skel,
-			 uint32_t shift)
+		     uint32_t shift)
 {
 	skel->rodata->rule_cpu_shift = shift;
 	dp->rule_cpu_shift = shift;
@@ -70,7 +70,7 @@ static uint32_t log2_floor(uint32_t v)
  * read.
  */
 uint32_t sl_rule_cpu_pinned_shift(const struct sl_dataplane *dp,
-			     const struct sl_pins *pins, bool upgrading)
+				  const struct sl_pins *pins, bool upgrading)
 {
 	const struct sl_layout_map *cpu, *meta;
 	struct bpf_map_info info = { 0 };
@@ -267,27 +267,10 @@ fail:
 	return err;
 }
 
-/* Grow rule_cpu's class, before the new set is written, when one of its
- * slots is beyond it (slots are taken lowest first: the class follows
- * the rules in force, both sets during a swap). */
-int sl_rule_cpu_fit(struct sl_dataplane *dp, const uint32_t *slots,
-			size_t n, char *err, size_t errlen)
+/* The smallest class that holds slots 0 .. slots - 1. */
+int sl_rule_cpu_grow(struct sl_dataplane *dp, size_t slots)
 {
-	size_t need = 0;
-	int ret;
-
-	for (size_t i = 0; i < n; i++)
-		if (slots[i] + 1 > need)
-			need = slots[i] + 1;
-	if (need <= (1ul << dp->rule_cpu_shift))
-		return 0;
-	ret = grow_rule_cpu(dp, shift_for(need));
-	if (ret)
-		snprintf(err, errlen,
-			 "rule slot %zu is beyond rule_cpu's %u per CPU, and "
-			 "a data plane with more could not take over: %s",
-			 need - 1, 1u << dp->rule_cpu_shift, strerror(-ret));
-	return ret;
+	return grow_rule_cpu(dp, shift_for(slots));
 }
 
 static void add_on_cpu(__u64 *counter, __u64 before, __u64 after)

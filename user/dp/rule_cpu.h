@@ -22,9 +22,12 @@ uint32_t sl_rule_cpu_pinned_shift(const struct sl_dataplane *dp,
 int sl_rule_cpu_map(struct sl_dataplane *dp);
 void sl_rule_cpu_unmap(struct sl_dataplane *dp);
 
-/* Grow the class when one of slots is beyond it; err says why not. */
-int sl_rule_cpu_fit(struct sl_dataplane *dp, const uint32_t *slots,
-		    size_t n, char *err, size_t errlen);
+/*
+ * Give rule_cpu the smallest class that holds slots 0 .. slots - 1: a new
+ * program beside the running one takes the links over (0 or -errno; the
+ * running one stays on failure).
+ */
+int sl_rule_cpu_grow(struct sl_dataplane *dp, size_t slots);
 
 /* The counters an old element of rule_cpu gained from a to b, added to
  * rc with atomic adds (made on rc's CPU: see catch_up_counters() in
