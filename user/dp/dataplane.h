@@ -81,7 +81,7 @@ struct sl_dataplane {
 	struct sl_lpm_entry *lpm; /* trie entries of the active set */
 	size_t n_lpm;
 	/* a fresh slot's first threshold; NULL: the rule's count (a cluster
-	 * rule starts at its fallback, user/cluster.c) */
+	 * rule starts at its fallback, agent/cluster.c) */
 	uint64_t (*first_limit)(const struct sl_rule *r, void *arg);
 	void *first_limit_arg;
 	/* what the set before the last flip leaves to clear once no
