@@ -21,24 +21,27 @@ BPF_HDRS  := $(wildcard bpf/*.h)
 BPF_OBJ   := $(BUILD)/sluice.bpf.o
 SKEL      := $(BUILD)/sluice.skel.h
 
-# user/: the library (lib: pure; dp: the data plane, the only part that
-# touches the skeleton) and one folder per program. What a part may
-# include is its include path, so a layering slip does not compile
-# (docs/architecture.md).
+# user/: the library (lib: no threads, sockets or process-wide setup;
+# svc: the services a program starts over it, etcd and HTTP; dp: the
+# data plane, the only part that touches the skeleton) and one folder per
+# program. What a part may include is its include path, so a layering
+# slip does not compile (docs/architecture.md).
 OBJ        := $(BUILD)/obj
-USER_PARTS := lib dp agent tokend cli
+USER_PARTS := lib svc dp agent tokend cli
 INC_lib    := -Iuser/lib -Ibpf
+INC_svc    := $(INC_lib) -Iuser/svc
 INC_dp     := $(INC_lib) -Iuser/dp -I$(BUILD)
-INC_tokend := $(INC_lib) -Iuser/tokend
-INC_agent  := $(INC_dp) -Iuser/agent -Iuser/tokend
-INC_cli    := $(INC_dp) -Iuser/cli
+INC_tokend := $(INC_svc) -Iuser/tokend
+INC_agent  := $(INC_dp) -Iuser/svc -Iuser/agent -Iuser/tokend
+INC_cli    := $(INC_dp) -Iuser/svc -Iuser/cli
 INC_main   := $(INC_agent) -Iuser/cli
 # tests and benchmarks see every part
 INC_ALL    := $(INC_main) -Iuser
 
 part_objs = $(patsubst user/%.c,$(OBJ)/%.o,$(wildcard user/$(1)/*.c))
 LIB       := $(BUILD)/libsluice.a
-LIB_OBJS  := $(call part_objs,lib) $(call part_objs,dp) $(OBJ)/version.o
+LIB_OBJS  := $(call part_objs,lib) $(call part_objs,svc) $(call part_objs,dp) \
+	     $(OBJ)/version.o
 # the programs, one archive each, and the command table over them
 PROG_ARS  := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
 PROG_LIBS := $(OBJ)/sluice.o $(PROG_ARS)

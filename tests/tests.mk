@@ -46,14 +46,14 @@ FUZZ_SRCS_rules    := $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_snapshot := user/lib/snapshot.c user/lib/digest.c $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_secrets  := user/lib/secrets.c user/lib/util.c
 FUZZ_SRCS_ctl      := user/lib/ctl.c $(FUZZ_RULE_SRCS)
-FUZZ_SRCS_etcd     := user/lib/etcd.c user/lib/util.c user/lib/manifest.c \
+FUZZ_SRCS_etcd     := user/svc/etcd.c user/lib/util.c user/svc/manifest.c \
 		      user/lib/digest.c
 FUZZ_NAMES := proto rules snapshot secrets ctl etcd
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE \
-	       -Iuser/lib -Ibpf -Itests/fuzz
+	       -Iuser/lib -Iuser/svc -Ibpf -Itests/fuzz
 FUZZ_LDLIBS := -lcjson -lcurl -lcrypto
-FUZZ_HDRS  := $(wildcard user/lib/*.h bpf/*.h tests/fuzz/*.h)
+FUZZ_HDRS  := $(wildcard user/lib/*.h user/svc/*.h bpf/*.h tests/fuzz/*.h)
 
 $(BUILD)/fuzz:
 	mkdir -p $@
@@ -104,7 +104,8 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # and test_rule_source.sh's kernel side is test_agent_rules.sh's, its
 # push part needs etcd; test_dashboard.sh checks the dashboard's queries
 # with promtool and a scrape's names (the HTTP side, as test_metrics.sh);
-# test_docs_map.sh reads files only; test_drops.sh compares sampled
+# test_docs_map.sh reads files only, test_layers.sh compiles headers
+# only; test_drops.sh compares sampled
 # drops with paced senders' shares (as test_top.sh); test_package.sh,
 # test_image.sh and test_units_live.sh install a package on the machine,
 # run podman and mmdebstrap, and write the build tree.
@@ -116,7 +117,8 @@ HOST_ONLY_TESTS := %/test_package.sh %/test_image.sh %/test_units_live.sh \
 		   %/test_breaker.sh %/test_breaker_signals.sh \
 		   %/test_tokend_stop.sh %/test_stats_watch.sh \
 		   %/test_tokend_flood.sh %/test_rule_source.sh \
-		   %/test_dashboard.sh %/test_docs_map.sh %/test_drops.sh
+		   %/test_dashboard.sh %/test_docs_map.sh %/test_drops.sh \
+		   %/test_layers.sh
 VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 VMTEST_PREREQS := all gen $(TEST_BINS)

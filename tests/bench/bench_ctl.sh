@@ -10,7 +10,7 @@
 #                 every call puts 4096 new rules in force. The CLI returns
 #                 once the agent has written the snapshot (fsync) and
 #                 sl_dp_apply() has switched the data plane to the new set
-#                 (user/agent/agent.c do_change()).
+#                 (user/agent/commit.c agent_do_change()).
 #   stats -j      with 4096 rules in force.
 #   stats         the same as a table (the answer parsed with cJSON).
 #   status        the baseline: the same round trip for a request that

@@ -597,6 +597,11 @@ static void test_set_limit(struct sl_dataplane *dp)
 	a = burst(dp, &p, 60);
 	tap(a == 4, "set_limit: the next interval admits 4 (%ld)", a);
 	tap(sl_dp_set_limit(dp, "lim", 25, NULL) == 0, "set_limit: raised to 25");
+	a = sl_dp_get_limit(dp, 0, &chunk);
+	tap(a == 0 && chunk == 25, "get_limit: rule_limit holds 25 (%ld, %llu)",
+	    a, (unsigned long long)chunk);
+	tap(sl_dp_get_limit(dp, 1, &chunk) == -ENOENT,
+	    "get_limit: past the rules in force is -ENOENT");
 	next_scenario();
 	a = burst(dp, &p, 60);
 	tap(a == 25, "set_limit: the next interval admits 25 (%ld)", a);

@@ -23,7 +23,7 @@ ops = open(ops_path).read()
 mdoc = open(metrics_md).read()
 # the files whose metric families are the scrape (metrics.c writes them)
 SOURCES = ["user/agent/metrics.c", "user/tokend/metrics.c",
-           "user/lib/metrics.c", "user/lib/etcd_source.c"]
+           "user/lib/metrics.c", "user/svc/etcd_source.c"]
 src = "".join(open(f).read() for f in SOURCES)
 # not metrics: the snapshot's format field (docs/operations.md, "Format")
 NOT_METRICS = {"sluice_snapshot": "user/lib/snapshot.c"}

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Unit tests for the agent's reading of control requests (user/lib/ctl.c,
- * sl_ctl_req_*); the socket itself is exercised through the CLI
- * (test_cli.c) and tests/fuzz/fuzz_ctl.c.
+ * Unit tests for the agent's reading of control requests and its answers
+ * (user/lib/ctl.c, sl_ctl_req_*, sl_ctl_ok/error); the socket itself is
+ * exercised through the CLI (test_cli.c) and tests/fuzz/fuzz_ctl.c.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -149,6 +149,36 @@ static void test_rules(void **state)
 	sl_ctl_req_free(&req);
 }
 
+/* Answers as docs/cli.md gives them: one line, "ok", and on refusal the
+ * message and its code; a message past SL_CTL_ERR_MAX is cut, not lost. */
+static void test_answers(void **state)
+{
+	char *text, *long_msg = malloc(SL_CTL_ERR_MAX * 2);
+	cJSON *r = sl_ctl_ok();
+
+	(void)state;
+	cJSON_AddNumberToObject(r, "version", 7);
+	text = sl_ctl_answer_text(r);
+	assert_string_equal(text, "{\"ok\":true,\"version\":7}");
+	free(text);
+
+	text = sl_ctl_answer_text(sl_ctl_error("not_found",
+					       "no rule named '%s'", "nope"));
+	assert_string_equal(text, "{\"ok\":false,\"error\":\"no rule named "
+				  "'nope'\",\"code\":\"not_found\"}");
+	free(text);
+
+	assert_non_null(long_msg);
+	memset(long_msg, 'x', SL_CTL_ERR_MAX * 2 - 1);
+	long_msg[SL_CTL_ERR_MAX * 2 - 1] = 0;
+	r = sl_ctl_error("invalid", "%s", long_msg);
+	assert_int_equal(strlen(cJSON_GetObjectItem(r, "error")->valuestring),
+			 SL_CTL_ERR_MAX - 1);
+	cJSON_Delete(r);
+	free(long_msg);
+	assert_null(sl_ctl_answer_text(NULL));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -156,6 +186,7 @@ int main(void)
 		cmocka_unit_test(test_if_version),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_rules),
+		cmocka_unit_test(test_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Unit tests for the etcd gateway client's pure parts (user/lib/etcd.c):
+/* Unit tests for the etcd gateway client's pure parts (user/svc/etcd.c):
  * base64, the endpoint list, the TLS and user options, watch frames as
  * etcd 3.4 writes them (copied from a running etcd 3.4.23), and the
  * stream cut into frames. */

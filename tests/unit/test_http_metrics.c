@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Unit tests for the /metrics endpoint (user/lib/http_metrics.c) on a
+ * Unit tests for the /metrics endpoint (user/svc/http_metrics.c) on a
  * loopback port the kernel picks, with a callback standing in for a
  * program's metrics.
  */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Unit tests for rule manifests (user/lib/manifest.c): a manifest is
+/* Unit tests for rule manifests (user/svc/manifest.c): a manifest is
  * told from a rule file, parsed, refused when not valid, and built with
  * the SHA-256 and URLs agents check a body against. */
 #include <errno.h>

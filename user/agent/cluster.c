@@ -21,8 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <bpf/bpf.h>
-
 #include "cluster.h"
 #include "log.h"
 #include "sluice_abi.h"
@@ -373,10 +371,9 @@ static void write_limits(struct sl_cluster_sync *c, uint64_t now)
 
 static int64_t map_limit(struct sl_cluster_sync *c, size_t idx)
 {
-	int fd = sl_dp_map_fd(c->dp, "rule_limit");
 	uint64_t v;
 
-	if (fd < 0 || bpf_map_lookup_elem(fd, &c->dp->slots[idx], &v))
+	if (sl_dp_get_limit(c->dp, idx, &v))
 		return -1;
 	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }

@@ -4,7 +4,7 @@
 #ifndef SLUICE_DROP_RING_H
 #define SLUICE_DROP_RING_H
 
-#include "loader.h"
+#include "dataplane.h"
 
 struct sl_drop_reader;
 

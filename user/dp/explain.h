@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "ctl.h"
-#include "loader.h"
+#include "dataplane.h"
 
 enum sl_explain_verdict {
 	SL_EXPLAIN_PASS,	/* no rule, or the rule admits it now */

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "loader.h"
+#include "dataplane.h"
 
 struct sl_rule_stats {
 	/* totals since the rule's slot was created */

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: GPL-2.0
-#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -13,192 +12,10 @@
 #include <bpf/libbpf.h>
 
 #include "log.h"
+#include "rule_cpu.h"
 #include "sluice.skel.h"
 #include "upgrade.h"
 #include "util.h"
-
-#define MAX_PROG_MAPS 64
-
-void sl_pins_link_path(const char *pin_dir, const char *ifname, char *out,
-		       size_t len)
-{
-	snprintf(out, len, "%s/links/%s", pin_dir, ifname);
-}
-
-void sl_pins_maps_dir(const char *pin_dir, uint64_t layout, char *out,
-		      size_t len)
-{
-	snprintf(out, len, "%s/layout-%016llx", pin_dir,
-		 (unsigned long long)layout);
-}
-
-static void add_link(struct sl_pins *p, const char *path, const char *ifname,
-		     bool flat)
-{
-	struct bpf_link_info info = { 0 };
-	__u32 len = sizeof(info);
-	struct sl_pinned_link *l;
-	int fd;
-
-	if (p->n_links == SL_MAX_IFACES)
-		return;
-	fd = bpf_obj_get(path);
-	if (fd < 0)
-		return;
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
-	    info.type != BPF_LINK_TYPE_XDP) {
-		close(fd);
-		return;
-	}
-	l = &p->links[p->n_links++];
-	snprintf(l->ifname, sizeof(l->ifname), "%s", ifname);
-	snprintf(l->path, sizeof(l->path), "%s", path);
-	l->fd = fd;
-	l->flat = flat;
-	if (p->prog_fd < 0)
-		p->prog_fd = bpf_prog_get_fd_by_id(info.prog_id);
-}
-
-static void open_links(const char *pin_dir, struct sl_pins *p)
-{
-	char dir[PATH_MAX], path[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s/links", pin_dir);
-	if ((d = opendir(dir))) {
-		while ((de = readdir(d))) {
-			if (de->d_name[0] == '.')
-				continue;
-			if (snprintf(path, sizeof(path), "%s/%s", dir,
-				     de->d_name) < (int)sizeof(path))
-				add_link(p, path, de->d_name, false);
-		}
-		closedir(d);
-	}
-	if ((d = opendir(pin_dir))) {
-		while ((de = readdir(d))) {
-			if (strncmp(de->d_name, "link-", 5))
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", pin_dir,
-				 de->d_name);
-			add_link(p, path, de->d_name + 5, true);
-		}
-		closedir(d);
-	}
-}
-
-/* Keep the candidate that holds more of the program's maps; without their
- * ids, the first that holds any. */
-static void consider(struct sl_pins *p, const char *dir, bool flat,
-		     const uint32_t *ids, uint32_t n_ids)
-{
-	struct sl_layout l;
-
-	if (sl_layout_of_pins(dir, ids, n_ids, &l))
-		return;
-	if (!l.n || l.n_used < p->maps.n_used ||
-	    (l.n_used == p->maps.n_used && p->maps.n)) {
-		sl_layout_free(&l);
-		return;
-	}
-	sl_layout_free(&p->maps);
-	p->maps = l;
-	snprintf(p->maps_dir, sizeof(p->maps_dir), "%s", dir);
-	p->flat = flat;
-}
-
-int sl_pins_open(const char *pin_dir, const char *prefer, struct sl_pins *p)
-{
-	struct bpf_prog_info info = { 0 };
-	__u32 len = sizeof(info);
-	uint32_t ids[MAX_PROG_MAPS];
-	char dir[PATH_MAX];
-	struct dirent *de;
-	DIR *d;
-
-	memset(p, 0, sizeof(*p));
-	p->prog_fd = -1;
-	open_links(pin_dir, p);
-	if (!p->n_links)
-		return 0;
-	/* the program's map ids need CAP_SYS_ADMIN (a prog fd by id);
-	 * without them the layout in use is this build's, else the one
-	 * pinned */
-	info.nr_map_ids = MAX_PROG_MAPS;
-	info.map_ids = (uintptr_t)ids;
-	if (p->prog_fd < 0 || bpf_obj_get_info_by_fd(p->prog_fd, &info, &len))
-		info.nr_map_ids = 0;
-	if (info.nr_map_ids > MAX_PROG_MAPS)
-		return -E2BIG;
-	consider(p, prefer, false, ids, info.nr_map_ids);
-	consider(p, pin_dir, true, ids, info.nr_map_ids);
-	d = opendir(pin_dir);
-	while (d && (de = readdir(d))) {
-		if (de->d_type != DT_DIR || strncmp(de->d_name, "layout-", 7))
-			continue;
-		if (snprintf(dir, sizeof(dir), "%s/%s", pin_dir, de->d_name) <
-			    (int)sizeof(dir) && strcmp(dir, prefer))
-			consider(p, dir, false, ids, info.nr_map_ids);
-	}
-	if (d)
-		closedir(d);
-	return 0;
-}
-
-void sl_pins_close(struct sl_pins *p)
-{
-	for (int i = 0; i < p->n_links; i++)
-		close(p->links[i].fd);
-	if (p->prog_fd >= 0)
-		close(p->prog_fd);
-	sl_layout_free(&p->maps);
-	memset(p, 0, sizeof(*p));
-	p->prog_fd = -1;
-}
-
-int sl_pins_remove_maps(const char *dir, bool flat)
-{
-	char path[PATH_MAX];
-	struct dirent *de;
-	DIR *d = opendir(dir);
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		if (de->d_type != DT_REG || !strncmp(de->d_name, "link-", 5))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		n += !unlink(path);
-	}
-	closedir(d);
-	if (!flat)
-		rmdir(dir);
-	return n;
-}
-
-int sl_pins_remove_other(const char *pin_dir, const char *keep)
-{
-	char dir[PATH_MAX];
-	struct dirent *de;
-	DIR *d = opendir(pin_dir);
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || strncmp(de->d_name, "layout-", 7))
-			continue;
-		snprintf(dir, sizeof(dir), "%s/%s", pin_dir, de->d_name);
-		if (!keep || strcmp(dir, keep))
-			n += sl_pins_remove_maps(dir, false);
-	}
-	closedir(d);
-	if (!keep || strcmp(pin_dir, keep))
-		n += sl_pins_remove_maps(pin_dir, true);
-	return n;
-}
 
 int sl_upgrade_prepare(const struct sl_layout *next, struct sl_pins *p)
 {
@@ -461,25 +278,6 @@ static int carry_map(struct carried *c, int n_cpus, bool again)
 	return err;
 }
 
-static void add_on_cpu(__u64 *counter, __u64 before, __u64 after)
-{
-	if (after > before)
-		__atomic_fetch_add(counter, after - before, __ATOMIC_RELAXED);
-}
-
-void sl_rule_cpu_add_since(struct sluice_rule_cpu *rc,
-			   const struct sluice_rule_cpu *a,
-			   const struct sluice_rule_cpu *b)
-{
-	add_on_cpu(&rc->passed_pkts, a->passed_pkts, b->passed_pkts);
-	add_on_cpu(&rc->passed_bytes, a->passed_bytes, b->passed_bytes);
-	add_on_cpu(&rc->blocked_pkts, a->blocked_pkts + a->held_pkts,
-		   b->blocked_pkts + b->held_pkts);
-	add_on_cpu(&rc->blocked_bytes, a->blocked_bytes + a->held_bytes,
-		   b->blocked_bytes + b->held_bytes);
-	add_on_cpu(&rc->source_overflow, a->source_overflow,
-		   b->source_overflow);
-}
 
 /* rule_cpu's slots per CPU in a layout (2^shift; an older build's 8192). */
 static uint32_t cpu_stride(const struct sl_layout_map *m, int n_cpus)

@@ -386,6 +386,38 @@ void sl_ctl_req_free(struct sl_ctl_req *req)
 	req->cmd = NULL;
 }
 
+cJSON *sl_ctl_error(const char *code, const char *fmt, ...)
+{
+	cJSON *r = cJSON_CreateObject();
+	char msg[SL_CTL_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_AddBoolToObject(r, "ok", false);
+	cJSON_AddStringToObject(r, "error", msg);
+	cJSON_AddStringToObject(r, "code", code);
+	return r;
+}
+
+/* r printed on one line, then freed; NULL when out of memory. */
+char *sl_ctl_answer_text(cJSON *r)
+{
+	char *text = r ? cJSON_PrintUnformatted(r) : NULL;
+
+	cJSON_Delete(r);
+	return text;
+}
+
+cJSON *sl_ctl_ok(void)
+{
+	cJSON *r = cJSON_CreateObject();
+
+	cJSON_AddBoolToObject(r, "ok", true);
+	return r;
+}
+
 int sl_ctl_call_text(const char *path, const cJSON *req, char **text,
 		     size_t *len, int timeout_ms)
 {

@@ -105,6 +105,15 @@ int sl_ctl_req_rules(const struct sl_ctl_req *req, struct sl_ruleset *out,
 
 void sl_ctl_req_free(struct sl_ctl_req *req);
 
+/* Answers: {"ok": true}, to add to; {"ok": false, "error", "code"}
+ * (docs/cli.md's codes), the message at most SL_CTL_ERR_MAX bytes; and an
+ * answer printed on one line, then freed (NULL when out of memory). */
+#define SL_CTL_ERR_MAX 8192
+cJSON *sl_ctl_ok(void);
+cJSON *sl_ctl_error(const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+char *sl_ctl_answer_text(cJSON *r);
+
 /*
  * Server: every connection non-blocking with its own deadline (the
  * request within timeout_ms of the connect, the answer within timeout_ms
