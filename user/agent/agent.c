@@ -737,28 +737,20 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 			    "%s", a->err);
 }
 
-/* A copy of the rules in force for the embedded token server, which
- * keeps pointers into it while the agent's own set changes. */
-static int copy_served(struct agent *a, struct sl_ruleset *out)
-{
-	char *json = sl_ruleset_to_json(&a->snap.rules, false);
-	int err;
-
-	if (!json)
-		return -ENOMEM;
-	err = sl_rules_parse(json, strlen(json), out, a->err, sizeof(a->err));
-	free(json);
-	return err;
-}
-
 /* A change in force reaches the embedded token server's flows too. */
 static void serve_new_rules(struct agent *a)
 {
 	struct sl_ruleset next = { 0 };
+	int err;
 
 	if (!a->tokend)
 		return;
-	if (copy_served(a, &next) ||
+	/* a copy: the token server keeps pointers into it while the
+	 * agent's own set changes */
+	err = sl_ruleset_copy(&a->snap.rules, 0, &next);
+	if (err)
+		snprintf(a->err, sizeof(a->err), "out of memory");
+	if (err ||
 	    sl_tokend_set_rules(a->tokend, &next, a->err, sizeof(a->err))) {
 		pr_err("--serve-tokens: still serving the previous rules: %s",
 		       a->err);
@@ -1165,7 +1157,7 @@ static int start_tokend(struct agent *a)
 	struct sl_tokend_cfg cfg;
 	int err;
 
-	err = copy_served(a, &a->served);
+	err = sl_ruleset_copy(&a->snap.rules, 0, &a->served);
 	if (err)
 		return err;
 	sl_tokend_cfg_default(&cfg);

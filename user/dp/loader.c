@@ -1019,21 +1019,6 @@ fail:
 	return err;
 }
 
-static int copy_ruleset(const struct sl_ruleset *rs, struct sl_ruleset *out)
-{
-	out->n = 0;
-	out->rules = calloc(rs->n ? rs->n : 1, sizeof(*out->rules));
-	if (!out->rules)
-		return -ENOMEM;
-	for (; out->n < rs->n; out->n++) {
-		if (sl_rule_copy(&out->rules[out->n], &rs->rules[out->n])) {
-			sl_ruleset_free(out);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
 /* Slots in force, found by name. */
 static int index_slots(struct sl_dataplane *dp, struct sl_index *ix)
 {
@@ -1184,7 +1169,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			 &comp, err, errlen);
 	if (ret)
 		goto out;
-	ret = copy_ruleset(rs, &copy);
+	ret = sl_ruleset_copy(rs, 0, &copy);
 	if (ret)
 		goto out;
 
