@@ -1031,9 +1031,12 @@ static int index_slots(struct sl_dataplane *dp, struct sl_index *ix)
 	return err;
 }
 
+/* A rule keeps the slot in force of its name and identity (hashes), or of
+ * its name and the text hash agents before the rule identity pinned
+ * (legacy, NULL: none; rules_json.h). */
 static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
-			const uint64_t *hashes, uint32_t *slots, bool *fresh,
-			char *err, size_t errlen)
+			const uint64_t *hashes, const uint64_t *legacy,
+			uint32_t *slots, bool *fresh, char *err, size_t errlen)
 {
 	uint8_t *taken = calloc(SLUICE_MAX_RULE_SLOTS, 1);
 	struct sl_index index = { 0 };
@@ -1054,7 +1057,9 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		while ((s = sl_index_next(&index, nh, &cursor)) >= 0) {
 			struct sl_slot_state *st = &dp->slot_state[s];
 
-			if (!taken[s] && st->def_hash == h &&
+			if (!taken[s] &&
+			    (st->def_hash == h ||
+			     (legacy && st->def_hash == legacy[i])) &&
 			    !strcmp(st->name, name)) {
 				slots[i] = s;
 				taken[s] = 1;
@@ -1092,7 +1097,8 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
  */
 static int write_kept_meta(struct sl_dataplane *dp,
 			   const struct sl_ruleset *rs, const uint32_t *slots,
-			   const bool *fresh, uint32_t set_mask,
+			   const uint64_t *hashes, const bool *fresh,
+			   uint32_t set_mask,
 			   uint32_t *keys, struct sluice_rule_meta *meta)
 {
 	size_t n = 0;
@@ -1101,8 +1107,7 @@ static int write_kept_meta(struct sl_dataplane *dp,
 		if (fresh[i])
 			continue;
 		keys[n] = slots[i];
-		fill_meta(&meta[n++], rs->rules[i].name,
-			  dp->slot_state[slots[i]].def_hash, set_mask);
+		fill_meta(&meta[n++], rs->rules[i].name, hashes[i], set_mask);
 	}
 	return write_batch(bpf_map__fd(dp->skel->maps.rule_meta), keys, meta,
 			   sizeof(*meta), n);
@@ -1146,12 +1151,14 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	uint64_t *hashes = calloc(rs->n ? rs->n : 1, sizeof(*hashes));
 	uint32_t *slots = calloc(rs->n ? rs->n : 1, sizeof(*slots));
 	bool *fresh = calloc(rs->n ? rs->n : 1, sizeof(*fresh));
+	uint64_t *legacy = dp->adopted ? calloc(rs->n + 1, sizeof(*legacy))
+				       : NULL;
 	bool any_drop = false;
 	size_t written = 0, n = 0;
 	int ret;
 
 	if (!in_new || !drop || !keys || !retired || !meta || !hashes ||
-	    !slots || !fresh) {
+	    !slots || !fresh || (dp->adopted && !legacy)) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -1159,7 +1166,9 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	sl_dp_retire(dp);
 	set = (dp->skel->bss->set_gen + 1) & 1;
 	sl_rule_def_hashes(rs, hashes);
-	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
+	if (legacy)
+		sl_rule_text_hashes(rs, legacy);
+	ret = assign_slots(dp, rs, hashes, legacy, slots, fresh, err, errlen);
 	if (ret)
 		goto out;
 	ret = fit_rule_cpu(dp, slots, rs->n, err, errlen);
@@ -1175,7 +1184,8 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 
 	ret = init_slots(dp, rs, slots, hashes, fresh, set);
 	if (!ret)
-		ret = write_kept_meta(dp, rs, slots, fresh, 3u, keys, meta);
+		ret = write_kept_meta(dp, rs, slots, hashes, fresh, 3u, keys,
+				      meta);
 	if (!ret) {
 		write_port_table(dp, set, comp.port);
 		dp->skel->bss->needs_l4[set] = comp.needs_l4;
@@ -1228,7 +1238,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		dp->n_retired_slots = n;
 		retired = NULL;
 	}
-	write_kept_meta(dp, rs, slots, fresh, 1u << set, keys, meta);
+	write_kept_meta(dp, rs, slots, hashes, fresh, 1u << set, keys, meta);
 	for (size_t i = 0; i < rs->n; i++) {
 		struct sl_slot_state *st = &dp->slot_state[slots[i]];
 
@@ -1253,6 +1263,7 @@ out:
 		sl_ruleset_free(&copy);
 	free(slots);
 	free(fresh);
+	free(legacy);
 	free(hashes);
 	free(keys);
 	free(retired);

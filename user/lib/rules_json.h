@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "json_text.h"
+#include "rule_fields.h"
 #include "rules.h"
 
 /*
@@ -31,14 +32,22 @@ char *sl_rules_text(const struct sl_ruleset *rs);
 char *sl_ruleset_to_json(const struct sl_ruleset *rs, bool pretty);
 
 /*
- * FNV-1a 64 of the canonical one-line text of the rule without priority
- * (priority only steers classification): equal hashes mean the same
- * definition, a changed one is a new rule. 0 only if out of memory, which
- * callers must treat as "changed".
+ * The rule's identity (rule_fields.h, sl_rule_identity() over
+ * sl_rule_fields): equal means the same definition, a changed one is a
+ * new rule; it is what rule slots are matched by. Priority is not part
+ * of it (it only steers classification). Never 0.
  */
 uint64_t sl_rule_def_hash(const struct sl_rule *r);
 
-/* sl_rule_def_hash() of each rule of rs into out[i], one buffer for all. */
+/* sl_rule_def_hash() of each rule of rs into out[i]. */
 void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out);
+
+/*
+ * FNV-1a 64 of each rule's canonical one-line text without priority into
+ * out[i] (0 when out of memory): the identity that agents before the
+ * field table pinned, which the loader matches once (docs/operations.md,
+ * "Upgrading").
+ */
+void sl_rule_text_hashes(const struct sl_ruleset *rs, uint64_t *out);
 
 #endif
