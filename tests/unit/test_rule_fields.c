@@ -208,6 +208,7 @@ static void test_identity_covers_fields(void **state)
 static void test_table_shape(void **state)
 {
 	(void) state;
+	assert_true(sl_n_rule_fields <= SL_RULE_FIELDS_MAX);
 	for (size_t i = 0; i < sl_n_rule_fields; i++) {
 		const struct sl_field *f = &sl_rule_fields[i];
 		size_t dots = 0;

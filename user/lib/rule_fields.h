@@ -58,6 +58,8 @@ struct sl_field {
 	const char *schema; /* JSON: a custom type's or section's extras */
 };
 
+#define SL_RULE_FIELDS_MAX 96 /* the parser's bound on the table */
+
 extern const struct sl_field sl_rule_fields[];
 extern const size_t sl_n_rule_fields;
 

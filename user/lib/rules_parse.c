@@ -20,19 +20,13 @@
 
 #include "consts.h"
 #include "json_text.h"
+#include "rule_fields.h"
 #include "rules_parse.h"
 #include "util.h"
 
 #define SL_RULES_FILE_MAX   (64u << 20) /* larger is surely a mistake */
 #define SL_ERR_MAX_MSGS	    50
-/* the source table, less one rule's overflow entry (compile.c checks a
- * whole set) */
-#define SL_MAX_SOURCES	    (SLUICE_MAX_SOURCES - 1)
 #define SL_MIN_BUCKET_MS    5
-#define SL_DEF_INTERVAL_MS  1000
-#define SL_DEF_SAMPLE_COUNT 2
-#define SL_DEF_PREFIX_V4    32
-#define SL_DEF_PREFIX_V6    64
 #define SL_KEY_SHOW_MAX	    64 /* longest key or value echoed in errors */
 
 /* Error collector: one message per line, capped, always NUL-terminated. */
@@ -582,240 +576,6 @@ static int get_enum(struct rule_ctx *rc, const cJSON *it, const char *field,
 	return -1;
 }
 
-static const char *family_str(uint8_t family)
-{
-	return family == AF_INET ? "IPv4" : "IPv6";
-}
-
-/* Returns true when r->proto is known good (cross-checks may use it). */
-static bool parse_match(struct rule_ctx *rc, const cJSON *m, struct sl_rule *r)
-{
-	enum { M_PROTO, M_DPORT, M_DST, M_SRC, M_VLAN, M_N };
-	static const char *const known[] = {
-	    [M_PROTO] = "proto", [M_DPORT] = "dport", [M_DST] = "dst",
-	    [M_SRC] = "src",	 [M_VLAN] = "vlan",   [M_N] = NULL};
-	const cJSON *f[M_N], *proto, *dport, *dst, *src;
-	bool proto_ok = true, dst_ok = false, src_ok = false;
-	int v;
-
-	if (!get_object(rc, m, "match"))
-		return false;
-	get_fields(rc, m, "match", known, f);
-	proto = f[M_PROTO];
-	dport = f[M_DPORT];
-	dst = f[M_DST];
-	src = f[M_SRC];
-
-	r->proto = SL_PROTO_ANY;
-	if (proto) {
-		v = get_enum(rc, proto, "match.proto", sl_proto_names,
-			     ARRAY_SIZE(sl_proto_names));
-		if (v < 0)
-			proto_ok = false;
-		else
-			r->proto = v;
-	}
-	if (dport && parse_dport(rc, dport, r) == 0 && proto_ok &&
-	    r->proto != SL_PROTO_TCP && r->proto != SL_PROTO_UDP)
-		rule_err(rc, "match.dport",
-			 "only allowed with proto tcp or udp (proto is '%s')",
-			 sl_proto_str(r->proto));
-	if (dst)
-		dst_ok = parse_prefix(rc, dst, "match.dst", &r->dst) == 0;
-	if (src)
-		src_ok = parse_prefix(rc, src, "match.src", &r->src) == 0;
-	if (f[M_VLAN])
-		parse_vlan(rc, f[M_VLAN], r);
-	if (dst_ok && src_ok && r->dst.family != r->src.family)
-		rule_err(rc, "match.src",
-			 "is %s but match.dst is %s; no packet can match both",
-			 family_str(r->src.family), family_str(r->dst.family));
-	if (!proto_ok)
-		return false;
-	if (r->proto == SL_PROTO_ICMP) {
-		if (dst_ok && r->dst.family == AF_INET6)
-			rule_err(rc, "match.dst",
-				 "proto icmp is IPv4 only; use icmpv6 for an "
-				 "IPv6 prefix");
-		if (src_ok && r->src.family == AF_INET6)
-			rule_err(rc, "match.src",
-				 "proto icmp is IPv4 only; use icmpv6 for an "
-				 "IPv6 prefix");
-	} else if (r->proto == SL_PROTO_ICMPV6) {
-		if (dst_ok && r->dst.family == AF_INET)
-			rule_err(rc, "match.dst",
-				 "proto icmpv6 is IPv6 only; use icmp for an "
-				 "IPv4 prefix");
-		if (src_ok && r->src.family == AF_INET)
-			rule_err(rc, "match.src",
-				 "proto icmpv6 is IPv6 only; use icmp for an "
-				 "IPv4 prefix");
-	}
-	return true;
-}
-
-static void parse_window(struct rule_ctx *rc, const cJSON *w, struct sl_rule *r)
-{
-	static const char *const known[] = {"interval_ms", "sample_count",
-					    NULL};
-	const cJSON *f[2], *it;
-	bool ok = true;
-	uint64_t v;
-
-	r->interval_ms = SL_DEF_INTERVAL_MS;
-	r->sample_count = SL_DEF_SAMPLE_COUNT;
-	if (!w)
-		return;
-	if (!get_object(rc, w, "window"))
-		return;
-	get_fields(rc, w, "window", known, f);
-	it = f[0];
-	if (it) {
-		if (get_uint(rc, it, "window.interval_ms", 10,
-			     SL_MAX_INTERVAL_MS, &v) == 0)
-			r->interval_ms = v;
-		else
-			ok = false;
-	}
-	it = f[1];
-	if (it) {
-		if (get_uint(rc, it, "window.sample_count", 1,
-			     SL_MAX_SAMPLE_COUNT, &v) == 0)
-			r->sample_count = v;
-		else
-			ok = false;
-	}
-	if (!ok)
-		return;
-	if (r->interval_ms % r->sample_count) {
-		rule_err(rc, "window",
-			 "interval_ms %u does not divide evenly into "
-			 "sample_count %u buckets",
-			 r->interval_ms, r->sample_count);
-		return;
-	}
-	if (r->interval_ms / r->sample_count < SL_MIN_BUCKET_MS)
-		rule_err(rc, "window",
-			 "buckets of interval_ms/sample_count = %u ms are "
-			 "shorter than the minimum %u ms",
-			 r->interval_ms / r->sample_count, SL_MIN_BUCKET_MS);
-}
-
-static void parse_per_source(struct rule_ctx *rc, const cJSON *ps,
-			     struct sl_rule *r)
-{
-	static const char *const known[] = {"prefix_v4", "prefix_v6",
-					    "max_sources", NULL};
-	const cJSON *f[3], *it;
-	uint64_t v;
-
-	r->per_source = false;
-	r->src_prefix_v4 = SL_DEF_PREFIX_V4;
-	r->src_prefix_v6 = SL_DEF_PREFIX_V6;
-	r->max_sources = 0;
-	if (!ps)
-		return;
-	if (!get_object(rc, ps, "per_source"))
-		return;
-	r->per_source = true;
-	get_fields(rc, ps, "per_source", known, f);
-	it = f[0];
-	if (it && get_uint(rc, it, "per_source.prefix_v4", 1, 32, &v) == 0)
-		r->src_prefix_v4 = v;
-	it = f[1];
-	if (it && get_uint(rc, it, "per_source.prefix_v6", 1, 128, &v) == 0)
-		r->src_prefix_v6 = v;
-	it = f[2];
-	if (!it)
-		rule_err(rc, "per_source.max_sources",
-			 "required (it bounds the memory of the source table)");
-	else if (get_uint(rc, it, "per_source.max_sources", 1, SL_MAX_SOURCES,
-			  &v) == 0)
-		r->max_sources = v;
-}
-
-/*
- * "reject", or {"warm_up": {"period_s": P, "cold_factor": F}}. The ramp
- * itself (count / F up to count over P seconds) is the data plane's.
- */
-static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
-			   struct sl_rule *r)
-{
-	static const char *const known[] = {"warm_up", NULL};
-	static const char *const warm_known[] = {"period_s", "cold_factor",
-						 NULL};
-	const cJSON *w, *it, *wf[2];
-	uint32_t period = 0, cold = SL_DEF_COLD_FACTOR;
-	bool ok = true;
-	uint64_t v;
-
-	r->warm_up = false;
-	r->warm_period_s = 0;
-	r->cold_factor = 0;
-	if (!b)
-		return;
-	if (cJSON_IsString(b) && b->valuestring) {
-		char shown[SL_KEY_SHOW_MAX * 4 + 8];
-
-		if (!strcmp(b->valuestring, "reject"))
-			return;
-		show(b->valuestring, shown, sizeof(shown));
-		if (!strcmp(b->valuestring, "warm_up"))
-			rule_err(rc, "behavior",
-				 "warm_up needs its parameters: "
-				 "{\"warm_up\": {\"period_s\": 10}}");
-		else
-			rule_err(rc, "behavior",
-				 "must be \"reject\" or {\"warm_up\": "
-				 "{...}}; got '%s'",
-				 shown);
-		return;
-	}
-	if (!cJSON_IsObject(b)) {
-		rule_err(rc, "behavior",
-			 "must be \"reject\" or an object {\"warm_up\": "
-			 "{...}}, got %s",
-			 json_type(b));
-		return;
-	}
-	get_fields(rc, b, "behavior", known, &w);
-	if (!w) {
-		rule_err(rc, "behavior.warm_up",
-			 "required in a behavior object (or write "
-			 "\"behavior\": \"reject\")");
-		return;
-	}
-	if (!get_object(rc, w, "behavior.warm_up"))
-		return;
-	get_fields(rc, w, "behavior.warm_up", warm_known, wf);
-	it = wf[0];
-	if (!it) {
-		rule_err(rc, "behavior.warm_up.period_s",
-			 "required (seconds to ramp up to count)");
-		ok = false;
-	} else if (get_uint(rc, it, "behavior.warm_up.period_s", 1,
-			    SL_MAX_WARM_PERIOD_S, &v) == 0) {
-		period = v;
-	} else {
-		ok = false;
-	}
-	it = wf[1];
-	if (it) {
-		if (get_uint(rc, it, "behavior.warm_up.cold_factor",
-			     SL_MIN_COLD_FACTOR, SL_MAX_COLD_FACTOR, &v) == 0)
-			cold = v;
-		else
-			ok = false;
-	}
-	if (!ok)
-		return;
-	r->warm_up = true;
-	r->warm_period_s = period;
-	r->cold_factor = cold;
-}
-
-
-
 /* A number in (0, max], as a multiple of 1/scale (at least 1); what
  * names the quantity in the error. */
 static int get_fraction(struct rule_ctx *rc, const cJSON *it,
@@ -847,174 +607,544 @@ static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
 	return get_fraction(rc, it, field, what, 1, SL_PPM, out);
 }
 
+/* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
+static bool node_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		char c = s[i];
+
+		if (i >= SL_NODE_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == ':' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
+static int quota_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sl_quota *)a)->node,
+		      ((const struct sl_quota *)b)->node);
+}
+
+/* {"node-a": 500, ...}: unique valid node ids, sorted for the canon,
+ * each count at most f->hi. */
+static int parse_quotas(struct rule_ctx *rc, const struct sl_field *f,
+			const cJSON *q, struct sl_cluster *c)
+{
+	char shown[SL_KEY_SHOW_MAX * 4 + 8], field[sizeof(shown) + 16];
+	const cJSON *it, *prev;
+	uint64_t v;
+	int n, errors = rc->errors;
+
+	if (!get_object(rc, q, f->path))
+		return -EINVAL;
+	n = cJSON_GetArraySize(q);
+	if (n < 1 || n > SL_MAX_QUOTAS) {
+		rule_err(rc, f->path, "must name 1 to %d nodes, got %d",
+			 SL_MAX_QUOTAS, n);
+		return -EINVAL;
+	}
+	c->quotas = calloc(n, sizeof(*c->quotas));
+	if (!c->quotas) {
+		rule_err(rc, f->path, "out of memory");
+		return -ENOMEM;
+	}
+	for (it = q->child; it; it = it->next) {
+		show(it->string, shown, sizeof(shown));
+		for (prev = q->child; prev != it; prev = prev->next) {
+			if (!strcmp(prev->string, it->string))
+				break;
+		}
+		if (prev != it) {
+			rule_err(rc, "cluster.quotas",
+				 "node '%s' given more than once", shown);
+			continue;
+		}
+		if (!node_valid(it->string)) {
+			rule_err(rc, "cluster.quotas",
+				 "node id '%s' must be 1-%d characters of "
+				 "A-Z, a-z, 0-9, '_', '.', ':', '-'",
+				 shown, SL_NODE_MAX);
+			continue;
+		}
+		snprintf(field, sizeof(field), "cluster.quotas.%s", shown);
+		if (get_uint(rc, it, field, 0, f->hi, &v))
+			continue;
+		strcpy(c->quotas[c->n_quotas].node, it->string);
+		c->quotas[c->n_quotas++].count = v;
+	}
+	qsort(c->quotas, c->n_quotas, sizeof(c->quotas[0]), quota_cmp);
+	return rc->errors == errors ? 0 : -EINVAL;
+}
+
+/* "share" ... "pass", or {"fixed": N} with N in [fl->lo, fl->hi]. */
+static int parse_fallback(struct rule_ctx *rc, const struct sl_field *fl,
+			  const cJSON *f, struct sl_cluster *c)
+{
+	static const char *const known[] = {"fixed", NULL};
+	const cJSON *it;
+	uint64_t v;
+	int e;
+
+	if (cJSON_IsObject(f)) {
+		get_fields(rc, f, "cluster.fallback", known, &it);
+		if (!it) {
+			rule_err(rc, "cluster.fallback.fixed",
+				 "required in a fallback object (the "
+				 "threshold per node while degraded)");
+		} else if (get_uint(rc, it, "cluster.fallback.fixed", fl->lo,
+				    fl->hi, &v) == 0) {
+			c->fallback = SL_FB_FIXED;
+			c->fallback_fixed = v;
+			return 0;
+		}
+		return -EINVAL;
+	}
+	if (!cJSON_IsString(f)) {
+		rule_err(rc, "cluster.fallback",
+			 "must be a string or {\"fixed\": N}, got %s",
+			 json_type(f));
+		return -EINVAL;
+	}
+	/* "fixed" alone lacks its N: not one of the string forms. */
+	e = get_enum(rc, f, "cluster.fallback", fl->names, fl->n_names - 1);
+	if (e < 0)
+		return -EINVAL;
+	c->fallback = e;
+	return 0;
+}
+
 /*
- * {"strategy", "threshold", "max_rt_ms", "open_ms", "min_request_amount",
- * "stat_interval_ms", "probes", "open_action"}: Sentinel's DegradeRule
- * over the answers to a tcp rule's SYNs or a udp rule's datagrams, or
- * the response times of a tcp rule's connections (docs/rules.md).
+ * The rule fields (rule_fields.h) as one document reads them: each
+ * section's keys for get_fields(), each field's hook, the fields the
+ * hooks look at. Made once per document from the table.
  */
-static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
+enum {
+	AT_PROTO, AT_DPORT, AT_DST, AT_SRC, AT_PERIOD, AT_COLD, AT_THRESH,
+	AT_STRATEGY, AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD, AT_N
+};
+static const char *const at_paths[AT_N] = {
+	[AT_PROTO] = "match.proto",	[AT_DPORT] = "match.dport",
+	[AT_DST] = "match.dst",		[AT_SRC] = "match.src",
+	[AT_PERIOD] = "behavior.warm_up.period_s",
+	[AT_COLD] = "behavior.warm_up.cold_factor",
+	[AT_THRESH] = "cluster.threshold_type",
+	[AT_STRATEGY] = "breaker.strategy",
+	[AT_QUEUE] = "system.accept_queue", [AT_PSI] = "system.cpu_pressure",
+	[AT_SOFTIRQ] = "system.softirq",	[AT_LOAD] = "system.load",
+};
+
+struct field_hook;
+
+struct plan {
+	/* each section's keys, NULL-terminated, from keys + start[s] (the
+	 * rule's own: s = sl_n_rule_fields); idx[k]: the field of keys[k] */
+	const char *keys[2 * SL_RULE_FIELDS_MAX + 1];
+	uint8_t idx[2 * SL_RULE_FIELDS_MAX + 1];
+	uint16_t start[SL_RULE_FIELDS_MAX + 1];
+	const struct field_hook *hook[SL_RULE_FIELDS_MAX];
+	uint8_t at[AT_N];
+};
+
+/* One rule being read: which fields were given, which are valid (given
+ * and good, or absent and at their default). */
+struct pctx {
+	struct rule_ctx *rc;
+	const struct plan *pl;
+	bool given[SL_RULE_FIELDS_MAX];
+	bool ok[SL_RULE_FIELDS_MAX];
+};
+
+/*
+ * What a field needs beyond its type: parse replaces the reading of the
+ * value (it is called absent or given, it NULL when absent); check runs
+ * after the field (a section: after its fields), for the rules between
+ * fields, in the order the errors are reported.
+ */
+struct field_hook {
+	const char *path;
+	void (*parse)(struct pctx *p, size_t i, const cJSON *it,
+		      struct sl_rule *r);
+	void (*check)(struct pctx *p, struct sl_rule *r);
+};
+
+static bool at_ok(const struct pctx *p, int at)
+{
+	return p->ok[p->pl->at[at]];
+}
+
+static bool at_given(const struct pctx *p, int at)
+{
+	return p->given[p->pl->at[at]];
+}
+
+/* The enum of field at when it is valid, else -1. */
+static int at_enum(const struct pctx *p, const struct sl_rule *r, int at)
+{
+	size_t i = p->pl->at[at];
+
+	return p->ok[i] ? (int)sl_field_uint(&sl_rule_fields[i], r) : -1;
+}
+
+static void parse_field(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r);
+
+/* The fields of section s (the rule's own: s = sl_n_rule_fields) in
+ * obj, an object. */
+static void parse_section(struct pctx *p, size_t s, const cJSON *obj,
 			  struct sl_rule *r)
 {
-	enum { B_STRAT, B_THRESH, B_MAXRT, B_OPEN, B_MINREQ, B_STAT, B_PROBES,
-	       B_ACTION, B_N };
-	static const char *const known[] = {
-	    [B_STRAT] = "strategy",	       [B_THRESH] = "threshold",
-	    [B_MAXRT] = "max_rt_ms",
-	    [B_OPEN] = "open_ms",	       [B_MINREQ] = "min_request_amount",
-	    [B_STAT] = "stat_interval_ms", [B_PROBES] = "probes",
-	    [B_ACTION] = "open_action",    [B_N] = NULL};
-	struct sl_breaker *b = &r->breaker;
-	const cJSON *f[B_N], *it;
-	uint64_t v;
-	int e = -1;
+	const char *const *known = p->pl->keys + p->pl->start[s];
+	const uint8_t *idx = p->pl->idx + p->pl->start[s];
+	const cJSON *got[SL_MAX_FIELDS];
 
-	memset(b, 0, sizeof(*b));
-	if (!br || !get_object(rc, br, "breaker"))
+	get_fields(p->rc, obj, s < sl_n_rule_fields ? sl_rule_fields[s].path
+						    : NULL,
+		   known, got);
+	for (size_t k = 0; known[k]; k++)
+		parse_field(p, idx[k], got[k], r);
+}
+
+/* Field i absent: its default, or "required". */
+static void field_absent(struct pctx *p, size_t i, struct sl_rule *r)
+{
+	const struct sl_field *f = &sl_rule_fields[i];
+
+	if (f->flags & SL_FF_REQUIRED) {
+		rule_err(p->rc, f->path, "required%s", f->hint);
 		return;
-	b->enabled = true;
-	b->min_requests = SL_BRK_DEF_MIN_REQ;
-	b->stat_interval_ms = SL_BRK_DEF_STAT_MS;
-	b->probes = SL_BRK_DEF_PROBES;
-	/* a datagram has no RST */
-	b->open_action = r->proto == SL_PROTO_UDP ? SL_OPEN_DROP : SL_OPEN_RST;
-	get_fields(rc, br, "breaker", known, f);
-
-	it = f[B_STRAT];
-	if (!it)
-		rule_err(rc, "breaker.strategy",
-			 "required (error_ratio, error_count or "
-			 "slow_request_ratio)");
-	else
-		e = get_enum(rc, it, "breaker.strategy", sl_strategy_names,
-			     ARRAY_SIZE(sl_strategy_names));
-	if (e >= 0)
-		b->strategy = e;
-	if (e == SL_BRK_SLOW_RATIO && r->proto == SL_PROTO_UDP)
-		rule_err(rc, "breaker.strategy",
-			 "slow_request_ratio times TCP responses and needs "
-			 "match.proto \"tcp\" (proto is 'udp')");
-
-	it = f[B_THRESH];
-	if (!it)
-		rule_err(rc, "breaker.threshold",
-			 "required (a ratio in (0, 1] for error_ratio and "
-			 "slow_request_ratio, a number of errors for "
-			 "error_count)");
-	else if (e == SL_BRK_ERROR_RATIO)
-		get_ratio(rc, it, "breaker.threshold", "an error ratio",
-			  &b->threshold);
-	else if (e == SL_BRK_SLOW_RATIO)
-		get_ratio(rc, it, "breaker.threshold", "a slow ratio",
-			  &b->threshold);
-	else if (e == SL_BRK_ERROR_COUNT &&
-		 get_uint(rc, it, "breaker.threshold", 1, SL_BRK_MAX_COUNT,
-			  &v) == 0)
-		b->threshold = v;
-
-	it = f[B_MAXRT];
-	if (!it && e == SL_BRK_SLOW_RATIO)
-		rule_err(rc, "breaker.max_rt_ms",
-			 "required with slow_request_ratio (the response "
-			 "time in ms above which a response is slow)");
-	else if (it && e >= 0 && e != SL_BRK_SLOW_RATIO)
-		rule_err(rc, "breaker.max_rt_ms",
-			 "only with strategy slow_request_ratio (strategy "
-			 "is '%s')", sl_strategy_names[e]);
-	else if (it && get_uint(rc, it, "breaker.max_rt_ms", 1,
-				SL_BRK_MAX_RT_MS, &v) == 0)
-		b->max_rt_ms = v;
-
-	it = f[B_OPEN];
-	if (!it)
-		rule_err(rc, "breaker.open_ms",
-			 "required (how long the breaker stays open)");
-	else if (get_uint(rc, it, "breaker.open_ms", 1, SL_BRK_MAX_OPEN_MS,
-			  &v) == 0)
-		b->open_ms = v;
-
-	it = f[B_MINREQ];
-	if (it && get_uint(rc, it, "breaker.min_request_amount", 1,
-			   SL_BRK_MAX_COUNT, &v) == 0)
-		b->min_requests = v;
-	it = f[B_STAT];
-	if (it && get_uint(rc, it, "breaker.stat_interval_ms",
-			   SL_BRK_MIN_STAT_MS, SL_BRK_MAX_STAT_MS, &v) == 0)
-		b->stat_interval_ms = v;
-	it = f[B_PROBES];
-	if (it && get_uint(rc, it, "breaker.probes", 1, SL_BRK_MAX_PROBES,
-			   &v) == 0)
-		b->probes = v;
-	it = f[B_ACTION];
-	if (it) {
-		e = get_enum(rc, it, "breaker.open_action",
-			     sl_open_action_names,
-			     ARRAY_SIZE(sl_open_action_names));
-		if (e == SL_OPEN_RST && r->proto == SL_PROTO_UDP)
-			rule_err(rc, "breaker.open_action",
-				 "'rst' answers TCP SYNs; a udp rule's "
-				 "breaker drops datagrams while open "
-				 "(\"drop\", the default for udp)");
-		else if (e >= 0)
-			b->open_action = e;
+	}
+	p->ok[i] = true;
+	/* an absent optional section leaves its members zero */
+	if (f->type == SL_FT_SECTION && !(f->flags & SL_FF_OPTIONAL)) {
+		for (size_t k = p->pl->start[i]; p->pl->keys[k]; k++)
+			parse_field(p, p->pl->idx[k], NULL, r);
+	} else if (f->type == SL_FT_UINT || f->type == SL_FT_ENUM ||
+		   f->type == SL_FT_FRACTION) {
+		sl_field_set_uint(f, r, f->def);
 	}
 }
 
-/*
- * {"accept_queue", "cpu_pressure", "softirq", "load", "floor"}: adaptive
- * protection of the host (docs/rules.md); at least one signal.
- */
-static void parse_system(struct rule_ctx *rc, const cJSON *sy,
-			 struct sl_rule *r)
+/* breaker.threshold: a ratio or a number of errors, by strategy. */
+static bool parse_threshold(struct pctx *p, const struct sl_field *f,
+			    const cJSON *it, struct sl_rule *r)
 {
-	enum { S_QUEUE, S_PSI, S_SOFTIRQ, S_LOAD, S_FLOOR, S_N };
-	static const char *const known[] = {
-	    [S_QUEUE] = "accept_queue", [S_PSI] = "cpu_pressure",
-	    [S_SOFTIRQ] = "softirq",	[S_LOAD] = "load",
-	    [S_FLOOR] = "floor",	[S_N] = NULL};
-	struct sl_system *y = &r->system;
-	const cJSON *f[S_N];
+	int e = at_enum(p, r, AT_STRATEGY);
 	uint64_t v;
 
-	memset(y, 0, sizeof(*y));
-	if (!sy || !get_object(rc, sy, "system"))
-		return;
-	y->enabled = true;
-	get_fields(rc, sy, "system", known, f);
-	if (!f[S_QUEUE] && !f[S_PSI] && !f[S_SOFTIRQ] && !f[S_LOAD])
-		rule_err(rc, "system",
-			 "needs a signal: accept_queue, cpu_pressure, "
-			 "softirq or load");
-	/* the controller holds the queue at half the target */
-	if (f[S_QUEUE] && get_uint(rc, f[S_QUEUE], "system.accept_queue", 2,
-				   SL_SYS_MAX_QUEUE, &v) == 0)
-		y->accept_queue = v;
-	if (f[S_PSI])
-		get_ratio(rc, f[S_PSI], "system.cpu_pressure",
-			  "a share of time", &y->cpu_pressure);
-	if (f[S_SOFTIRQ])
-		get_ratio(rc, f[S_SOFTIRQ], "system.softirq",
-			  "a share of time", &y->softirq);
-	if (f[S_LOAD])
-		get_fraction(rc, f[S_LOAD], "system.load",
-			     "a load average per CPU", SL_SYS_MAX_LOAD,
-			     SL_SYS_MILLI, &y->load);
-	if (f[S_FLOOR] && get_uint(rc, f[S_FLOOR], "system.floor", 1,
-				   SL_MAX_COUNT, &v) == 0)
-		y->floor = v;
-	else if (!f[S_FLOOR])
-		y->floor = r->count / SL_SYS_FLOOR_DIV ?: 1;
+	if (e == SL_BRK_ERROR_RATIO)
+		return !get_ratio(p->rc, it, f->path, "an error ratio",
+				  &r->breaker.threshold);
+	if (e == SL_BRK_SLOW_RATIO)
+		return !get_ratio(p->rc, it, f->path, "a slow ratio",
+				  &r->breaker.threshold);
+	if (e != SL_BRK_ERROR_COUNT || get_uint(p->rc, it, f->path, f->lo,
+						f->hi, &v))
+		return false;
+	r->breaker.threshold = v;
+	return true;
 }
 
-/* What a system rule cannot be combined with, once the rule is parsed. */
-static void check_system(struct rule_ctx *rc, const struct sl_rule *r,
-			 bool proto_known)
+/* Field i given as it: read by its type. */
+static bool field_given(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r)
+{
+	const struct sl_field *f = &sl_rule_fields[i];
+	struct rule_ctx *rc = p->rc;
+	char *at = (char *)r + f->off;
+	uint32_t frac;
+	uint64_t v;
+	int e;
+
+	switch (f->type) {
+	case SL_FT_SECTION:
+		if (!get_object(rc, it, f->path))
+			return false;
+		if (f->present)
+			*(bool *)((char *)r + f->present) = true;
+		parse_section(p, i, it, r);
+		return true;
+	case SL_FT_NAME:
+		get_name(rc, it, f->path, at);
+		return *at;
+	case SL_FT_ENUM:
+		e = get_enum(rc, it, f->path, f->names, f->n_names);
+		if (e >= 0)
+			sl_field_set_uint(f, r, e);
+		return e >= 0;
+	case SL_FT_UINT:
+		if (get_uint(rc, it, f->path, f->lo, f->hi, &v))
+			return false;
+		sl_field_set_uint(f, r, v);
+		if (f->present)
+			*(bool *)((char *)r + f->present) = true;
+		return true;
+	case SL_FT_FRACTION:
+		if (get_fraction(rc, it, f->path, f->hint, f->hi, f->scale,
+				 &frac))
+			return false;
+		sl_field_set_uint(f, r, frac);
+		return true;
+	case SL_FT_PORTS:
+		return !parse_dport(rc, it, r);
+	case SL_FT_PREFIX:
+		return !parse_prefix(rc, it, f->path, (struct sl_prefix *)at);
+	case SL_FT_VLAN:
+		return !parse_vlan(rc, it, r);
+	case SL_FT_THRESHOLD:
+		return parse_threshold(p, f, it, r);
+	case SL_FT_QUOTAS:
+		return !parse_quotas(rc, f, it, &r->cluster);
+	case SL_FT_FALLBACK:
+		return !parse_fallback(rc, f, it, &r->cluster);
+	}
+	return false;
+}
+
+static void parse_field(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r)
+{
+	const struct field_hook *h = p->pl->hook[i];
+
+	p->given[i] = it;
+	if (h && h->parse)
+		h->parse(p, i, it, r);
+	else if (!it)
+		field_absent(p, i, r);
+	else
+		p->ok[i] = field_given(p, i, it, r);
+	if (h && h->check)
+		h->check(p, r);
+}
+
+static const char *family_str(uint8_t family)
+{
+	return family == AF_INET ? "IPv4" : "IPv6";
+}
+
+static void check_dport(struct pctx *p, struct sl_rule *r)
+{
+	if (at_given(p, AT_DPORT) && at_ok(p, AT_DPORT) && at_ok(p, AT_PROTO) &&
+	    r->proto != SL_PROTO_TCP && r->proto != SL_PROTO_UDP)
+		rule_err(p->rc, "match.dport",
+			 "only allowed with proto tcp or udp (proto is '%s')",
+			 sl_proto_str(r->proto));
+}
+
+/* One prefix against the family that match.proto implies. */
+static void check_icmp_family(struct pctx *p, int at, const char *field,
+			      const struct sl_prefix *pfx,
+			      const struct sl_rule *r)
+{
+	if (!at_given(p, at) || !at_ok(p, at))
+		return;
+	if (r->proto == SL_PROTO_ICMP && pfx->family == AF_INET6)
+		rule_err(p->rc, field,
+			 "proto icmp is IPv4 only; use icmpv6 for an IPv6 "
+			 "prefix");
+	else if (r->proto == SL_PROTO_ICMPV6 && pfx->family == AF_INET)
+		rule_err(p->rc, field,
+			 "proto icmpv6 is IPv6 only; use icmp for an IPv4 "
+			 "prefix");
+}
+
+static void check_match(struct pctx *p, struct sl_rule *r)
+{
+	if (at_given(p, AT_DST) && at_ok(p, AT_DST) && at_given(p, AT_SRC) &&
+	    at_ok(p, AT_SRC) && r->dst.family != r->src.family)
+		rule_err(p->rc, "match.src",
+			 "is %s but match.dst is %s; no packet can match both",
+			 family_str(r->src.family), family_str(r->dst.family));
+	if (!at_ok(p, AT_PROTO))
+		return;
+	check_icmp_family(p, AT_DST, "match.dst", &r->dst, r);
+	check_icmp_family(p, AT_SRC, "match.src", &r->src, r);
+}
+
+static void check_grade(struct pctx *p, struct sl_rule *r)
+{
+	if (r->grade == SL_GRADE_CPS && at_ok(p, AT_PROTO) &&
+	    r->proto != SL_PROTO_TCP)
+		rule_err(p->rc, "grade",
+			 "cps counts TCP SYNs and needs match.proto \"tcp\" "
+			 "(proto is '%s')",
+			 sl_proto_str(r->proto));
+}
+
+static void check_window(struct pctx *p, struct sl_rule *r)
+{
+	if (!r->interval_ms || !r->sample_count)
+		return; /* one of them is wrong, and said so */
+	if (r->interval_ms % r->sample_count) {
+		rule_err(p->rc, "window",
+			 "interval_ms %u does not divide evenly into "
+			 "sample_count %u buckets",
+			 r->interval_ms, r->sample_count);
+		return;
+	}
+	if (r->interval_ms / r->sample_count < SL_MIN_BUCKET_MS)
+		rule_err(p->rc, "window",
+			 "buckets of interval_ms/sample_count = %u ms are "
+			 "shorter than the minimum %u ms",
+			 r->interval_ms / r->sample_count, SL_MIN_BUCKET_MS);
+}
+
+/*
+ * "reject", or {"warm_up": {"period_s": P, "cold_factor": F}}. The ramp
+ * itself (count / F up to count over P seconds) is the data plane's.
+ */
+static void parse_behavior(struct pctx *p, size_t i, const cJSON *b,
+			   struct sl_rule *r)
+{
+	struct rule_ctx *rc = p->rc;
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+
+	if (!b || (cJSON_IsString(b) && b->valuestring &&
+		   !strcmp(b->valuestring, "reject"))) {
+		p->ok[i] = true;
+	} else if (cJSON_IsString(b) && b->valuestring) {
+		show(b->valuestring, shown, sizeof(shown));
+		if (!strcmp(b->valuestring, "warm_up"))
+			rule_err(rc, "behavior",
+				 "warm_up needs its parameters: "
+				 "{\"warm_up\": {\"period_s\": 10}}");
+		else
+			rule_err(rc, "behavior",
+				 "must be \"reject\" or {\"warm_up\": "
+				 "{...}}; got '%s'",
+				 shown);
+	} else if (!cJSON_IsObject(b)) {
+		rule_err(rc, "behavior",
+			 "must be \"reject\" or an object {\"warm_up\": "
+			 "{...}}, got %s",
+			 json_type(b));
+	} else {
+		parse_section(p, i, b, r);
+	}
+	/* a ramp is all of it or none */
+	if (r->warm_up && (!at_ok(p, AT_PERIOD) || !at_ok(p, AT_COLD))) {
+		r->warm_up = false;
+		r->warm_period_s = 0;
+		r->cold_factor = 0;
+	}
+	/* A ramp starting at count / cold_factor = 0 would drop everything. */
+	if (r->warm_up && r->count && r->count < r->cold_factor)
+		rule_err(rc, "behavior.warm_up.cold_factor",
+			 "%u is larger than count %llu: the ramp would start "
+			 "at a threshold of 0; lower cold_factor or raise "
+			 "count",
+			 r->cold_factor, (unsigned long long) r->count);
+}
+
+/* cluster.quotas: required with threshold_type manual, else refused. */
+static void parse_quotas_field(struct pctx *p, size_t i, const cJSON *it,
+			       struct sl_rule *r)
+{
+	int e = at_enum(p, r, AT_THRESH);
+
+	if (e == SL_THRESH_MANUAL && !it)
+		rule_err(p->rc, "cluster.quotas",
+			 "required with threshold_type manual");
+	else if (e >= 0 && e != SL_THRESH_MANUAL && it)
+		rule_err(p->rc, "cluster.quotas",
+			 "only with threshold_type manual (this rule is %s)",
+			 sl_threshold_names[e]);
+	else
+		p->ok[i] = !it || field_given(p, i, it, r);
+}
+
+static void check_strategy(struct pctx *p, struct sl_rule *r)
+{
+	if (at_enum(p, r, AT_STRATEGY) == SL_BRK_SLOW_RATIO &&
+	    r->proto == SL_PROTO_UDP)
+		rule_err(p->rc, "breaker.strategy",
+			 "slow_request_ratio times TCP responses and needs "
+			 "match.proto \"tcp\" (proto is 'udp')");
+}
+
+/* breaker.max_rt_ms: required with slow_request_ratio, else refused. */
+static void parse_max_rt(struct pctx *p, size_t i, const cJSON *it,
+			 struct sl_rule *r)
+{
+	int e = at_enum(p, r, AT_STRATEGY);
+
+	if (!it && e == SL_BRK_SLOW_RATIO)
+		rule_err(p->rc, "breaker.max_rt_ms",
+			 "required with slow_request_ratio (the response "
+			 "time in ms above which a response is slow)");
+	else if (it && e >= 0 && e != SL_BRK_SLOW_RATIO)
+		rule_err(p->rc, "breaker.max_rt_ms",
+			 "only with strategy slow_request_ratio (strategy "
+			 "is '%s')", sl_strategy_names[e]);
+	else
+		p->ok[i] = !it || field_given(p, i, it, r);
+}
+
+/* breaker.open_action: a datagram has no RST, so udp's is drop. */
+static void parse_open_action(struct pctx *p, size_t i, const cJSON *it,
+			      struct sl_rule *r)
+{
+	struct sl_breaker *b = &r->breaker;
+	int e;
+
+	b->open_action = r->proto == SL_PROTO_UDP ? SL_OPEN_DROP : SL_OPEN_RST;
+	p->ok[i] = true;
+	if (!it)
+		return;
+	e = get_enum(p->rc, it, "breaker.open_action", sl_open_action_names,
+		     ARRAY_SIZE(sl_open_action_names));
+	if (e == SL_OPEN_RST && r->proto == SL_PROTO_UDP)
+		rule_err(p->rc, "breaker.open_action",
+			 "'rst' answers TCP SYNs; a udp rule's breaker drops "
+			 "datagrams while open (\"drop\", the default for "
+			 "udp)");
+	else if (e >= 0)
+		b->open_action = e;
+	p->ok[i] = e >= 0;
+}
+
+/* its signals are the answers to SYNs or datagrams */
+static void check_breaker(struct pctx *p, struct sl_rule *r)
+{
+	if (r->breaker.enabled && at_ok(p, AT_PROTO) &&
+	    r->proto != SL_PROTO_TCP && r->proto != SL_PROTO_UDP)
+		rule_err(p->rc, "breaker",
+			 "watches the answers to TCP SYNs or UDP datagrams "
+			 "and needs match.proto \"tcp\" or \"udp\" (proto "
+			 "is '%s')",
+			 sl_proto_str(r->proto));
+}
+
+/* system.floor: count / 100 (at least 1) when absent. */
+static void parse_floor(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r)
+{
+	if (it)
+		p->ok[i] = field_given(p, i, it, r);
+	else
+		r->system.floor = r->count / SL_SYS_FLOOR_DIV ?: 1;
+}
+
+/* What a system rule needs and cannot be combined with, once its
+ * fields are read. */
+static void check_system(struct pctx *p, struct sl_rule *r)
 {
 	const struct sl_system *y = &r->system;
+	struct rule_ctx *rc = p->rc;
 
 	if (!y->enabled)
 		return;
-	if (y->accept_queue && proto_known &&
+	if (!at_given(p, AT_QUEUE) && !at_given(p, AT_PSI) &&
+	    !at_given(p, AT_SOFTIRQ) && !at_given(p, AT_LOAD))
+		rule_err(rc, "system",
+			 "needs a signal: accept_queue, cpu_pressure, "
+			 "softirq or load");
+	if (y->accept_queue && at_ok(p, AT_PROTO) &&
 	    (r->proto != SL_PROTO_TCP || r->grade != SL_GRADE_CPS))
 		rule_err(rc, "system.accept_queue",
 			 "watches the listeners the rule's SYNs go to and "
@@ -1042,278 +1172,61 @@ static void check_system(struct rule_ctx *rc, const struct sl_rule *r,
 			 "controller sheds the rule's whole traffic)");
 }
 
-/* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
-static bool node_valid(const char *s)
+static const struct field_hook hooks[] = {
+	{ "match.dport", .check = check_dport },
+	{ "match", .check = check_match },
+	{ "grade", .check = check_grade },
+	{ "window", .check = check_window },
+	{ "behavior", .parse = parse_behavior },
+	{ "cluster.quotas", .parse = parse_quotas_field },
+	{ "breaker.strategy", .check = check_strategy },
+	{ "breaker.max_rt_ms", .parse = parse_max_rt },
+	{ "breaker.open_action", .parse = parse_open_action },
+	{ "breaker", .check = check_breaker },
+	{ "system.floor", .parse = parse_floor },
+	{ "system", .check = check_system },
+};
+
+/* The plan of sl_rule_fields (struct plan). */
+static void make_plan(struct plan *pl)
 {
-	size_t i;
+	const struct sl_field *tab = sl_rule_fields;
+	size_t n = sl_n_rule_fields, k = 0;
 
-	for (i = 0; s[i]; i++) {
-		char c = s[i];
+	memset(pl, 0, sizeof(*pl));
+	for (size_t s = 0; s <= n; s++) {
+		size_t i = s == n ? 0 : s + 1;
+		size_t end = s == n ? n : sl_field_next(tab, n, s);
 
-		if (i >= SL_NODE_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-		      c == ':' || c == '-'))
-			return false;
-	}
-	return i > 0;
-}
-
-static int quota_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct sl_quota *)a)->node,
-		      ((const struct sl_quota *)b)->node);
-}
-
-/* {"node-a": 500, ...}: unique valid node ids, sorted for the canon. */
-static void parse_quotas(struct rule_ctx *rc, const cJSON *q,
-			 struct sl_cluster *c)
-{
-	char shown[SL_KEY_SHOW_MAX * 4 + 8], field[sizeof(shown) + 16];
-	const cJSON *it, *prev;
-	uint64_t v;
-	int n;
-
-	if (!get_object(rc, q, "cluster.quotas"))
-		return;
-	n = cJSON_GetArraySize(q);
-	if (n < 1 || n > SL_MAX_QUOTAS) {
-		rule_err(rc, "cluster.quotas",
-			 "must name 1 to %d nodes, got %d", SL_MAX_QUOTAS, n);
-		return;
-	}
-	c->quotas = calloc(n, sizeof(*c->quotas));
-	if (!c->quotas) {
-		rule_err(rc, "cluster.quotas", "out of memory");
-		return;
-	}
-	for (it = q->child; it; it = it->next) {
-		show(it->string, shown, sizeof(shown));
-		for (prev = q->child; prev != it; prev = prev->next) {
-			if (!strcmp(prev->string, it->string))
-				break;
-		}
-		if (prev != it) {
-			rule_err(rc, "cluster.quotas",
-				 "node '%s' given more than once", shown);
+		if (s < n && tab[s].type != SL_FT_SECTION)
 			continue;
+		pl->start[s] = k;
+		for (; i < end; i = sl_field_next(tab, n, i)) {
+			pl->idx[k] = i;
+			pl->keys[k++] = sl_field_key(&tab[i]);
 		}
-		if (!node_valid(it->string)) {
-			rule_err(rc, "cluster.quotas",
-				 "node id '%s' must be 1-%d characters of "
-				 "A-Z, a-z, 0-9, '_', '.', ':', '-'",
-				 shown, SL_NODE_MAX);
-			continue;
-		}
-		snprintf(field, sizeof(field), "cluster.quotas.%s", shown);
-		if (get_uint(rc, it, field, 0, SL_MAX_COUNT, &v))
-			continue;
-		strcpy(c->quotas[c->n_quotas].node, it->string);
-		c->quotas[c->n_quotas++].count = v;
+		pl->keys[k++] = NULL;
 	}
-	qsort(c->quotas, c->n_quotas, sizeof(c->quotas[0]), quota_cmp);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t h = 0; h < ARRAY_SIZE(hooks); h++)
+			if (!strcmp(hooks[h].path, tab[i].path))
+				pl->hook[i] = &hooks[h];
+		for (int a = 0; a < AT_N; a++)
+			if (!strcmp(at_paths[a], tab[i].path))
+				pl->at[a] = i;
+	}
 }
 
-/* "share" ... "pass", or {"fixed": N}. */
-static void parse_fallback(struct rule_ctx *rc, const cJSON *f,
-			   struct sl_cluster *c)
+static void parse_rule(struct rule_ctx *rc, const struct plan *pl,
+		       const cJSON *obj, struct sl_rule *r)
 {
-	static const char *const known[] = {"fixed", NULL};
-	const cJSON *it;
-	uint64_t v;
-	int e;
-
-	c->fallback = SL_FB_SHARE;
-	if (!f)
-		return;
-	if (cJSON_IsObject(f)) {
-		get_fields(rc, f, "cluster.fallback", known, &it);
-		if (!it) {
-			rule_err(rc, "cluster.fallback.fixed",
-				 "required in a fallback object (the "
-				 "threshold per node while degraded)");
-		} else if (get_uint(rc, it, "cluster.fallback.fixed", 1,
-				    SL_MAX_COUNT, &v) == 0) {
-			c->fallback = SL_FB_FIXED;
-			c->fallback_fixed = v;
-		}
-		return;
-	}
-	if (!cJSON_IsString(f)) {
-		rule_err(rc, "cluster.fallback",
-			 "must be a string or {\"fixed\": N}, got %s",
-			 json_type(f));
-		return;
-	}
-	/* "fixed" alone lacks its N: not one of the string forms. */
-	e = get_enum(rc, f, "cluster.fallback", sl_fallback_names,
-		     ARRAY_SIZE(sl_fallback_names) - 1);
-	if (e >= 0)
-		c->fallback = e;
-}
-
-static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
-			  struct sl_rule *r)
-{
-	enum { C_NS, C_FLOW, C_THRESH, C_QUOTAS, C_FALLBACK, C_N };
-	static const char *const known[] = {
-	    [C_NS] = "namespace",	  [C_FLOW] = "flow_id",
-	    [C_THRESH] = "threshold_type", [C_QUOTAS] = "quotas",
-	    [C_FALLBACK] = "fallback",	  [C_N] = NULL};
-	struct sl_cluster *c = &r->cluster;
-	const cJSON *f[C_N], *it;
-	uint64_t v;
-	int e;
-
-	memset(c, 0, sizeof(*c));
-	if (!cl || !get_object(rc, cl, "cluster"))
-		return;
-	c->enabled = true;
-	get_fields(rc, cl, "cluster", known, f);
-
-	it = f[C_NS];
-	if (!it)
-		rule_err(rc, "cluster.namespace",
-			 "required (flow ids are scoped by namespace)");
-	else
-		get_name(rc, it, "cluster.namespace", c->ns);
-
-	it = f[C_FLOW];
-	if (!it)
-		rule_err(rc, "cluster.flow_id", "required");
-	else if (get_uint(rc, it, "cluster.flow_id", 1, UINT32_MAX, &v) == 0)
-		c->flow_id = v;
-
-	it = f[C_THRESH];
-	e = -1;
-	if (!it)
-		rule_err(rc, "cluster.threshold_type",
-			 "required (global, avg_local or manual: count means "
-			 "different totals)");
-	else
-		e = get_enum(rc, it, "cluster.threshold_type",
-			     sl_threshold_names, ARRAY_SIZE(sl_threshold_names));
-	if (e >= 0)
-		c->threshold = e;
-
-	it = f[C_QUOTAS];
-	if (e == SL_THRESH_MANUAL && !it)
-		rule_err(rc, "cluster.quotas",
-			 "required with threshold_type manual");
-	else if (e >= 0 && e != SL_THRESH_MANUAL && it)
-		rule_err(rc, "cluster.quotas",
-			 "only with threshold_type manual (this rule is %s)",
-			 sl_threshold_names[e]);
-	else if (it)
-		parse_quotas(rc, it, c);
-
-	parse_fallback(rc, f[C_FALLBACK], c);
-}
-
-static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
-{
-	enum { R_NAME, R_MATCH, R_GRADE, R_COUNT, R_WINDOW, R_PER_SOURCE,
-	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_BREAKER, R_SYSTEM,
-	       R_N };
-	static const char *const known[] = {
-	    [R_NAME] = "name",		   [R_MATCH] = "match",
-	    [R_GRADE] = "grade",	   [R_COUNT] = "count",
-	    [R_WINDOW] = "window",	   [R_PER_SOURCE] = "per_source",
-	    [R_MODE] = "mode",		   [R_PRIORITY] = "priority",
-	    [R_BEHAVIOR] = "behavior",	   [R_CLUSTER] = "cluster",
-	    [R_BREAKER] = "breaker",	   [R_SYSTEM] = "system",
-	    [R_N] = NULL};
-	const cJSON *f[R_N], *name, *match, *grade, *count, *mode, *prio;
-	bool proto_known;
-	uint64_t v;
-	int e;
+	struct pctx p = { .rc = rc, .pl = pl };
 
 	if (!cJSON_IsObject(obj)) {
 		rule_err(rc, NULL, "must be an object, got %s", json_type(obj));
 		return;
 	}
-	get_fields(rc, obj, NULL, known, f);
-
-	name = f[R_NAME];
-	if (!name)
-		rule_err(rc, "name", "required");
-	else
-		get_name(rc, name, "name", r->name);
-
-	match = f[R_MATCH];
-	r->proto = SL_PROTO_ANY;
-	proto_known = false;
-	if (!match)
-		rule_err(rc, "match", "required (use {} to match all traffic)");
-	else
-		proto_known = parse_match(rc, match, r);
-
-	grade = f[R_GRADE];
-	if (!grade) {
-		rule_err(rc, "grade", "required (pps, bps or cps)");
-	} else {
-		e = get_enum(rc, grade, "grade", sl_grade_names,
-			     ARRAY_SIZE(sl_grade_names));
-		if (e >= 0) {
-			r->grade = e;
-			if (r->grade == SL_GRADE_CPS && proto_known &&
-			    r->proto != SL_PROTO_TCP)
-				rule_err(rc, "grade",
-					 "cps counts TCP SYNs and needs "
-					 "match.proto \"tcp\" (proto is '%s')",
-					 sl_proto_str(r->proto));
-		}
-	}
-
-	count = f[R_COUNT];
-	if (!count)
-		rule_err(rc, "count", "required (the limit per second)");
-	else if (get_uint(rc, count, "count", 1, SL_MAX_COUNT, &v) == 0)
-		r->count = v;
-
-	parse_window(rc, f[R_WINDOW], r);
-	parse_per_source(rc, f[R_PER_SOURCE], r);
-
-	r->mode = SL_MODE_ENFORCE;
-	mode = f[R_MODE];
-	if (mode) {
-		e = get_enum(rc, mode, "mode", sl_mode_names,
-			     ARRAY_SIZE(sl_mode_names));
-		if (e >= 0)
-			r->mode = e;
-	}
-
-	r->has_priority = false;
-	r->priority = 0;
-	prio = f[R_PRIORITY];
-	if (prio &&
-	    get_uint(rc, prio, "priority", 1, SL_MAX_PRIORITY, &v) == 0) {
-		r->has_priority = true;
-		r->priority = v;
-	}
-
-	parse_behavior(rc, f[R_BEHAVIOR], r);
-	/* A ramp starting at count / cold_factor = 0 would drop everything. */
-	if (r->warm_up && r->count && r->count < r->cold_factor)
-		rule_err(rc, "behavior.warm_up.cold_factor",
-			 "%u is larger than count %llu: the ramp would start "
-			 "at a threshold of 0; lower cold_factor or raise "
-			 "count",
-			 r->cold_factor, (unsigned long long) r->count);
-
-	parse_cluster(rc, f[R_CLUSTER], r);
-	parse_breaker(rc, f[R_BREAKER], r);
-	/* its signals are the answers to SYNs or datagrams */
-	if (r->breaker.enabled && proto_known && r->proto != SL_PROTO_TCP &&
-	    r->proto != SL_PROTO_UDP)
-		rule_err(rc, "breaker",
-			 "watches the answers to TCP SYNs or UDP datagrams "
-			 "and needs match.proto \"tcp\" or \"udp\" (proto "
-			 "is '%s')",
-			 sl_proto_str(r->proto));
-	parse_system(rc, f[R_SYSTEM], r);
-	check_system(rc, r, proto_known);
+	parse_section(&p, sl_n_rule_fields, obj, r);
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
 			 "cannot be combined with per_source (a cluster "
@@ -1414,6 +1327,7 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 					    NULL};
 	struct rule_ctx rc = {.eb = eb, .label = "document"};
 	struct sl_rule *rules = NULL;
+	struct plan plan;
 	const char **names = NULL;
 	size_t *first_of = NULL;
 	const cJSON *got[3], *arr, *it;
@@ -1461,13 +1375,14 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 			return -ENOMEM;
 		}
 	}
+	make_plan(&plan);
 	i = 0;
 	cJSON_ArrayForEach(it, arr)
 	{
 		struct rule_ctx r = {.eb = eb, .name = names[i], .num = i + 1};
 
 		rules[i].file_index = i;
-		parse_rule(&r, it, &rules[i]);
+		parse_rule(&r, &plan, it, &rules[i]);
 		if (first_of[i] != i)
 			rule_err(&r, "name",
 				 "duplicate name: rules #%zu and #%zu are both "
