@@ -2,6 +2,7 @@
 /* Unit tests for the rule field table and a rule's identity
  * (user/lib/rule_fields.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,12 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "rule_doc.h"
 #include "rule_fields.h"
 #include "rules_json.h"
 #include "rules_parse.h"
+#include "util.h"
 
 /* Every field and section of the table, given a value in some rule. */
 static const char all_fields[] =
@@ -238,6 +242,84 @@ static void test_table_shape(void **state)
 	}
 }
 
+
+/* A file of the source tree (SLUICE_SRCDIR, or this file's tree, or the
+ * current directory), NUL-terminated and malloc'd. */
+static char *read_tree(const char *rel)
+{
+	static const char self[] = "tests/unit/test_rule_fields.c";
+	const char *top = getenv("SLUICE_SRCDIR");
+	size_t n = strlen(__FILE__), len;
+	char path[1024], here[512], *text;
+	int fd;
+
+	if (!top && n > strlen(self) && n - strlen(self) < sizeof(here) &&
+	    !strcmp(__FILE__ + n - strlen(self), self)) {
+		snprintf(here, sizeof(here), "%.*s", (int)(n - strlen(self)),
+			 __FILE__);
+		top = here;
+	}
+	snprintf(path, sizeof(path), "%s/%s", top ? top : ".", rel);
+	if (access(path, R_OK))
+		snprintf(path, sizeof(path), "./%s", rel);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || sl_read_fd(fd, 4 << 20, &text, &len))
+		fail_msg("%s: cannot read (set SLUICE_SRCDIR to the source "
+			 "tree)", path);
+	close(fd);
+	return text;
+}
+
+/* rules/schema.json and the man page's field table are what the table
+ * makes of them (`make rules-gen` writes them). */
+static void test_generated_files(void **state)
+{
+	char *schema = sl_rules_schema(), *fields = sl_rules_man_fields();
+	char *file = read_tree("rules/schema.json"), *b, *e;
+
+	(void) state;
+	assert_non_null(schema);
+	assert_non_null(fields);
+	if (strcmp(file, schema))
+		fail_msg("rules/schema.json differs from the rule field "
+			 "table's: run `make rules-gen`");
+	free(file);
+	file = read_tree("docs/man/sluice-rules.5.scd");
+	b = strstr(file, SL_MAN_BEGIN);
+	e = b ? strstr(b, SL_MAN_END) : NULL;
+	assert_non_null(e);
+	e[strlen(SL_MAN_END)] = '\0';
+	if (strcmp(b, fields))
+		fail_msg("docs/man/sluice-rules.5.scd's field table differs "
+			 "from the rule field table's: run `make rules-gen`");
+	free(file);
+	free(schema);
+	free(fields);
+}
+
+/* docs/rules.md names every field and document key as code: `key` or
+ * `path.to.key`. */
+static void test_rules_md_names_fields(void **state)
+{
+	char *doc = read_tree("docs/rules.md"), key[80], path[80];
+
+	(void) state;
+	for (size_t i = 0; i < sl_n_rule_fields + SL_DOC_N; i++) {
+		const struct sl_field *f = &sl_rule_fields[i];
+		const char *k = i < sl_n_rule_fields
+					? sl_field_key(f)
+					: sl_doc_keys[i - sl_n_rule_fields].key;
+
+		snprintf(key, sizeof(key), "`%s`", k);
+		snprintf(path, sizeof(path), "`%s`",
+			 i < sl_n_rule_fields ? f->path : k);
+		if (!strstr(doc, key) && !strstr(doc, path))
+			fail_msg("docs/rules.md does not name the field %s "
+				 "(as %s or %s)", path, key, path);
+	}
+	free(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +327,8 @@ int main(void)
 		cmocka_unit_test(test_identity_ignores_printer),
 		cmocka_unit_test(test_identity_covers_fields),
 		cmocka_unit_test(test_table_shape),
+		cmocka_unit_test(test_generated_files),
+		cmocka_unit_test(test_rules_md_names_fields),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

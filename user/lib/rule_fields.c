@@ -26,12 +26,22 @@ static const char *const reject_form[] = { "reject" };
 const struct sl_field sl_rule_fields[] = {
 	{ .path = "name", .type = SL_FT_NAME, .off = OFF(name),
 	  .flags = SL_FF_REQUIRED, .hint = "",
-	  .doc = "Lower-case letters, digits, '_', '.' and '-', 1 to 63 of "
-		 "them, unique in the file; appears in stats and logs." },
+	  .doc = "Unique in the file; appears in stats and logs." },
 	{ .path = "match", .type = SL_FT_SECTION, .flags = SL_FF_REQUIRED,
 	  .hint = " (use {} to match all traffic)",
 	  .doc = "What the rule matches; an absent key matches anything, {} "
-		 "all traffic." },
+		 "all traffic.",
+	  .schema = "{\"dependentSchemas\": {\"dport\": {\"required\": "
+		    "[\"proto\"], \"properties\": {\"proto\": {\"enum\": "
+		    "[\"tcp\", \"udp\"]}}}}, \"allOf\": [{\"if\": "
+		    "{\"properties\": {\"proto\": {\"const\": \"icmp\"}}, "
+		    "\"required\": [\"proto\"]}, \"then\": {\"properties\": "
+		    "{\"dst\": {\"$ref\": \"#/$defs/prefix_v4\"}, \"src\": "
+		    "{\"$ref\": \"#/$defs/prefix_v4\"}}}}, {\"if\": "
+		    "{\"properties\": {\"proto\": {\"const\": \"icmpv6\"}}, "
+		    "\"required\": [\"proto\"]}, \"then\": {\"properties\": "
+		    "{\"dst\": {\"$ref\": \"#/$defs/prefix_v6\"}, \"src\": "
+		    "{\"$ref\": \"#/$defs/prefix_v6\"}}}}]}" },
 	{ .path = "match.proto", .depth = 1, ENUM(proto, sl_proto_names),
 	  .def = SL_PROTO_ANY, .doc = "The IP protocol." },
 	{ .path = "match.dport", .depth = 1, .type = SL_FT_PORTS,
@@ -106,7 +116,12 @@ const struct sl_field sl_rule_fields[] = {
 	{ .path = "cluster", .type = SL_FT_SECTION, .flags = SL_FF_OPTIONAL,
 	  .present = OFF(cluster.enabled),
 	  .doc = "Cluster flow control (docs/cluster.md): the threshold is "
-		 "leased from a token server." },
+		 "leased from a token server.",
+	  .schema = "{\"if\": {\"properties\": {\"threshold_type\": "
+		    "{\"const\": \"manual\"}}, \"required\": "
+		    "[\"threshold_type\"]}, \"then\": {\"required\": "
+		    "[\"quotas\"]}, \"else\": {\"not\": {\"required\": "
+		    "[\"quotas\"]}}}" },
 	{ .path = "cluster.namespace", .depth = 1, .type = SL_FT_NAME,
 	  .off = OFF(cluster.ns), .flags = SL_FF_REQUIRED,
 	  .hint = " (flow ids are scoped by namespace)",
@@ -135,7 +150,16 @@ const struct sl_field sl_rule_fields[] = {
 	{ .path = "breaker", .type = SL_FT_SECTION, .flags = SL_FF_OPTIONAL,
 	  .present = OFF(breaker.enabled), .protos = TCP_UDP,
 	  .doc = "Circuit breaking: errors or slow responses among the "
-		 "answers open it; requests then fail fast for open_ms." },
+		 "answers open it; requests then fail fast for open_ms.",
+	  .schema = "{\"allOf\": [{\"if\": {\"properties\": "
+		    "{\"strategy\": {\"const\": \"error_count\"}}}, "
+		    "\"then\": {\"properties\": {\"threshold\": {\"type\": "
+		    "\"integer\"}}}, \"else\": {\"properties\": "
+		    "{\"threshold\": {\"maximum\": 1}}}}, {\"if\": "
+		    "{\"properties\": {\"strategy\": {\"const\": "
+		    "\"slow_request_ratio\"}}}, \"then\": {\"required\": "
+		    "[\"max_rt_ms\"]}, \"else\": {\"not\": {\"required\": "
+		    "[\"max_rt_ms\"]}}}]}" },
 	{ .path = "breaker.strategy", .depth = 1,
 	  ENUM(breaker.strategy, sl_strategy_names), .flags = SL_FF_REQUIRED,
 	  .hint = " (error_ratio, error_count or slow_request_ratio)",
@@ -174,12 +198,16 @@ const struct sl_field sl_rule_fields[] = {
 		 "closes." },
 	{ .path = "breaker.open_action", .depth = 1,
 	  ENUM(breaker.open_action, sl_open_action_names),
-	  .def = SL_OPEN_RST,
+	  .def = SL_OPEN_RST, .flags = SL_FF_DEF_VARIES,
 	  .doc = "rst (tcp's default) or drop (udp's, always)." },
 	{ .path = "system", .type = SL_FT_SECTION, .flags = SL_FF_OPTIONAL,
 	  .present = OFF(system.enabled),
 	  .doc = "Adaptive protection: while a signal is past its threshold, "
-		 "the threshold follows what the host serves." },
+		 "the threshold follows what the host serves; not with "
+		 "cluster, per_source or warm_up.",
+	  .schema = "{\"anyOf\": [{\"required\": [\"accept_queue\"]}, "
+		    "{\"required\": [\"cpu_pressure\"]}, {\"required\": "
+		    "[\"softirq\"]}, {\"required\": [\"load\"]}]}" },
 	{ .path = "system.accept_queue", .depth = 1,
 	  UINT(system.accept_queue, 2, SL_SYS_MAX_QUEUE), .flags = SL_FF_OMIT,
 	  .protos = SL_P(SL_PROTO_TCP), .grades = SL_G(SL_GRADE_CPS),
@@ -198,11 +226,40 @@ const struct sl_field sl_rule_fields[] = {
 	  .hint = "a load average per CPU",
 	  .doc = "The 1-minute load average per CPU." },
 	{ .path = "system.floor", .depth = 1,
-	  UINT(system.floor, 1, SL_MAX_COUNT),
+	  UINT(system.floor, 1, SL_MAX_COUNT), .flags = SL_FF_DEF_VARIES,
 	  .doc = "Never shed below this (per second); default count / 100, "
 		 "at least 1." },
 };
 const size_t sl_n_rule_fields = ARRAY_SIZE(sl_rule_fields);
+
+const char sl_rule_schema_extra[] =
+	"{\"dependentSchemas\": {\"breaker\": {\"description\": \"A "
+	"breaker watches the answers to TCP SYNs or UDP datagrams; a datagram "
+	"has no RST.\", \"properties\": {\"match\": {\"required\": "
+	"[\"proto\"], \"properties\": {\"proto\": {\"enum\": [\"tcp\", "
+	"\"udp\"]}}}}, \"if\": {\"properties\": {\"match\": "
+	"{\"properties\": {\"proto\": {\"const\": \"udp\"}}}}}, "
+	"\"then\": {\"properties\": {\"breaker\": {\"properties\": "
+	"{\"open_action\": {\"const\": \"drop\"}, \"strategy\": "
+	"{\"enum\": [\"error_ratio\", \"error_count\"]}}}}}}}, "
+	"\"not\": {\"description\": \"A cluster grant is one budget, not "
+	"one per source.\", \"required\": [\"per_source\", "
+	"\"cluster\"]}, \"if\": {\"properties\": {\"grade\": "
+	"{\"const\": \"cps\"}}, \"required\": [\"grade\"]}, \"then\": "
+	"{\"properties\": {\"match\": {\"required\": [\"proto\"], "
+	"\"properties\": {\"proto\": {\"const\": \"tcp\"}}}}}}";
+
+const struct sl_doc_key sl_doc_keys[SL_DOC_N] = {
+	[SL_DOC_RULES] = { "rules",
+		"{\"type\": \"array\", \"items\": {\"$ref\": "
+		"\"#/$defs/rule\"}}",
+		"The rules (required), at most 4096." },
+	[SL_DOC_ALLOW_EMPTY] = { "allow_empty", "{\"type\": \"boolean\"}",
+		"true: an empty rules array is intended, and an agent puts it "
+		"in force." },
+	[SL_DOC_SCHEMA] = { "$schema", "{\"type\": \"string\"}",
+		"The URI of this schema, for editors (ignored by sluice)." },
+};
 
 const char *sl_field_key(const struct sl_field *f)
 {

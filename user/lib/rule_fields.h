@@ -34,6 +34,7 @@ enum sl_ftype {
 #define SL_FF_OMIT	 0x2 /* the canonical text leaves it out at default */
 #define SL_FF_NO_ID	 0x4 /* not part of the rule's identity (priority) */
 #define SL_FF_OPTIONAL	 0x8 /* a section whose absence means "none" */
+#define SL_FF_DEF_VARIES 0x10 /* its default follows other fields (doc) */
 
 /* sl_field.protos, .grades: what the field applies to (0: all) */
 #define SL_P(p) (1u << (p))
@@ -55,13 +56,28 @@ struct sl_field {
 	uint32_t protos, grades;
 	const char *hint;   /* after "required", or the fraction's kind */
 	const char *doc;    /* one line: the man page table, the schema */
-	const char *schema; /* JSON: a custom type's or section's extras */
+	/* a section's rules between its fields, as JSON Schema keywords
+	 * ({"allOf": ...}) merged into its definition */
+	const char *schema;
 };
 
 #define SL_RULE_FIELDS_MAX 96 /* the parser's bound on the table */
 
 extern const struct sl_field sl_rule_fields[];
 extern const size_t sl_n_rule_fields;
+
+/* The rule's own rules between fields, as sl_field.schema. */
+extern const char sl_rule_schema_extra[];
+
+/* The keys of a rule document around its rules (the parser's and the
+ * generated docs'): "rules", "allow_empty", "$schema". */
+enum { SL_DOC_RULES, SL_DOC_ALLOW_EMPTY, SL_DOC_SCHEMA, SL_DOC_N };
+struct sl_doc_key {
+	const char *key;
+	const char *schema; /* its JSON Schema */
+	const char *doc;
+};
+extern const struct sl_doc_key sl_doc_keys[SL_DOC_N];
 
 /* The field's key: its path after the last dot. */
 const char *sl_field_key(const struct sl_field *f);

@@ -1323,14 +1323,17 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		     size_t *n_out, bool *allow_empty, struct errbuf *eb)
 {
 	/* "$schema": editors find rules/schema.json by it; not kept */
-	static const char *const known[] = {"rules", "allow_empty", "$schema",
-					    NULL};
+	const char *const known[] = {
+		[SL_DOC_RULES] = sl_doc_keys[SL_DOC_RULES].key,
+		[SL_DOC_ALLOW_EMPTY] = sl_doc_keys[SL_DOC_ALLOW_EMPTY].key,
+		[SL_DOC_SCHEMA] = sl_doc_keys[SL_DOC_SCHEMA].key,
+		[SL_DOC_N] = NULL };
 	struct rule_ctx rc = {.eb = eb, .label = "document"};
 	struct sl_rule *rules = NULL;
 	struct plan plan;
 	const char **names = NULL;
 	size_t *first_of = NULL;
-	const cJSON *got[3], *arr, *it;
+	const cJSON *got[SL_DOC_N], *arr, *it;
 	size_t n, i;
 
 	if (!cJSON_IsObject(doc)) {
@@ -1340,14 +1343,14 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		return -EINVAL;
 	}
 	get_fields(&rc, doc, NULL, known, got);
-	arr = got[0];
-	if (got[1] && !cJSON_IsBool(got[1]))
+	arr = got[SL_DOC_RULES];
+	if (got[SL_DOC_ALLOW_EMPTY] && !cJSON_IsBool(got[SL_DOC_ALLOW_EMPTY]))
 		rule_err(&rc, "allow_empty", "must be true or false, got %s",
-			 json_type(got[1]));
-	*allow_empty = cJSON_IsTrue(got[1]);
-	if (got[2] && !cJSON_IsString(got[2]))
+			 json_type(got[SL_DOC_ALLOW_EMPTY]));
+	*allow_empty = cJSON_IsTrue(got[SL_DOC_ALLOW_EMPTY]);
+	if (got[SL_DOC_SCHEMA] && !cJSON_IsString(got[SL_DOC_SCHEMA]))
 		rule_err(&rc, "$schema", "must be a string (the schema's URI), "
-			 "got %s", json_type(got[2]));
+			 "got %s", json_type(got[SL_DOC_SCHEMA]));
 	if (!arr) {
 		rule_err(&rc, "rules", "required");
 		return -EINVAL;
