@@ -192,20 +192,24 @@ static void print_status(const cJSON *resp)
 }
 
 /* Whether the snapshot's rules are exactly the pinned ones (by name and
- * definition): then the version in force is the snapshot's. */
+ * identity, or the text hash an earlier agent pinned): then the version
+ * in force is the snapshot's. */
 static bool snapshot_in_force(const struct sl_snapshot *snap,
 			      const struct sl_pins_view *v)
 {
 	const struct sl_ruleset *rs = &snap->rules;
-	uint64_t *h = calloc(rs->n + 1, sizeof(*h));
+	uint64_t *h = calloc(2 * rs->n + 1, sizeof(*h)), *t = h + rs->n;
 	bool same = h && rs->n == v->n_rules;
 
-	if (same)
+	if (same) {
 		sl_rule_def_hashes(rs, h);
+		sl_rule_text_hashes(rs, t);
+	}
 	for (size_t i = 0; same && i < v->n_rules; i++) {
+		uint64_t pinned = v->rules[i].def_hash;
 		size_t j = 0;
 
-		while (j < rs->n && (h[j] != v->rules[i].def_hash ||
+		while (j < rs->n && ((h[j] != pinned && t[j] != pinned) ||
 				     strcmp(rs->rules[j].name,
 					    v->rules[i].name)))
 			j++;

@@ -762,14 +762,17 @@ struct pctx {
 
 /*
  * What a field needs beyond its type: parse replaces the reading of the
- * value (it is called absent or given, it NULL when absent); check runs
- * after the field (a section: after its fields), for the rules between
- * fields, in the order the errors are reported.
+ * value (it is called absent or given, it NULL when absent); begin and
+ * check run before and after a section's fields (check after a plain
+ * field), for the rules between fields, in the order the errors are
+ * reported.
  */
 struct field_hook {
 	const char *path;
 	void (*parse)(struct pctx *p, size_t i, const cJSON *it,
 		      struct sl_rule *r);
+	/* a section's, given as an object, before its fields are read */
+	void (*begin)(struct pctx *p, const cJSON *obj);
 	void (*check)(struct pctx *p, struct sl_rule *r);
 };
 
@@ -806,6 +809,8 @@ static void parse_section(struct pctx *p, size_t s, const cJSON *obj,
 	get_fields(p->rc, obj, s < sl_n_rule_fields ? sl_rule_fields[s].path
 						    : NULL,
 		   known, got);
+	if (s < sl_n_rule_fields && p->pl->hook[s] && p->pl->hook[s]->begin)
+		p->pl->hook[s]->begin(p, obj);
 	for (size_t k = 0; known[k]; k++)
 		parse_field(p, idx[k], got[k], r);
 }
@@ -1130,8 +1135,22 @@ static void parse_floor(struct pctx *p, size_t i, const cJSON *it,
 		r->system.floor = r->count / SL_SYS_FLOOR_DIV ?: 1;
 }
 
-/* What a system rule needs and cannot be combined with, once its
- * fields are read. */
+/* A system object names at least one signal. */
+static void system_signals(struct pctx *p, const cJSON *obj)
+{
+	static const int sig[] = { AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD };
+
+	for (size_t k = 0; k < ARRAY_SIZE(sig); k++)
+		if (cJSON_GetObjectItemCaseSensitive(
+			    obj, sl_field_key(&sl_rule_fields[p->pl->at[sig[k]]])))
+			return;
+	rule_err(p->rc, "system",
+		 "needs a signal: accept_queue, cpu_pressure, softirq or "
+		 "load");
+}
+
+/* What a system rule cannot be combined with, once its fields are
+ * read. */
 static void check_system(struct pctx *p, struct sl_rule *r)
 {
 	const struct sl_system *y = &r->system;
@@ -1139,11 +1158,6 @@ static void check_system(struct pctx *p, struct sl_rule *r)
 
 	if (!y->enabled)
 		return;
-	if (!at_given(p, AT_QUEUE) && !at_given(p, AT_PSI) &&
-	    !at_given(p, AT_SOFTIRQ) && !at_given(p, AT_LOAD))
-		rule_err(rc, "system",
-			 "needs a signal: accept_queue, cpu_pressure, "
-			 "softirq or load");
 	if (y->accept_queue && at_ok(p, AT_PROTO) &&
 	    (r->proto != SL_PROTO_TCP || r->grade != SL_GRADE_CPS))
 		rule_err(rc, "system.accept_queue",
@@ -1184,7 +1198,7 @@ static const struct field_hook hooks[] = {
 	{ "breaker.open_action", .parse = parse_open_action },
 	{ "breaker", .check = check_breaker },
 	{ "system.floor", .parse = parse_floor },
-	{ "system", .check = check_system },
+	{ "system", .begin = system_signals, .check = check_system },
 };
 
 /* The plan of sl_rule_fields (struct plan). */
