@@ -198,10 +198,11 @@ static bool snapshot_in_force(const struct sl_snapshot *snap,
 			      const struct sl_pins_view *v)
 {
 	const struct sl_ruleset *rs = &snap->rules;
-	uint64_t *h = calloc(2 * rs->n + 1, sizeof(*h)), *t = h + rs->n;
+	uint64_t *h = calloc(2 * rs->n + 1, sizeof(*h)), *t = NULL;
 	bool same = h && rs->n == v->n_rules;
 
 	if (same) {
+		t = h + rs->n;
 		sl_rule_def_hashes(rs, h);
 		sl_rule_text_hashes(rs, t);
 	}
