@@ -311,6 +311,12 @@ static void mask_names(char *buf, size_t len, uint32_t mask,
 /* What values f takes, and its default, in words. */
 static void man_values(const struct sl_field *f, char *buf, size_t len)
 {
+	/* the words around "lo to hi" of a range */
+	static const char *const range[][2] = {
+		[SL_FT_UINT] = { "An integer, ", "." },
+		[SL_FT_PORTS] = { "A port, ", ", or \"lo-hi\"." },
+		[SL_FT_VLAN] = { "", ", or \"untagged\"." },
+	};
 	char names[160];
 	size_t n = f->type == SL_FT_FALLBACK ? f->n_names - 1 : f->n_names;
 
@@ -331,8 +337,11 @@ static void man_values(const struct sl_field *f, char *buf, size_t len)
 						   : ".");
 		break;
 	case SL_FT_UINT:
-		snprintf(buf, len, "An integer, %llu to %llu.",
-			 (unsigned long long)f->lo, (unsigned long long)f->hi);
+	case SL_FT_PORTS:
+	case SL_FT_VLAN:
+		snprintf(buf, len, "%s%llu to %llu%s", range[f->type][0],
+			 (unsigned long long)f->lo, (unsigned long long)f->hi,
+			 range[f->type][1]);
 		break;
 	case SL_FT_FRACTION:
 		snprintf(buf, len, "A number above 0, at most %llu.",
@@ -341,17 +350,9 @@ static void man_values(const struct sl_field *f, char *buf, size_t len)
 	case SL_FT_THRESHOLD:
 		snprintf(buf, len, "A number.");
 		break;
-	case SL_FT_PORTS:
-		snprintf(buf, len, "A port, %llu to %llu, or \"lo-hi\".",
-			 (unsigned long long)f->lo, (unsigned long long)f->hi);
-		break;
 	case SL_FT_PREFIX:
 		snprintf(buf, len, "A prefix, \"198.18.0.0/15\" or "
 			 "\"2001:db8::/32\".");
-		break;
-	case SL_FT_VLAN:
-		snprintf(buf, len, "%llu to %llu, or \"untagged\".",
-			 (unsigned long long)f->lo, (unsigned long long)f->hi);
 		break;
 	case SL_FT_QUOTAS:
 		snprintf(buf, len, "{\"node\": N, ...}, 1 to %d nodes.",
