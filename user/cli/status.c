@@ -198,21 +198,18 @@ static bool snapshot_in_force(const struct sl_snapshot *snap,
 			      const struct sl_pins_view *v)
 {
 	const struct sl_ruleset *rs = &snap->rules;
-	uint64_t *h = calloc(2 * rs->n + 1, sizeof(*h)), *t = NULL;
+	uint64_t *h = calloc(rs->n + 1, sizeof(*h));
 	bool same = h && rs->n == v->n_rules;
 
-	if (same) {
-		t = h + rs->n;
+	if (same)
 		sl_rule_def_hashes(rs, h);
-		sl_rule_text_hashes(rs, t);
-	}
 	for (size_t i = 0; same && i < v->n_rules; i++) {
-		uint64_t pinned = v->rules[i].def_hash;
 		size_t j = 0;
 
-		while (j < rs->n && ((h[j] != pinned && t[j] != pinned) ||
-				     strcmp(rs->rules[j].name,
-					    v->rules[i].name)))
+		while (j < rs->n && (strcmp(rs->rules[j].name,
+					    v->rules[i].name) ||
+				     !sl_rule_pinned_as(&rs->rules[j], h[j],
+							v->rules[i].def_hash)))
 			j++;
 		same = j < rs->n;
 	}

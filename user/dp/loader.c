@@ -1031,12 +1031,11 @@ static int index_slots(struct sl_dataplane *dp, struct sl_index *ix)
 	return err;
 }
 
-/* A rule keeps the slot in force of its name and identity (hashes), or of
- * its name and the text hash agents before the rule identity pinned
- * (legacy, NULL: none; rules_json.h). */
+/* A rule keeps the slot in force of its name and identity (or of the
+ * text hash an earlier agent pinned: sl_rule_pinned_as()). */
 static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
-			const uint64_t *hashes, const uint64_t *legacy,
-			uint32_t *slots, bool *fresh, char *err, size_t errlen)
+			const uint64_t *hashes, uint32_t *slots, bool *fresh,
+			char *err, size_t errlen)
 {
 	uint8_t *taken = calloc(SLUICE_MAX_RULE_SLOTS, 1);
 	struct sl_index index = { 0 };
@@ -1057,10 +1056,8 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		while ((s = sl_index_next(&index, nh, &cursor)) >= 0) {
 			struct sl_slot_state *st = &dp->slot_state[s];
 
-			if (!taken[s] &&
-			    (st->def_hash == h ||
-			     (legacy && st->def_hash == legacy[i])) &&
-			    !strcmp(st->name, name)) {
+			if (!taken[s] && !strcmp(st->name, name) &&
+			    sl_rule_pinned_as(&rs->rules[i], h, st->def_hash)) {
 				slots[i] = s;
 				taken[s] = 1;
 				fresh[i] = false;
@@ -1151,14 +1148,12 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	uint64_t *hashes = calloc(rs->n ? rs->n : 1, sizeof(*hashes));
 	uint32_t *slots = calloc(rs->n ? rs->n : 1, sizeof(*slots));
 	bool *fresh = calloc(rs->n ? rs->n : 1, sizeof(*fresh));
-	uint64_t *legacy = dp->adopted ? calloc(rs->n + 1, sizeof(*legacy))
-				       : NULL;
 	bool any_drop = false;
 	size_t written = 0, n = 0;
 	int ret;
 
 	if (!in_new || !drop || !keys || !retired || !meta || !hashes ||
-	    !slots || !fresh || (dp->adopted && !legacy)) {
+	    !slots || !fresh) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -1166,9 +1161,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	sl_dp_retire(dp);
 	set = (dp->skel->bss->set_gen + 1) & 1;
 	sl_rule_def_hashes(rs, hashes);
-	if (legacy)
-		sl_rule_text_hashes(rs, legacy);
-	ret = assign_slots(dp, rs, hashes, legacy, slots, fresh, err, errlen);
+	ret = assign_slots(dp, rs, hashes, slots, fresh, err, errlen);
 	if (ret)
 		goto out;
 	ret = fit_rule_cpu(dp, slots, rs->n, err, errlen);
@@ -1263,7 +1256,6 @@ out:
 		sl_ruleset_free(&copy);
 	free(slots);
 	free(fresh);
-	free(legacy);
 	free(hashes);
 	free(keys);
 	free(retired);

@@ -266,13 +266,18 @@ static uint64_t text_hash(struct sl_text *t, const struct sl_rule *r)
 	return h ? h : 1; /* 0 means "out of memory" */
 }
 
-void sl_rule_text_hashes(const struct sl_ruleset *rs, uint64_t *out)
+uint64_t sl_rule_text_hash(const struct sl_rule *r)
 {
 	struct sl_text t = { 0 };
+	uint64_t h = text_hash(&t, r);
 
-	for (size_t i = 0; i < rs->n; i++)
-		out[i] = text_hash(&t, &rs->rules[i]);
 	free(t.buf);
+	return h;
+}
+
+bool sl_rule_pinned_as(const struct sl_rule *r, uint64_t id, uint64_t pinned)
+{
+	return pinned == id || (pinned && pinned == sl_rule_text_hash(r));
 }
 
 uint64_t sl_rule_def_hash(const struct sl_rule *r)

@@ -43,11 +43,16 @@ uint64_t sl_rule_def_hash(const struct sl_rule *r);
 void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out);
 
 /*
- * FNV-1a 64 of each rule's canonical one-line text without priority into
- * out[i] (0 when out of memory): the identity that agents before the
- * field table pinned, which the loader matches once (docs/operations.md,
- * "Upgrading").
+ * FNV-1a 64 of the rule's canonical one-line text without priority (0
+ * when out of memory): the identity that agents before the field table
+ * pinned (docs/operations.md, "Upgrading").
  */
-void sl_rule_text_hashes(const struct sl_ruleset *rs, uint64_t *out);
+uint64_t sl_rule_text_hash(const struct sl_rule *r);
+
+/* Whether a slot pinned with hash pinned holds r, whose identity is id:
+ * by identity, or by the text hash of an earlier agent (printed only
+ * when the identity differs). */
+bool sl_rule_pinned_as(const struct sl_rule *r, uint64_t id,
+		       uint64_t pinned);
 
 #endif
