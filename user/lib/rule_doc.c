@@ -190,11 +190,11 @@ static cJSON *section_def(size_t s)
 	req = cJSON_AddArrayToObject(o, "required");
 	props = cJSON_AddObjectToObject(o, "properties");
 	for (; i < end; i = sl_field_next(tab, n, i)) {
+		const char *key = sl_field_key(&tab[i]);
+
 		if (tab[i].flags & SL_FF_REQUIRED)
-			cJSON_AddItemToArray(req, cJSON_CreateString(
-							  sl_field_key(&tab[i])));
-		cJSON_AddItemToObject(props, sl_field_key(&tab[i]),
-				      field_schema(&tab[i]));
+			cJSON_AddItemToArray(req, cJSON_CreateString(key));
+		cJSON_AddItemToObject(props, key, field_schema(&tab[i]));
 	}
 	if (req && !req->child)
 		cJSON_DeleteItemFromObject(o, "required");

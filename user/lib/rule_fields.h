@@ -19,12 +19,12 @@ enum sl_ftype {
 	SL_FT_SECTION,	 /* an object: the fields after it, path.key */
 	SL_FT_NAME,	 /* char[SL_NAME_MAX + 1] of [a-z0-9_.-] */
 	SL_FT_ENUM,	 /* an enum (4 bytes), spelled names[] */
-	SL_FT_UINT,	 /* an integer in [lo, hi], size 1, 2, 4 or 8 bytes */
-	SL_FT_FRACTION,	 /* a number in (0, hi], as uint32_t units of 1/scale */
+	SL_FT_UINT,	 /* an integer in [lo, hi], of size 1, 2, 4 or 8 */
+	SL_FT_FRACTION,	 /* a number in (0, hi], in uint32_t units of 1/scale */
 	SL_FT_PORTS,	 /* dport_lo, dport_hi: a port or "lo-hi" */
 	SL_FT_PREFIX,	 /* struct sl_prefix */
 	SL_FT_VLAN,	 /* has_vlan, vlan: a VID or "untagged" */
-	SL_FT_THRESHOLD, /* breaker.threshold: a count or a ratio, by strategy */
+	SL_FT_THRESHOLD, /* breaker.threshold: a count or ratio, by strategy */
 	SL_FT_QUOTAS,	 /* cluster.quotas: node -> count */
 	SL_FT_FALLBACK,	 /* cluster.fallback: a name or {"fixed": N} */
 };

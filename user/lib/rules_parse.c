@@ -1140,10 +1140,12 @@ static void system_signals(struct pctx *p, const cJSON *obj)
 {
 	static const int sig[] = { AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD };
 
-	for (size_t k = 0; k < ARRAY_SIZE(sig); k++)
-		if (cJSON_GetObjectItemCaseSensitive(
-			    obj, sl_field_key(&sl_rule_fields[p->pl->at[sig[k]]])))
+	for (size_t k = 0; k < ARRAY_SIZE(sig); k++) {
+		const struct sl_field *f = &sl_rule_fields[p->pl->at[sig[k]]];
+
+		if (cJSON_GetObjectItemCaseSensitive(obj, sl_field_key(f)))
 			return;
+	}
 	rule_err(p->rc, "system",
 		 "needs a signal: accept_queue, cpu_pressure, softirq or "
 		 "load");
