@@ -66,6 +66,30 @@ static void parse_all(struct sl_ruleset *set)
 	assert_int_equal(set->n, 7);
 }
 
+/* Every field prints to canonical text that reads back to the same
+ * text and the same identities. */
+static void test_round_trip(void **state)
+{
+	struct sl_ruleset set, back;
+	char err[4096], *text, *again;
+
+	(void) state;
+	parse_all(&set);
+	text = sl_ruleset_to_json(&set, false);
+	assert_non_null(text);
+	assert_int_equal(sl_rules_parse(text, strlen(text), &back, err,
+					sizeof(err)), 0);
+	again = sl_ruleset_to_json(&back, false);
+	assert_string_equal(again, text);
+	for (size_t i = 0; i < set.n; i++)
+		assert_int_equal(sl_rule_def_hash(&back.rules[i]),
+				 sl_rule_def_hash(&set.rules[i]));
+	free(text);
+	free(again);
+	sl_ruleset_free(&back);
+	sl_ruleset_free(&set);
+}
+
 /* sl_rule_fields with extra entries inserted after the field at path. */
 static struct sl_field *table_with(const char *after,
 				   const struct sl_field *extra, size_t n_extra,
@@ -317,6 +341,7 @@ static void test_rules_md_names_fields(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_identity_survives_new_field),
 		cmocka_unit_test(test_identity_ignores_printer),
 		cmocka_unit_test(test_identity_covers_fields),
