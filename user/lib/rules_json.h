@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The canonical form of rules: every field explicit, in a fixed key order,
- * laid out exactly as cJSON prints it, written without building a tree.
- * Snapshot checksums and the definition hashes of pinned rule slots are
- * taken over it, so it must not change with the cJSON version.
+ * The canonical form of rules: every field explicit (an optional one left
+ * out at its default), in the order of the rule field table
+ * (rule_fields.h), laid out exactly as cJSON prints it, written without
+ * building a tree. Snapshot checksums are taken over it, so it must not
+ * change with the cJSON version. A rule's identity is not (it is a hash
+ * of its fields).
  */
 #ifndef SLUICE_RULES_JSON_H
 #define SLUICE_RULES_JSON_H
@@ -17,8 +19,9 @@
 
 /*
  * [each rule in the file format] on one line: name, match {proto, dport,
- * dst, src}, grade, count, window, per_source (if set), mode, priority (if
- * set), behavior, cluster (if set; quotas sorted by node). dport is an
+ * dst, src, vlan}, grade, count, window, per_source (if set), mode,
+ * priority (if set), behavior, cluster (if set; quotas sorted by node),
+ * breaker, system (if set). dport is an
  * integer for one port, "lo-hi" for a range; dport, dst and src are left
  * out when they match anything. Parsing the result gives the rules back
  * (but for file_index). malloc'd, NULL when out of memory.

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Rule files: parse with cJSON, validate every field, collect every error.
- * The format is documented in docs/rules.md and rules/schema.json.
+ * Each field is read as the rule field table (rule_fields.h) declares it;
+ * the hooks below hold only the rules between fields. The format is
+ * documented in docs/rules.md and rules/schema.json.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* the strerror_r that returns a string */
@@ -18,7 +20,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "consts.h"
 #include "json_text.h"
 #include "rule_fields.h"
 #include "rules_parse.h"
