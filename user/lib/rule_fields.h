@@ -41,7 +41,7 @@ enum sl_ftype {
 #define SL_G(g) (1u << (g))
 
 struct sl_field {
-	const char *path;   /* "breaker.max_rt_ms"; its key is after the dot */
+	const char *path;   /* "window.interval_ms"; its key is after the dot */
 	enum sl_ftype type;
 	uint8_t depth;	    /* 0 for a rule's own keys */
 	uint8_t size;	    /* bytes at off (SL_FT_UINT, SL_FT_FRACTION) */
