@@ -48,7 +48,7 @@ PROG_LIBS := $(OBJ)/sluice.o $(PROG_ARS)
 SLUICE    := $(BUILD)/sluice
 
 .PHONY: all deps test bench demo clean vmtest format man install uninstall \
-	completion
+	completion rules-gen
 all: $(SLUICE) $(BPF_OBJ) completion
 
 # Debian packages for building, testing and the demo; idempotent.
@@ -113,6 +113,18 @@ $(PROG_ARS):
 
 $(SLUICE): $(OBJ)/main.o $(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# rules/schema.json and the man page's field table, written from the rule
+# field table (user/lib/rule_fields.c); test_rule_fields fails when the
+# committed files differ from what it writes
+RULEGEN := $(BUILD)/rulegen
+$(OBJ)/rulegen.o: user/rulegen.c | $(OBJ)/lib
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(INC_lib) -c $< -o $@
+$(RULEGEN): $(OBJ)/rulegen.o $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+rules-gen: $(RULEGEN)
+	$(RULEGEN) schema rules/schema.json
+	$(RULEGEN) man docs/man/sluice-rules.5.scd
 
 # bash and zsh completion, printed by the binary from its command table
 COMPLETIONS := $(BUILD)/completion/sluice $(BUILD)/completion/_sluice

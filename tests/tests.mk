@@ -40,6 +40,7 @@ $(BPF_TESTS): $(BUILD)/tests/bpf_%: $(BPF_OBJ_DIR)/test_%.o $(BPF_HARNESS) \
 # exercises (FUZZ_SRCS_NAME), built with clang and the sanitizers;
 # tests/fuzz/run.sh runs each for FUZZ_SECONDS.
 FUZZ_RULE_SRCS     := $(addprefix user/lib/,rules_parse.c rules.c rules_json.c \
+			rule_fields.c rules_read.c \
 		        json_text.c util.c)
 FUZZ_SRCS_proto    := user/lib/proto.c
 FUZZ_SRCS_rules    := $(FUZZ_RULE_SRCS)

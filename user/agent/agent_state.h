@@ -127,7 +127,6 @@ int agent_boot_rules(struct agent *a);
 cJSON *agent_do_change(struct agent *a, enum change_op op,
 		       const struct sl_ctl_req *req);
 void agent_apply_etcd_value(struct agent *a, struct sl_etcd_value *v);
-int agent_copy_served(struct agent *a, struct sl_ruleset *out);
 void agent_notify_status(struct agent *a, bool ready);
 
 /* tokens.c */

@@ -240,28 +240,20 @@ static cJSON *build_change(struct agent *a, enum change_op op,
 			    "%s", a->err);
 }
 
-/* A copy of the rules in force for the embedded token server, which
- * keeps pointers into it while the agent's own set changes. */
-int agent_copy_served(struct agent *a, struct sl_ruleset *out)
-{
-	char *json = sl_ruleset_to_json(&a->snap.rules, false);
-	int err;
-
-	if (!json)
-		return -ENOMEM;
-	err = sl_rules_parse(json, strlen(json), out, a->err, sizeof(a->err));
-	free(json);
-	return err;
-}
-
 /* A change in force reaches the embedded token server's flows too. */
 static void serve_new_rules(struct agent *a)
 {
 	struct sl_ruleset next = { 0 };
+	int err;
 
 	if (!a->tokend)
 		return;
-	if (agent_copy_served(a, &next) ||
+	/* a copy: the token server keeps pointers into it while the
+	 * agent's own set changes */
+	err = sl_ruleset_copy(&a->snap.rules, 0, &next);
+	if (err)
+		snprintf(a->err, sizeof(a->err), "out of memory");
+	if (err ||
 	    sl_tokend_set_rules(a->tokend, &next, a->err, sizeof(a->err))) {
 		pr_err("--serve-tokens: still serving the previous rules: %s",
 		       a->err);

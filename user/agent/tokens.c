@@ -52,7 +52,7 @@ int agent_start_tokend(struct agent *a)
 	struct sl_tokend_cfg cfg;
 	int err;
 
-	err = agent_copy_served(a, &a->served);
+	err = sl_ruleset_copy(&a->snap.rules, 0, &a->served);
 	if (err)
 		return err;
 	sl_tokend_cfg_default(&cfg);

@@ -192,7 +192,8 @@ static void print_status(const cJSON *resp)
 }
 
 /* Whether the snapshot's rules are exactly the pinned ones (by name and
- * definition): then the version in force is the snapshot's. */
+ * identity, or the text hash an earlier agent pinned): then the version
+ * in force is the snapshot's. */
 static bool snapshot_in_force(const struct sl_snapshot *snap,
 			      const struct sl_pins_view *v)
 {
@@ -205,9 +206,10 @@ static bool snapshot_in_force(const struct sl_snapshot *snap,
 	for (size_t i = 0; same && i < v->n_rules; i++) {
 		size_t j = 0;
 
-		while (j < rs->n && (h[j] != v->rules[i].def_hash ||
-				     strcmp(rs->rules[j].name,
-					    v->rules[i].name)))
+		while (j < rs->n && (strcmp(rs->rules[j].name,
+					    v->rules[i].name) ||
+				     !sl_rule_pinned_as(&rs->rules[j], h[j],
+							v->rules[i].def_hash)))
 			j++;
 		same = j < rs->n;
 	}

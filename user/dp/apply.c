@@ -321,21 +321,6 @@ static void write_port_table(struct sl_dataplane *dp, uint32_t set,
 	       SLUICE_SET_SPACE * sizeof(*port));
 }
 
-static int copy_ruleset(const struct sl_ruleset *rs, struct sl_ruleset *out)
-{
-	out->n = 0;
-	out->rules = calloc(rs->n ? rs->n : 1, sizeof(*out->rules));
-	if (!out->rules)
-		return -ENOMEM;
-	for (; out->n < rs->n; out->n++) {
-		if (sl_rule_copy(&out->rules[out->n], &rs->rules[out->n])) {
-			sl_ruleset_free(out);
-			return -ENOMEM;
-		}
-	}
-	return 0;
-}
-
 /* Slots in force, found by name. */
 static int index_slots(struct sl_dataplane *dp, struct sl_index *ix)
 {
@@ -348,6 +333,8 @@ static int index_slots(struct sl_dataplane *dp, struct sl_index *ix)
 	return err;
 }
 
+/* A rule keeps the slot in force of its name and identity (or of the
+ * text hash an earlier agent pinned: sl_rule_pinned_as()). */
 static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			const uint64_t *hashes, uint32_t *slots, bool *fresh,
 			char *err, size_t errlen)
@@ -371,8 +358,8 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		while ((s = sl_index_next(&index, nh, &cursor)) >= 0) {
 			struct sl_slot_state *st = &dp->slot_state[s];
 
-			if (!taken[s] && st->def_hash == h &&
-			    !strcmp(st->name, name)) {
+			if (!taken[s] && !strcmp(st->name, name) &&
+			    sl_rule_pinned_as(&rs->rules[i], h, st->def_hash)) {
 				slots[i] = s;
 				taken[s] = 1;
 				fresh[i] = false;
@@ -409,7 +396,8 @@ static int assign_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
  */
 static int write_kept_meta(struct sl_dataplane *dp,
 			   const struct sl_ruleset *rs, const uint32_t *slots,
-			   const bool *fresh, uint32_t set_mask,
+			   const uint64_t *hashes, const bool *fresh,
+			   uint32_t set_mask,
 			   uint32_t *keys, struct sluice_rule_meta *meta)
 {
 	size_t n = 0;
@@ -418,8 +406,7 @@ static int write_kept_meta(struct sl_dataplane *dp,
 		if (fresh[i])
 			continue;
 		keys[n] = slots[i];
-		fill_meta(&meta[n++], rs->rules[i].name,
-			  dp->slot_state[slots[i]].def_hash, set_mask);
+		fill_meta(&meta[n++], rs->rules[i].name, hashes[i], set_mask);
 	}
 	return write_batch(bpf_map__fd(dp->skel->maps.rule_meta), keys, meta,
 			   sizeof(*meta), n);
@@ -486,13 +473,14 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			 &comp, err, errlen);
 	if (ret)
 		goto out;
-	ret = copy_ruleset(rs, &copy);
+	ret = sl_ruleset_copy(rs, 0, &copy);
 	if (ret)
 		goto out;
 
 	ret = init_slots(dp, rs, slots, hashes, fresh, set);
 	if (!ret)
-		ret = write_kept_meta(dp, rs, slots, fresh, 3u, keys, meta);
+		ret = write_kept_meta(dp, rs, slots, hashes, fresh, 3u, keys,
+				      meta);
 	if (!ret) {
 		write_port_table(dp, set, comp.port);
 		dp->skel->bss->needs_l4[set] = comp.needs_l4;
@@ -545,7 +533,7 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		dp->n_retired_slots = n;
 		retired = NULL;
 	}
-	write_kept_meta(dp, rs, slots, fresh, 1u << set, keys, meta);
+	write_kept_meta(dp, rs, slots, hashes, fresh, 1u << set, keys, meta);
 	for (size_t i = 0; i < rs->n; i++) {
 		struct sl_slot_state *st = &dp->slot_state[slots[i]];
 

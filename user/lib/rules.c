@@ -83,6 +83,23 @@ void sl_rule_release(struct sl_rule *r)
 	r->cluster.n_quotas = 0;
 }
 
+int sl_ruleset_copy(const struct sl_ruleset *src, size_t room,
+		    struct sl_ruleset *out)
+{
+	struct sl_ruleset c = { .allow_empty = src->allow_empty };
+
+	c.rules = calloc(src->n + room + 1, sizeof(*c.rules));
+	if (!c.rules)
+		return -ENOMEM;
+	for (; c.n < src->n; c.n++)
+		if (sl_rule_copy(&c.rules[c.n], &src->rules[c.n])) {
+			sl_ruleset_free(&c);
+			return -ENOMEM;
+		}
+	*out = c;
+	return 0;
+}
+
 void sl_ruleset_free(struct sl_ruleset *set)
 {
 	if (!set)

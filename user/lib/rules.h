@@ -193,6 +193,11 @@ struct sl_ruleset {
 	bool allow_empty;
 };
 
+/* A deep copy of src (the one copy of a rule set), its array with room
+ * for more rules after the copied ones; 0 or -ENOMEM, *out untouched. */
+int sl_ruleset_copy(const struct sl_ruleset *src, size_t room,
+		    struct sl_ruleset *out);
+
 void sl_ruleset_free(struct sl_ruleset *set);
 
 /* The enums as rule files spell them, indexed by value. */

@@ -52,156 +52,160 @@ static void text_str(struct sl_text *t, const char *s)
 	sl_text_put(t, "\"", 1);
 }
 
-static void text_key_str(struct sl_text *t, const char *key, const char *v)
-{
-	sl_text_put(t, key, strlen(key));
-	text_str(t, v);
-}
-
-/* The "cluster" object, when the rule has one. */
-static void cluster_text(struct sl_text *t, const struct sl_cluster *c)
-{
-	if (!c->enabled)
-		return;
-	text_key_str(t, ",\"cluster\":{\"namespace\":", c->ns);
-	sl_text_u64(t, ",\"flow_id\":", c->flow_id);
-	text_key_str(t, ",\"threshold_type\":", sl_threshold_names[c->threshold]);
-	if (c->threshold == SL_THRESH_MANUAL) {
-		sl_text_put(t, ",\"quotas\":{", 11);
-		for (uint32_t i = 0; i < c->n_quotas; i++) {
-			if (i)
-				sl_text_put(t, ",", 1);
-			text_str(t, c->quotas[i].node);
-			sl_text_u64(t, ":", c->quotas[i].count);
-		}
-		sl_text_put(t, "}", 1);
-	}
-	if (c->fallback == SL_FB_FIXED) {
-		sl_text_u64(t, ",\"fallback\":{\"fixed\":", c->fallback_fixed);
-		sl_text_put(t, "}", 1);
-	} else {
-		text_key_str(t, ",\"fallback\":", sl_fallback_names[c->fallback]);
-	}
-	sl_text_put(t, "}", 1);
-}
-
 /* A share or a load kept as a multiple of 1/scale, as a JSON number. */
-static void text_fraction(struct sl_text *t, const char *key, uint32_t v,
-			  uint32_t scale)
+static void text_fraction(struct sl_text *t, uint32_t v, uint32_t scale)
 {
 	char num[48];
-	int n = snprintf(num, sizeof(num), "%s%.6g", key, (double) v / scale);
+	int n = snprintf(num, sizeof(num), "%.6g", (double) v / scale);
 
 	sl_text_put(t, num, n);
 }
 
-/* The canonical text of r (rules_json.h), with or without its priority;
- * test_rules checks it against a cJSON tree printed by cJSON. */
-static void breaker_text(struct sl_text *t, const struct sl_breaker *b)
+/* Whether the canonical text leaves f out of r (absent, or SL_FF_OMIT at
+ * its default). */
+static bool text_omits(const struct sl_field *f, const struct sl_rule *r)
 {
-	if (!b->enabled)
-		return;
-	text_key_str(t, ",\"breaker\":{\"strategy\":",
-		     sl_strategy_names[b->strategy]);
-	if (b->strategy == SL_BRK_ERROR_COUNT) {
-		sl_text_u64(t, ",\"threshold\":", b->threshold);
+	const struct sl_prefix *p = (const void *)((const char *)r + f->off);
+
+	if (f->present && !sl_field_present(f, r))
+		return true;
+	if (!(f->flags & SL_FF_OMIT))
+		return false;
+	switch (f->type) {
+	case SL_FT_PORTS:
+		return !r->dport_lo;
+	case SL_FT_PREFIX:
+		return !p->family;
+	case SL_FT_VLAN:
+		return !r->has_vlan;
+	case SL_FT_QUOTAS:
+		return !r->cluster.n_quotas;
+	default:
+		return sl_field_uint(f, r) == f->def;
+	}
+}
+
+static size_t fields_text(struct sl_text *t, const struct sl_field *tab,
+			  size_t n, size_t i, const struct sl_rule *r,
+			  bool id_only);
+
+/* The value of field i of tab; returns the index after it. */
+static size_t value_text(struct sl_text *t, const struct sl_field *tab,
+			 size_t n, size_t i, const struct sl_rule *r,
+			 bool id_only)
+{
+	const struct sl_field *f = &tab[i];
+	const char *p = (const char *)r + f->off;
+	const struct sl_cluster *c = &r->cluster;
+	char buf[INET6_ADDRSTRLEN + 8];
+
+	switch (f->type) {
+	case SL_FT_SECTION:
+		return fields_text(t, tab, n, i, r, id_only);
+	case SL_FT_NAME:
+		text_str(t, p);
+		break;
+	case SL_FT_ENUM:
+		text_str(t, f->names[sl_field_uint(f, r)]);
+		break;
+	case SL_FT_UINT:
+		sl_text_u64(t, "", sl_field_uint(f, r));
+		break;
+	case SL_FT_FRACTION:
+		text_fraction(t, sl_field_uint(f, r), f->scale);
+		break;
+	case SL_FT_THRESHOLD:
+		if (r->breaker.strategy == SL_BRK_ERROR_COUNT)
+			sl_text_u64(t, "", r->breaker.threshold);
+		else
+			text_fraction(t, r->breaker.threshold, f->scale);
+		break;
+	case SL_FT_PORTS:
+		if (r->dport_lo == r->dport_hi) {
+			sl_text_u64(t, "", r->dport_lo);
+		} else {
+			sl_text_u64(t, "\"", r->dport_lo);
+			sl_text_u64(t, "-", r->dport_hi);
+			sl_text_put(t, "\"", 1);
+		}
+		break;
+	case SL_FT_PREFIX:
+		sl_prefix_str((const struct sl_prefix *)p, buf, sizeof(buf));
+		text_str(t, buf);
+		break;
+	case SL_FT_VLAN:
+		if (r->vlan)
+			sl_text_u64(t, "", r->vlan);
+		else
+			text_str(t, "untagged");
+		break;
+	case SL_FT_QUOTAS:
+		sl_text_put(t, "{", 1);
+		for (uint32_t q = 0; q < c->n_quotas; q++) {
+			if (q)
+				sl_text_put(t, ",", 1);
+			text_str(t, c->quotas[q].node);
+			sl_text_u64(t, ":", c->quotas[q].count);
+		}
+		sl_text_put(t, "}", 1);
+		break;
+	case SL_FT_FALLBACK:
+		if (c->fallback == SL_FB_FIXED) {
+			sl_text_u64(t, "{\"fixed\":", c->fallback_fixed);
+			sl_text_put(t, "}", 1);
+		} else {
+			text_str(t, f->names[c->fallback]);
+		}
+		break;
+	}
+	return i + 1;
+}
+
+/*
+ * The object of section s of tab (s == n: the rule itself), each field
+ * that is not left out as "key":value in table order; a section with a
+ * string form (behavior's "reject") prints it when no field is left.
+ * Returns the index after the section. id_only leaves out SL_FF_NO_ID.
+ */
+static size_t fields_text(struct sl_text *t, const struct sl_field *tab,
+			  size_t n, size_t s, const struct sl_rule *r,
+			  bool id_only)
+{
+	size_t i = s == n ? 0 : s + 1, end = s == n ? n :
+					     sl_field_next(tab, n, s);
+	size_t start = t->len;
+	bool first = true;
+
+	sl_text_put(t, "{", 1);
+	while (i < end) {
+		const struct sl_field *f = &tab[i];
+
+		if ((id_only && (f->flags & SL_FF_NO_ID)) || text_omits(f, r)) {
+			i = sl_field_next(tab, n, i);
+			continue;
+		}
+		sl_text_put(t, first ? "\"" : ",\"", first ? 1 : 2);
+		sl_text_put(t, sl_field_key(f), strlen(sl_field_key(f)));
+		sl_text_put(t, "\":", 2);
+		i = value_text(t, tab, n, i, r, id_only);
+		first = false;
+	}
+	if (first && s < n && tab[s].n_names) {
+		t->len = start;
+		text_str(t, tab[s].names[0]);
 	} else {
-		text_fraction(t, ",\"threshold\":", b->threshold,
-			      SL_BRK_RATIO_ONE);
+		sl_text_put(t, "}", 1);
 	}
-	if (b->strategy == SL_BRK_SLOW_RATIO)
-		sl_text_u64(t, ",\"max_rt_ms\":", b->max_rt_ms);
-	sl_text_u64(t, ",\"open_ms\":", b->open_ms);
-	sl_text_u64(t, ",\"min_request_amount\":", b->min_requests);
-	sl_text_u64(t, ",\"stat_interval_ms\":", b->stat_interval_ms);
-	sl_text_u64(t, ",\"probes\":", b->probes);
-	text_key_str(t, ",\"open_action\":",
-		     sl_open_action_names[b->open_action]);
-	sl_text_put(t, "}", 1);
+	return end;
 }
 
-static void system_text(struct sl_text *t, const struct sl_system *y)
-{
-	const char *sep = "";
-
-	if (!y->enabled)
-		return;
-	sl_text_put(t, ",\"system\":{", 11);
-	if (y->accept_queue) {
-		sl_text_u64(t, "\"accept_queue\":", y->accept_queue);
-		sep = ",";
-	}
-	if (y->cpu_pressure) {
-		sl_text_put(t, sep, strlen(sep));
-		text_fraction(t, "\"cpu_pressure\":", y->cpu_pressure, SL_PPM);
-		sep = ",";
-	}
-	if (y->softirq) {
-		sl_text_put(t, sep, strlen(sep));
-		text_fraction(t, "\"softirq\":", y->softirq, SL_PPM);
-		sep = ",";
-	}
-	if (y->load) {
-		sl_text_put(t, sep, strlen(sep));
-		text_fraction(t, "\"load\":", y->load, SL_SYS_MILLI);
-	}
-	sl_text_u64(t, ",\"floor\":", y->floor);
-	sl_text_put(t, "}", 1);
-}
-
+/* The canonical text of r (rules_json.h); test_rules checks it against a
+ * cJSON tree printed by cJSON. */
 static void rule_text(struct sl_text *t, const struct sl_rule *r,
 		      bool with_priority)
 {
-	char buf[INET6_ADDRSTRLEN + 8];
-
-	text_key_str(t, "{\"name\":", r->name);
-	text_key_str(t, ",\"match\":{\"proto\":", sl_proto_str(r->proto));
-	if (r->dport_lo && r->dport_lo == r->dport_hi) {
-		sl_text_u64(t, ",\"dport\":", r->dport_lo);
-	} else if (r->dport_lo) {
-		sl_text_u64(t, ",\"dport\":\"", r->dport_lo);
-		sl_text_u64(t, "-", r->dport_hi);
-		sl_text_put(t, "\"", 1);
-	}
-	if (r->dst.family) {
-		sl_prefix_str(&r->dst, buf, sizeof(buf));
-		text_key_str(t, ",\"dst\":", buf);
-	}
-	if (r->src.family) {
-		sl_prefix_str(&r->src, buf, sizeof(buf));
-		text_key_str(t, ",\"src\":", buf);
-	}
-	if (r->has_vlan && r->vlan)
-		sl_text_u64(t, ",\"vlan\":", r->vlan);
-	else if (r->has_vlan)
-		text_key_str(t, ",\"vlan\":", "untagged");
-	text_key_str(t, "},\"grade\":", sl_grade_str(r->grade));
-	sl_text_u64(t, ",\"count\":", r->count);
-	sl_text_u64(t, ",\"window\":{\"interval_ms\":", r->interval_ms);
-	sl_text_u64(t, ",\"sample_count\":", r->sample_count);
-	sl_text_put(t, "}", 1);
-	if (r->per_source) {
-		sl_text_u64(t, ",\"per_source\":{\"prefix_v4\":",
-			    r->src_prefix_v4);
-		sl_text_u64(t, ",\"prefix_v6\":", r->src_prefix_v6);
-		sl_text_u64(t, ",\"max_sources\":", r->max_sources);
-		sl_text_put(t, "}", 1);
-	}
-	text_key_str(t, ",\"mode\":", sl_mode_str(r->mode));
-	if (with_priority && r->has_priority)
-		sl_text_u64(t, ",\"priority\":", r->priority);
-	if (r->warm_up) {
-		sl_text_u64(t, ",\"behavior\":{\"warm_up\":{\"period_s\":",
-			    r->warm_period_s);
-		sl_text_u64(t, ",\"cold_factor\":", r->cold_factor);
-		sl_text_put(t, "}}", 2);
-	} else {
-		text_key_str(t, ",\"behavior\":", "reject");
-	}
-	cluster_text(t, &r->cluster);
-	breaker_text(t, &r->breaker);
-	system_text(t, &r->system);
-	sl_text_put(t, "}", 1);
+	fields_text(t, sl_rule_fields, sl_n_rule_fields, sl_n_rule_fields, r,
+		    !with_priority);
 }
 
 char *sl_rules_text(const struct sl_ruleset *rs)
@@ -250,7 +254,7 @@ out:
 }
 
 /* FNV-1a 64 of rule_text() without priority, printed into t (reused). */
-static uint64_t def_hash(struct sl_text *t, const struct sl_rule *r)
+static uint64_t text_hash(struct sl_text *t, const struct sl_rule *r)
 {
 	uint64_t h;
 
@@ -262,20 +266,27 @@ static uint64_t def_hash(struct sl_text *t, const struct sl_rule *r)
 	return h ? h : 1; /* 0 means "out of memory" */
 }
 
-uint64_t sl_rule_def_hash(const struct sl_rule *r)
+uint64_t sl_rule_text_hash(const struct sl_rule *r)
 {
 	struct sl_text t = { 0 };
-	uint64_t h = def_hash(&t, r);
+	uint64_t h = text_hash(&t, r);
 
 	free(t.buf);
 	return h;
 }
 
+bool sl_rule_pinned_as(const struct sl_rule *r, uint64_t id, uint64_t pinned)
+{
+	return pinned == id || (pinned && pinned == sl_rule_text_hash(r));
+}
+
+uint64_t sl_rule_def_hash(const struct sl_rule *r)
+{
+	return sl_rule_identity(sl_rule_fields, sl_n_rule_fields, r);
+}
+
 void sl_rule_def_hashes(const struct sl_ruleset *rs, uint64_t *out)
 {
-	struct sl_text t = { 0 };
-
 	for (size_t i = 0; i < rs->n; i++)
-		out[i] = def_hash(&t, &rs->rules[i]);
-	free(t.buf);
+		out[i] = sl_rule_def_hash(&rs->rules[i]);
 }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Rule files: parse with cJSON, validate every field, collect every error.
- * The format is documented in docs/rules.md and rules/schema.json.
+ * Each field is read as the rule field table (rule_fields.h) declares it;
+ * the hooks below hold only the rules between fields. The format is
+ * documented in docs/rules.md and rules/schema.json.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* the strerror_r that returns a string */
@@ -9,8 +11,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h> /* isfinite(), a macro: no libm */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,568 +18,221 @@
 
 #include <cjson/cJSON.h>
 
-#include "consts.h"
 #include "json_text.h"
+#include "rule_fields.h"
 #include "rules_parse.h"
+#include "rules_read.h"
 #include "util.h"
 
 #define SL_RULES_FILE_MAX   (64u << 20) /* larger is surely a mistake */
-#define SL_ERR_MAX_MSGS	    50
-/* the source table, less one rule's overflow entry (compile.c checks a
- * whole set) */
-#define SL_MAX_SOURCES	    (SLUICE_MAX_SOURCES - 1)
 #define SL_MIN_BUCKET_MS    5
-#define SL_DEF_INTERVAL_MS  1000
-#define SL_DEF_SAMPLE_COUNT 2
-#define SL_DEF_PREFIX_V4    32
-#define SL_DEF_PREFIX_V6    64
-#define SL_KEY_SHOW_MAX	    64 /* longest key or value echoed in errors */
 
-/* Error collector: one message per line, capped, always NUL-terminated. */
-struct errbuf {
-	char *buf;
-	size_t len;
-	size_t used;
-	unsigned int n;
-	unsigned int dropped;
+/*
+ * The rule fields (rule_fields.h) as one document reads them: each
+ * section's keys for get_fields(), each field's hook, the fields the
+ * hooks look at. Made once per document from the table.
+ */
+enum {
+	AT_PROTO, AT_DPORT, AT_DST, AT_SRC, AT_PERIOD, AT_COLD, AT_THRESH,
+	AT_STRATEGY, AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD, AT_N
+};
+static const char *const at_paths[AT_N] = {
+	[AT_PROTO] = "match.proto",	[AT_DPORT] = "match.dport",
+	[AT_DST] = "match.dst",		[AT_SRC] = "match.src",
+	[AT_PERIOD] = "behavior.warm_up.period_s",
+	[AT_COLD] = "behavior.warm_up.cold_factor",
+	[AT_THRESH] = "cluster.threshold_type",
+	[AT_STRATEGY] = "breaker.strategy",
+	[AT_QUEUE] = "system.accept_queue", [AT_PSI] = "system.cpu_pressure",
+	[AT_SOFTIRQ] = "system.softirq",	[AT_LOAD] = "system.load",
 };
 
-/* Per-rule context for error prefixes: "rule 'web'" or "rule #3", made
- * only when there is an error to print. */
-struct rule_ctx {
-	struct errbuf *eb;
-	const char *label; /* "document"; NULL: a rule */
-	const char *name;  /* the rule's valid name, or NULL */
-	size_t num;	   /* the rule's position, from 1 */
-	int errors;
+struct field_hook;
+
+struct plan {
+	/* each section's keys, NULL-terminated, from keys + start[s] (the
+	 * rule's own: s = sl_n_rule_fields); idx[k]: the field of keys[k] */
+	const char *keys[2 * SL_RULE_FIELDS_MAX + 1];
+	uint8_t idx[2 * SL_RULE_FIELDS_MAX + 1];
+	uint16_t start[SL_RULE_FIELDS_MAX + 1];
+	const struct field_hook *hook[SL_RULE_FIELDS_MAX];
+	uint8_t at[AT_N];
 };
 
-static void eb_append(struct errbuf *eb, const char *s)
-{
-	size_t room, n;
+/* One rule being read: which fields were given, which are valid (given
+ * and good, or absent and at their default). */
+struct pctx {
+	struct rule_ctx *rc;
+	const struct plan *pl;
+	bool given[SL_RULE_FIELDS_MAX];
+	bool ok[SL_RULE_FIELDS_MAX];
+};
 
-	if (!eb->buf || !eb->len || eb->used >= eb->len - 1)
+/*
+ * What a field needs beyond its type: parse replaces the reading of the
+ * value (it is called absent or given, it NULL when absent); begin and
+ * check run before and after a section's fields (check after a plain
+ * field), for the rules between fields, in the order the errors are
+ * reported.
+ */
+struct field_hook {
+	const char *path;
+	void (*parse)(struct pctx *p, size_t i, const cJSON *it,
+		      struct sl_rule *r);
+	/* a section's, given as an object, before its fields are read */
+	void (*begin)(struct pctx *p, const cJSON *obj);
+	void (*check)(struct pctx *p, struct sl_rule *r);
+};
+
+static bool at_ok(const struct pctx *p, int at)
+{
+	return p->ok[p->pl->at[at]];
+}
+
+static bool at_given(const struct pctx *p, int at)
+{
+	return p->given[p->pl->at[at]];
+}
+
+/* The enum of field at when it is valid, else -1. */
+static int at_enum(const struct pctx *p, const struct sl_rule *r, int at)
+{
+	size_t i = p->pl->at[at];
+
+	return p->ok[i] ? (int)sl_field_uint(&sl_rule_fields[i], r) : -1;
+}
+
+static void parse_field(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r);
+
+/* The fields of section s (the rule's own: s = sl_n_rule_fields) in
+ * obj, an object. */
+static void parse_section(struct pctx *p, size_t s, const cJSON *obj,
+			  struct sl_rule *r)
+{
+	const char *const *known = p->pl->keys + p->pl->start[s];
+	const uint8_t *idx = p->pl->idx + p->pl->start[s];
+	const cJSON *got[SL_MAX_FIELDS];
+
+	get_fields(p->rc, obj, s < sl_n_rule_fields ? sl_rule_fields[s].path
+						    : NULL,
+		   known, got);
+	if (s < sl_n_rule_fields && p->pl->hook[s] && p->pl->hook[s]->begin)
+		p->pl->hook[s]->begin(p, obj);
+	for (size_t k = 0; known[k]; k++)
+		parse_field(p, idx[k], got[k], r);
+}
+
+/* Field i absent: its default, or "required". */
+static void field_absent(struct pctx *p, size_t i, struct sl_rule *r)
+{
+	const struct sl_field *f = &sl_rule_fields[i];
+
+	if (f->flags & SL_FF_REQUIRED) {
+		rule_err(p->rc, f->path, "required%s", f->hint);
 		return;
-	room = eb->len - 1 - eb->used;
-	n = strlen(s);
-	if (n > room)
-		n = room;
-	memcpy(eb->buf + eb->used, s, n);
-	eb->used += n;
-	eb->buf[eb->used] = '\0';
-}
-
-static void eb_vadd(struct errbuf *eb, const char *fmt, va_list ap)
-{
-	char line[512];
-
-	if (eb->n >= SL_ERR_MAX_MSGS) {
-		eb->dropped++;
-		return;
 	}
-	vsnprintf(line, sizeof(line), fmt, ap);
-	if (eb->n)
-		eb_append(eb, "\n");
-	eb_append(eb, line);
-	eb->n++;
-}
-
-static void __attribute__((format(printf, 2, 3)))
-eb_add(struct errbuf *eb, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	eb_vadd(eb, fmt, ap);
-	va_end(ap);
-}
-
-static void eb_finish(struct errbuf *eb)
-{
-	char line[64];
-
-	if (!eb->dropped)
-		return;
-	snprintf(line, sizeof(line), "\n... %u more errors", eb->dropped);
-	eb_append(eb, line);
-}
-
-static unsigned int eb_total(const struct errbuf *eb)
-{
-	return eb->n + eb->dropped;
-}
-
-/* "rule 'NAME': field 'FIELD': message" */
-static void __attribute__((format(printf, 3, 4)))
-rule_err(struct rule_ctx *rc, const char *field, const char *fmt, ...)
-{
-	char msg[400], label[SL_NAME_MAX + 16];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	rc->errors++;
-	if (rc->label)
-		snprintf(label, sizeof(label), "%s", rc->label);
-	else if (rc->name)
-		snprintf(label, sizeof(label), "rule '%s'", rc->name);
-	else
-		snprintf(label, sizeof(label), "rule #%zu", rc->num);
-	if (field)
-		eb_add(rc->eb, "%s: field '%s': %s", label, field, msg);
-	else
-		eb_add(rc->eb, "%s: %s", label, msg);
-}
-
-/*
- * Copy untrusted text for an error message: keys and values may hold
- * newlines or control bytes that would break one-error-per-line output.
- */
-static void show(const char *s, char *out, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	size_t o = 0, i;
-
-	for (i = 0; s[i] && o + 5 < len; i++) {
-		unsigned char c = s[i];
-
-		if (i >= SL_KEY_SHOW_MAX) {
-			memcpy(out + o, "...", 3);
-			o += 3;
-			break;
-		}
-		if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-			out[o++] = c;
-		} else {
-			out[o++] = '\\';
-			out[o++] = 'x';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
-		}
-	}
-	out[o] = '\0';
-}
-
-static const char *json_type(const cJSON *it)
-{
-	if (cJSON_IsBool(it))
-		return "boolean";
-	if (cJSON_IsNull(it))
-		return "null";
-	if (cJSON_IsNumber(it))
-		return "number";
-	if (cJSON_IsString(it))
-		return "string";
-	if (cJSON_IsArray(it))
-		return "array";
-	if (cJSON_IsObject(it))
-		return "object";
-	return "invalid value";
-}
-
-/*
- * Report keys of obj that are not in known (NULL-terminated) and keys that
- * appear twice: cJSON keeps duplicates and a lookup would silently take
- * the first one. where is the object's own path ("match") or NULL.
- */
-static void report_keys(struct rule_ctx *rc, const cJSON *obj,
-			const char *where, const char *const *known)
-{
-	const cJSON *it, *prev;
-
-	for (it = obj->child; it; it = it->next) {
-		const char *best = NULL;
-		unsigned int bestd = 3, k;
-		char key[SL_KEY_SHOW_MAX * 4 + 8];
-		bool found = false;
-
-		for (prev = obj->child; prev != it; prev = prev->next) {
-			if (!strcmp(prev->string, it->string))
-				break;
-		}
-		for (k = 0; prev == it && known[k] && !found; k++)
-			found = !strcmp(it->string, known[k]);
-		if (found)
-			continue;
-		show(it->string, key, sizeof(key));
-		if (prev != it) {
-			rule_err(rc, where, "field '%s' given more than once",
-				 key);
-			continue;
-		}
-		/* a suggestion only for an unknown key: the rare case */
-		for (k = 0; known[k]; k++) {
-			unsigned int d = sl_edit_distance(it->string, known[k]);
-
-			if (d < bestd) {
-				bestd = d;
-				best = known[k];
-			}
-		}
-		if (best)
-			rule_err(rc, where,
-				 "unknown field '%s' (did you mean '%s'?)", key,
-				 best);
-		else
-			rule_err(rc, where, "unknown field '%s'", key);
+	p->ok[i] = true;
+	/* an absent optional section leaves its members zero */
+	if (f->type == SL_FT_SECTION && !(f->flags & SL_FF_OPTIONAL)) {
+		for (size_t k = p->pl->start[i]; p->pl->keys[k]; k++)
+			parse_field(p, p->pl->idx[k], NULL, r);
+	} else if (f->type == SL_FT_UINT || f->type == SL_FT_ENUM ||
+		   f->type == SL_FT_FRACTION) {
+		sl_field_set_uint(f, r, f->def);
 	}
 }
 
-/* Ours have <= 10 keys; bounds report_keys()' quadratic duplicate check. */
-#define SL_MAX_FIELDS 32
-
-/*
- * got[k] = the member of obj named known[k] (the first, as
- * cJSON_GetObjectItemCaseSensitive() finds it) or NULL, all in one walk
- * of obj; an unknown or repeated key is reported by report_keys().
- */
-static void get_fields(struct rule_ctx *rc, const cJSON *obj,
-		       const char *where, const char *const *known,
-		       const cJSON **got)
+/* breaker.threshold: a ratio or a number of errors, by strategy. */
+static bool parse_threshold(struct pctx *p, const struct sl_field *f,
+			    const cJSON *it, struct sl_rule *r)
 {
-	int n = 0, n_known = 0;
-	bool odd = false;
+	int e = at_enum(p, r, AT_STRATEGY);
+	uint64_t v;
 
-	while (known[n_known])
-		got[n_known++] = NULL;
-	for (const cJSON *it = obj->child; it; it = it->next, n++) {
-		int k = 0;
-
-		while (known[k] && (known[k][0] != it->string[0] ||
-				    strcmp(known[k], it->string)))
-			k++;
-		if (known[k] && !got[k])
-			got[k] = it;
-		else
-			odd = true;
-	}
-	if (n > SL_MAX_FIELDS)
-		rule_err(rc, where, "has %d fields; at most %d are defined", n,
-			 n_known);
-	else if (odd)
-		report_keys(rc, obj, where, known);
-}
-
-/*
- * An integer-valued JSON number in [lo, hi]. cJSON keeps numbers as
- * double, which is exact for every integer we accept (<= 1e11 < 2^53).
- */
-static int get_uint(struct rule_ctx *rc, const cJSON *it, const char *field,
-		    uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	double d;
-
-	if (!cJSON_IsNumber(it)) {
-		rule_err(rc, field, "must be an integer number, got %s",
-			 json_type(it));
-		return -EINVAL;
-	}
-	d = it->valuedouble;
-	if (isfinite(d) && d > -9e18 && d < 9e18 && (double) (int64_t) d != d) {
-		rule_err(rc, field, "must be an integer, got %.15g", d);
-		return -EINVAL;
-	}
-	if (!(d >= (double) lo && d <= (double) hi)) {
-		rule_err(rc, field, "must be between %llu and %llu, got %.15g",
-			 (unsigned long long) lo, (unsigned long long) hi, d);
-		return -EINVAL;
-	}
-	*out = (uint64_t) d;
-	return 0;
-}
-
-static const char *get_string(struct rule_ctx *rc, const cJSON *it,
-			      const char *field)
-{
-	if (!cJSON_IsString(it) || !it->valuestring) {
-		rule_err(rc, field, "must be a string, got %s", json_type(it));
-		return NULL;
-	}
-	return it->valuestring;
-}
-
-static bool get_object(struct rule_ctx *rc, const cJSON *it, const char *field)
-{
-	if (!cJSON_IsObject(it)) {
-		rule_err(rc, field, "must be an object, got %s", json_type(it));
+	if (e == SL_BRK_ERROR_RATIO)
+		return !get_ratio(p->rc, it, f->path, "an error ratio",
+				  &r->breaker.threshold);
+	if (e == SL_BRK_SLOW_RATIO)
+		return !get_ratio(p->rc, it, f->path, "a slow ratio",
+				  &r->breaker.threshold);
+	if (e != SL_BRK_ERROR_COUNT || get_uint(p->rc, it, f->path, f->lo,
+						f->hi, &v))
 		return false;
-	}
+	r->breaker.threshold = v;
 	return true;
 }
 
-static bool name_valid(const char *s)
+/* Field i given as it: read by its type. */
+static bool field_given(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r)
 {
-	size_t i;
-
-	for (i = 0; s[i]; i++) {
-		char c = s[i];
-
-		if (i >= SL_NAME_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '.' || c == '-'))
-			return false;
-	}
-	return i > 0;
-}
-
-/* A name (a rule's, a cluster namespace) into out, SL_NAME_MAX + 1 bytes. */
-static void get_name(struct rule_ctx *rc, const cJSON *it, const char *field,
-		     char *out)
-{
-	char shown[SL_KEY_SHOW_MAX * 4 + 8];
-
-	if (!get_string(rc, it, field))
-		return;
-	if (name_valid(it->valuestring)) {
-		strcpy(out, it->valuestring);
-		return;
-	}
-	show(it->valuestring, shown, sizeof(shown));
-	rule_err(rc, field,
-		 "'%s' must be 1-%d characters of a-z, 0-9, '_', '.', '-'",
-		 shown, SL_NAME_MAX);
-}
-
-/* The rule's name if it is a valid one, else NULL. */
-static const char *rule_name(const cJSON *rule)
-{
-	const cJSON *n;
-
-	if (!cJSON_IsObject(rule))
-		return NULL;
-	n = cJSON_GetObjectItemCaseSensitive(rule, "name");
-	if (!cJSON_IsString(n) || !n->valuestring ||
-	    !name_valid(n->valuestring))
-		return NULL;
-	return n->valuestring;
-}
-
-/* Decimal digits only, no sign or spaces, at most 5 digits. */
-static int parse_port(const char *s, size_t n, unsigned int *out)
-{
-	unsigned int v = 0;
-	size_t i;
-
-	if (n == 0 || n > 5)
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		v = v * 10 + (s[i] - '0');
-	}
-	*out = v;
-	return 0;
-}
-
-static int parse_dport(struct rule_ctx *rc, const cJSON *it, struct sl_rule *r)
-{
-	static const char *const f = "match.dport";
-	unsigned int lo, hi;
-	char shown[SL_KEY_SHOW_MAX * 4 + 8];
+	const struct sl_field *f = &sl_rule_fields[i];
+	struct rule_ctx *rc = p->rc;
+	char *at = (char *)r + f->off;
+	uint32_t frac;
 	uint64_t v;
+	int e;
 
-	if (cJSON_IsNumber(it)) {
-		if (get_uint(rc, it, f, 1, 65535, &v))
-			return -EINVAL;
-		r->dport_lo = r->dport_hi = v;
-		return 0;
+	switch (f->type) {
+	case SL_FT_SECTION:
+		if (!get_object(rc, it, f->path))
+			return false;
+		if (f->present)
+			*(bool *)((char *)r + f->present) = true;
+		parse_section(p, i, it, r);
+		return true;
+	case SL_FT_NAME:
+		get_name(rc, it, f->path, at);
+		return *at;
+	case SL_FT_ENUM:
+		e = get_enum(rc, it, f->path, f->names, f->n_names);
+		if (e >= 0)
+			sl_field_set_uint(f, r, e);
+		return e >= 0;
+	case SL_FT_UINT:
+		if (get_uint(rc, it, f->path, f->lo, f->hi, &v))
+			return false;
+		sl_field_set_uint(f, r, v);
+		if (f->present)
+			*(bool *)((char *)r + f->present) = true;
+		return true;
+	case SL_FT_FRACTION:
+		if (get_fraction(rc, it, f->path, f->hint, f->hi, f->scale,
+				 &frac))
+			return false;
+		sl_field_set_uint(f, r, frac);
+		return true;
+	case SL_FT_PORTS:
+		return !parse_dport(rc, it, r);
+	case SL_FT_PREFIX:
+		return !parse_prefix(rc, it, f->path, (struct sl_prefix *)at);
+	case SL_FT_VLAN:
+		return !parse_vlan(rc, it, r);
+	case SL_FT_THRESHOLD:
+		return parse_threshold(p, f, it, r);
+	case SL_FT_QUOTAS:
+		return !parse_quotas(rc, f, it, &r->cluster);
+	case SL_FT_FALLBACK:
+		return !parse_fallback(rc, f, it, &r->cluster);
 	}
-	if (!cJSON_IsString(it) || !it->valuestring) {
-		rule_err(rc, f,
-			 "must be a port number 1-65535 or a string \"lo-hi\", "
-			 "got %s",
-			 json_type(it));
-		return -EINVAL;
-	}
-	show(it->valuestring, shown, sizeof(shown));
-	{
-		const char *s = it->valuestring, *dash = strchr(s, '-');
-		int e;
-
-		if (dash) {
-			e = parse_port(s, dash - s, &lo);
-			if (!e)
-				e = parse_port(dash + 1, strlen(dash + 1), &hi);
-		} else {
-			e = parse_port(s, strlen(s), &lo);
-			hi = lo;
-		}
-		if (e) {
-			rule_err(rc, f,
-				 "'%s' is not a port or a range \"lo-hi\" "
-				 "(e.g. \"8000-8080\")",
-				 shown);
-			return -EINVAL;
-		}
-	}
-	if (lo < 1 || hi < 1 || lo > 65535 || hi > 65535) {
-		rule_err(rc, f, "'%s': ports must be between 1 and 65535",
-			 shown);
-		return -EINVAL;
-	}
-	if (lo > hi) {
-		rule_err(rc, f, "'%s': range is reversed (%u > %u)", shown, lo,
-			 hi);
-		return -EINVAL;
-	}
-	r->dport_lo = lo;
-	r->dport_hi = hi;
-	return 0;
+	return false;
 }
 
-/* match.vlan: a VID 1-4094, or "untagged" (VID 0 on the wire is a
- * priority tag, which is untagged too, so 0 is not accepted as a number) */
-static int parse_vlan(struct rule_ctx *rc, const cJSON *it, struct sl_rule *r)
+static void parse_field(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r)
 {
-	static const char *const f = "match.vlan";
-	char shown[SL_KEY_SHOW_MAX * 4 + 8];
-	uint64_t v;
+	const struct field_hook *h = p->pl->hook[i];
 
-	if (cJSON_IsString(it) && it->valuestring) {
-		if (strcmp(it->valuestring, "untagged")) {
-			show(it->valuestring, shown, sizeof(shown));
-			rule_err(rc, f,
-				 "'%s' is not a VLAN; use an id 1-%u or "
-				 "\"untagged\"",
-				 shown, SL_MAX_VLAN);
-			return -EINVAL;
-		}
-		r->has_vlan = true;
-		r->vlan = 0;
-		return 0;
-	}
-	if (!cJSON_IsNumber(it)) {
-		rule_err(rc, f,
-			 "must be a VLAN id 1-%u or \"untagged\", got %s",
-			 SL_MAX_VLAN, json_type(it));
-		return -EINVAL;
-	}
-	if (get_uint(rc, it, f, 1, SL_MAX_VLAN, &v))
-		return -EINVAL;
-	r->has_vlan = true;
-	r->vlan = v;
-	return 0;
-}
-
-static void mask_prefix(struct sl_prefix *p)
-{
-	unsigned int bytes = p->family == AF_INET ? 4 : 16, i;
-
-	for (i = 0; i < bytes; i++) {
-		unsigned int bit = i * 8;
-
-		if (bit >= p->len)
-			p->addr[i] = 0;
-		else if (bit + 8 > p->len)
-			p->addr[i] &= (uint8_t) (0xff << (8 - (p->len - bit)));
-	}
-	for (; i < sizeof(p->addr); i++)
-		p->addr[i] = 0;
-}
-
-static int parse_prefix(struct rule_ctx *rc, const cJSON *it, const char *field,
-			struct sl_prefix *p)
-{
-	char addr[INET6_ADDRSTRLEN + 8], shown[SL_KEY_SHOW_MAX * 4 + 8];
-	const char *s, *slash;
-	unsigned int len, max;
-	struct sl_prefix m;
-	size_t alen;
-
-	s = get_string(rc, it, field);
-	if (!s)
-		return -EINVAL;
-	show(s, shown, sizeof(shown));
-	slash = strchr(s, '/');
-	alen = slash ? (size_t) (slash - s) : strlen(s);
-	if (alen >= sizeof(addr)) {
-		rule_err(rc, field, "'%s' is not an IPv4 or IPv6 prefix",
-			 shown);
-		return -EINVAL;
-	}
-	memcpy(addr, s, alen);
-	addr[alen] = '\0';
-	memset(p, 0, sizeof(*p));
-	if (inet_pton(AF_INET, addr, p->addr) == 1) {
-		p->family = AF_INET;
-		max = 32;
-	} else if (inet_pton(AF_INET6, addr, p->addr) == 1) {
-		p->family = AF_INET6;
-		max = 128;
-	} else {
-		rule_err(rc, field,
-			 "'%s' is not an IPv4 or IPv6 prefix (e.g. "
-			 "\"198.18.0.0/15\", \"2001:db8::/32\")",
-			 shown);
-		return -EINVAL;
-	}
-	len = max;
-	if (slash) {
-		const char *d = slash + 1;
-		size_t n = strlen(d), i;
-
-		len = 0;
-		for (i = 0; i < n && i < 4; i++) {
-			if (d[i] < '0' || d[i] > '9')
-				break;
-			len = len * 10 + (d[i] - '0');
-		}
-		if (n == 0 || i != n || len > max) {
-			rule_err(rc, field, "'%s': prefix length must be 0-%u",
-				 shown, max);
-			return -EINVAL;
-		}
-	}
-	p->len = len;
-	m = *p;
-	mask_prefix(&m);
-	if (memcmp(m.addr, p->addr, sizeof(m.addr))) {
-		char fix[INET6_ADDRSTRLEN + 8];
-
-		sl_prefix_str(&m, fix, sizeof(fix));
-		rule_err(rc, field, "'%s': host bits set; did you mean %s?",
-			 shown, fix);
-		return -EINVAL;
-	}
-	/* XDP sees IPv4 packets as IPv4: a ::ffff:a.b.c.d rule never hits. */
-	if (p->family == AF_INET6 && p->len >= 96 &&
-	    !memcmp(p->addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
-		rule_err(rc, field,
-			 "'%s' is an IPv4-mapped IPv6 prefix and never "
-			 "matches; write it as an IPv4 prefix",
-			 shown);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-
-/* Index of s in names, or -1 after reporting the allowed values. */
-static int get_enum(struct rule_ctx *rc, const cJSON *it, const char *field,
-		    const char *const *names, size_t n)
-{
-	char allowed[128] = "", shown[SL_KEY_SHOW_MAX * 4 + 8];
-	const char *s;
-	size_t i;
-
-	s = get_string(rc, it, field);
-	if (!s)
-		return -1;
-	for (i = 0; i < n; i++) {
-		if (!strcmp(s, names[i]))
-			return i;
-	}
-	for (i = 0; i < n; i++) {
-		strncat(allowed, i ? ", " : "",
-			sizeof(allowed) - strlen(allowed) - 1);
-		strncat(allowed, names[i],
-			sizeof(allowed) - strlen(allowed) - 1);
-	}
-	show(s, shown, sizeof(shown));
-	rule_err(rc, field, "must be one of %s; got '%s'", allowed, shown);
-	return -1;
+	p->given[i] = it;
+	if (h && h->parse)
+		h->parse(p, i, it, r);
+	else if (!it)
+		field_absent(p, i, r);
+	else
+		p->ok[i] = field_given(p, i, it, r);
+	if (h && h->check)
+		h->check(p, r);
 }
 
 static const char *family_str(uint8_t family)
@@ -587,178 +240,87 @@ static const char *family_str(uint8_t family)
 	return family == AF_INET ? "IPv4" : "IPv6";
 }
 
-/* Returns true when r->proto is known good (cross-checks may use it). */
-static bool parse_match(struct rule_ctx *rc, const cJSON *m, struct sl_rule *r)
+static void check_dport(struct pctx *p, struct sl_rule *r)
 {
-	enum { M_PROTO, M_DPORT, M_DST, M_SRC, M_VLAN, M_N };
-	static const char *const known[] = {
-	    [M_PROTO] = "proto", [M_DPORT] = "dport", [M_DST] = "dst",
-	    [M_SRC] = "src",	 [M_VLAN] = "vlan",   [M_N] = NULL};
-	const cJSON *f[M_N], *proto, *dport, *dst, *src;
-	bool proto_ok = true, dst_ok = false, src_ok = false;
-	int v;
-
-	if (!get_object(rc, m, "match"))
-		return false;
-	get_fields(rc, m, "match", known, f);
-	proto = f[M_PROTO];
-	dport = f[M_DPORT];
-	dst = f[M_DST];
-	src = f[M_SRC];
-
-	r->proto = SL_PROTO_ANY;
-	if (proto) {
-		v = get_enum(rc, proto, "match.proto", sl_proto_names,
-			     ARRAY_SIZE(sl_proto_names));
-		if (v < 0)
-			proto_ok = false;
-		else
-			r->proto = v;
-	}
-	if (dport && parse_dport(rc, dport, r) == 0 && proto_ok &&
+	if (at_given(p, AT_DPORT) && at_ok(p, AT_DPORT) && at_ok(p, AT_PROTO) &&
 	    r->proto != SL_PROTO_TCP && r->proto != SL_PROTO_UDP)
-		rule_err(rc, "match.dport",
+		rule_err(p->rc, "match.dport",
 			 "only allowed with proto tcp or udp (proto is '%s')",
 			 sl_proto_str(r->proto));
-	if (dst)
-		dst_ok = parse_prefix(rc, dst, "match.dst", &r->dst) == 0;
-	if (src)
-		src_ok = parse_prefix(rc, src, "match.src", &r->src) == 0;
-	if (f[M_VLAN])
-		parse_vlan(rc, f[M_VLAN], r);
-	if (dst_ok && src_ok && r->dst.family != r->src.family)
-		rule_err(rc, "match.src",
-			 "is %s but match.dst is %s; no packet can match both",
-			 family_str(r->src.family), family_str(r->dst.family));
-	if (!proto_ok)
-		return false;
-	if (r->proto == SL_PROTO_ICMP) {
-		if (dst_ok && r->dst.family == AF_INET6)
-			rule_err(rc, "match.dst",
-				 "proto icmp is IPv4 only; use icmpv6 for an "
-				 "IPv6 prefix");
-		if (src_ok && r->src.family == AF_INET6)
-			rule_err(rc, "match.src",
-				 "proto icmp is IPv4 only; use icmpv6 for an "
-				 "IPv6 prefix");
-	} else if (r->proto == SL_PROTO_ICMPV6) {
-		if (dst_ok && r->dst.family == AF_INET)
-			rule_err(rc, "match.dst",
-				 "proto icmpv6 is IPv6 only; use icmp for an "
-				 "IPv4 prefix");
-		if (src_ok && r->src.family == AF_INET)
-			rule_err(rc, "match.src",
-				 "proto icmpv6 is IPv6 only; use icmp for an "
-				 "IPv4 prefix");
-	}
-	return true;
 }
 
-static void parse_window(struct rule_ctx *rc, const cJSON *w, struct sl_rule *r)
+/* One prefix against the family that match.proto implies. */
+static void check_icmp_family(struct pctx *p, int at, const char *field,
+			      const struct sl_prefix *pfx,
+			      const struct sl_rule *r)
 {
-	static const char *const known[] = {"interval_ms", "sample_count",
-					    NULL};
-	const cJSON *f[2], *it;
-	bool ok = true;
-	uint64_t v;
+	if (!at_given(p, at) || !at_ok(p, at))
+		return;
+	if (r->proto == SL_PROTO_ICMP && pfx->family == AF_INET6)
+		rule_err(p->rc, field,
+			 "proto icmp is IPv4 only; use icmpv6 for an IPv6 "
+			 "prefix");
+	else if (r->proto == SL_PROTO_ICMPV6 && pfx->family == AF_INET)
+		rule_err(p->rc, field,
+			 "proto icmpv6 is IPv6 only; use icmp for an IPv4 "
+			 "prefix");
+}
 
-	r->interval_ms = SL_DEF_INTERVAL_MS;
-	r->sample_count = SL_DEF_SAMPLE_COUNT;
-	if (!w)
+static void check_match(struct pctx *p, struct sl_rule *r)
+{
+	if (at_given(p, AT_DST) && at_ok(p, AT_DST) && at_given(p, AT_SRC) &&
+	    at_ok(p, AT_SRC) && r->dst.family != r->src.family)
+		rule_err(p->rc, "match.src",
+			 "is %s but match.dst is %s; no packet can match both",
+			 family_str(r->src.family), family_str(r->dst.family));
+	if (!at_ok(p, AT_PROTO))
 		return;
-	if (!get_object(rc, w, "window"))
-		return;
-	get_fields(rc, w, "window", known, f);
-	it = f[0];
-	if (it) {
-		if (get_uint(rc, it, "window.interval_ms", 10,
-			     SL_MAX_INTERVAL_MS, &v) == 0)
-			r->interval_ms = v;
-		else
-			ok = false;
-	}
-	it = f[1];
-	if (it) {
-		if (get_uint(rc, it, "window.sample_count", 1,
-			     SL_MAX_SAMPLE_COUNT, &v) == 0)
-			r->sample_count = v;
-		else
-			ok = false;
-	}
-	if (!ok)
-		return;
+	check_icmp_family(p, AT_DST, "match.dst", &r->dst, r);
+	check_icmp_family(p, AT_SRC, "match.src", &r->src, r);
+}
+
+static void check_grade(struct pctx *p, struct sl_rule *r)
+{
+	if (r->grade == SL_GRADE_CPS && at_ok(p, AT_PROTO) &&
+	    r->proto != SL_PROTO_TCP)
+		rule_err(p->rc, "grade",
+			 "cps counts TCP SYNs and needs match.proto \"tcp\" "
+			 "(proto is '%s')",
+			 sl_proto_str(r->proto));
+}
+
+static void check_window(struct pctx *p, struct sl_rule *r)
+{
+	if (!r->interval_ms || !r->sample_count)
+		return; /* one of them is wrong, and said so */
 	if (r->interval_ms % r->sample_count) {
-		rule_err(rc, "window",
+		rule_err(p->rc, "window",
 			 "interval_ms %u does not divide evenly into "
 			 "sample_count %u buckets",
 			 r->interval_ms, r->sample_count);
 		return;
 	}
 	if (r->interval_ms / r->sample_count < SL_MIN_BUCKET_MS)
-		rule_err(rc, "window",
+		rule_err(p->rc, "window",
 			 "buckets of interval_ms/sample_count = %u ms are "
 			 "shorter than the minimum %u ms",
 			 r->interval_ms / r->sample_count, SL_MIN_BUCKET_MS);
-}
-
-static void parse_per_source(struct rule_ctx *rc, const cJSON *ps,
-			     struct sl_rule *r)
-{
-	static const char *const known[] = {"prefix_v4", "prefix_v6",
-					    "max_sources", NULL};
-	const cJSON *f[3], *it;
-	uint64_t v;
-
-	r->per_source = false;
-	r->src_prefix_v4 = SL_DEF_PREFIX_V4;
-	r->src_prefix_v6 = SL_DEF_PREFIX_V6;
-	r->max_sources = 0;
-	if (!ps)
-		return;
-	if (!get_object(rc, ps, "per_source"))
-		return;
-	r->per_source = true;
-	get_fields(rc, ps, "per_source", known, f);
-	it = f[0];
-	if (it && get_uint(rc, it, "per_source.prefix_v4", 1, 32, &v) == 0)
-		r->src_prefix_v4 = v;
-	it = f[1];
-	if (it && get_uint(rc, it, "per_source.prefix_v6", 1, 128, &v) == 0)
-		r->src_prefix_v6 = v;
-	it = f[2];
-	if (!it)
-		rule_err(rc, "per_source.max_sources",
-			 "required (it bounds the memory of the source table)");
-	else if (get_uint(rc, it, "per_source.max_sources", 1, SL_MAX_SOURCES,
-			  &v) == 0)
-		r->max_sources = v;
 }
 
 /*
  * "reject", or {"warm_up": {"period_s": P, "cold_factor": F}}. The ramp
  * itself (count / F up to count over P seconds) is the data plane's.
  */
-static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
+static void parse_behavior(struct pctx *p, size_t i, const cJSON *b,
 			   struct sl_rule *r)
 {
-	static const char *const known[] = {"warm_up", NULL};
-	static const char *const warm_known[] = {"period_s", "cold_factor",
-						 NULL};
-	const cJSON *w, *it, *wf[2];
-	uint32_t period = 0, cold = SL_DEF_COLD_FACTOR;
-	bool ok = true;
-	uint64_t v;
+	struct rule_ctx *rc = p->rc;
+	char shown[SL_KEY_SHOW_MAX * 4 + 8];
 
-	r->warm_up = false;
-	r->warm_period_s = 0;
-	r->cold_factor = 0;
-	if (!b)
-		return;
-	if (cJSON_IsString(b) && b->valuestring) {
-		char shown[SL_KEY_SHOW_MAX * 4 + 8];
-
-		if (!strcmp(b->valuestring, "reject"))
-			return;
+	if (!b || (cJSON_IsString(b) && b->valuestring &&
+		   !strcmp(b->valuestring, "reject"))) {
+		p->ok[i] = true;
+	} else if (cJSON_IsString(b) && b->valuestring) {
 		show(b->valuestring, shown, sizeof(shown));
 		if (!strcmp(b->valuestring, "warm_up"))
 			rule_err(rc, "behavior",
@@ -769,252 +331,144 @@ static void parse_behavior(struct rule_ctx *rc, const cJSON *b,
 				 "must be \"reject\" or {\"warm_up\": "
 				 "{...}}; got '%s'",
 				 shown);
-		return;
-	}
-	if (!cJSON_IsObject(b)) {
+	} else if (!cJSON_IsObject(b)) {
 		rule_err(rc, "behavior",
 			 "must be \"reject\" or an object {\"warm_up\": "
 			 "{...}}, got %s",
 			 json_type(b));
-		return;
-	}
-	get_fields(rc, b, "behavior", known, &w);
-	if (!w) {
-		rule_err(rc, "behavior.warm_up",
-			 "required in a behavior object (or write "
-			 "\"behavior\": \"reject\")");
-		return;
-	}
-	if (!get_object(rc, w, "behavior.warm_up"))
-		return;
-	get_fields(rc, w, "behavior.warm_up", warm_known, wf);
-	it = wf[0];
-	if (!it) {
-		rule_err(rc, "behavior.warm_up.period_s",
-			 "required (seconds to ramp up to count)");
-		ok = false;
-	} else if (get_uint(rc, it, "behavior.warm_up.period_s", 1,
-			    SL_MAX_WARM_PERIOD_S, &v) == 0) {
-		period = v;
 	} else {
-		ok = false;
+		parse_section(p, i, b, r);
 	}
-	it = wf[1];
-	if (it) {
-		if (get_uint(rc, it, "behavior.warm_up.cold_factor",
-			     SL_MIN_COLD_FACTOR, SL_MAX_COLD_FACTOR, &v) == 0)
-			cold = v;
-		else
-			ok = false;
+	/* a ramp is all of it or none */
+	if (r->warm_up && (!at_ok(p, AT_PERIOD) || !at_ok(p, AT_COLD))) {
+		r->warm_up = false;
+		r->warm_period_s = 0;
+		r->cold_factor = 0;
 	}
-	if (!ok)
-		return;
-	r->warm_up = true;
-	r->warm_period_s = period;
-	r->cold_factor = cold;
+	/* A ramp starting at count / cold_factor = 0 would drop everything. */
+	if (r->warm_up && r->count && r->count < r->cold_factor)
+		rule_err(rc, "behavior.warm_up.cold_factor",
+			 "%u is larger than count %llu: the ramp would start "
+			 "at a threshold of 0; lower cold_factor or raise "
+			 "count",
+			 r->cold_factor, (unsigned long long) r->count);
 }
 
-
-
-/* A number in (0, max], as a multiple of 1/scale (at least 1); what
- * names the quantity in the error. */
-static int get_fraction(struct rule_ctx *rc, const cJSON *it,
-			const char *field, const char *what, double max,
-			uint32_t scale, uint32_t *out)
+/* cluster.quotas: required with threshold_type manual, else refused. */
+static void parse_quotas_field(struct pctx *p, size_t i, const cJSON *it,
+			       struct sl_rule *r)
 {
-	double d;
+	int e = at_enum(p, r, AT_THRESH);
 
-	if (!cJSON_IsNumber(it)) {
-		rule_err(rc, field, "must be a number, got %s", json_type(it));
-		return -EINVAL;
-	}
-	d = it->valuedouble;
-	if (!(d > 0 && d <= max)) {
-		rule_err(rc, field, "%s must be above 0 and at most %g, got %.15g",
-			 what, max, d);
-		return -EINVAL;
-	}
-	*out = (uint32_t) (d * scale + 0.5);
-	if (!*out)
-		*out = 1;
-	return 0;
-}
-
-/* A share of time or of errors: a number in (0, 1], in ppm. */
-static int get_ratio(struct rule_ctx *rc, const cJSON *it, const char *field,
-		     const char *what, uint32_t *out)
-{
-	return get_fraction(rc, it, field, what, 1, SL_PPM, out);
-}
-
-/*
- * {"strategy", "threshold", "max_rt_ms", "open_ms", "min_request_amount",
- * "stat_interval_ms", "probes", "open_action"}: Sentinel's DegradeRule
- * over the answers to a tcp rule's SYNs or a udp rule's datagrams, or
- * the response times of a tcp rule's connections (docs/rules.md).
- */
-static void parse_breaker(struct rule_ctx *rc, const cJSON *br,
-			  struct sl_rule *r)
-{
-	enum { B_STRAT, B_THRESH, B_MAXRT, B_OPEN, B_MINREQ, B_STAT, B_PROBES,
-	       B_ACTION, B_N };
-	static const char *const known[] = {
-	    [B_STRAT] = "strategy",	       [B_THRESH] = "threshold",
-	    [B_MAXRT] = "max_rt_ms",
-	    [B_OPEN] = "open_ms",	       [B_MINREQ] = "min_request_amount",
-	    [B_STAT] = "stat_interval_ms", [B_PROBES] = "probes",
-	    [B_ACTION] = "open_action",    [B_N] = NULL};
-	struct sl_breaker *b = &r->breaker;
-	const cJSON *f[B_N], *it;
-	uint64_t v;
-	int e = -1;
-
-	memset(b, 0, sizeof(*b));
-	if (!br || !get_object(rc, br, "breaker"))
-		return;
-	b->enabled = true;
-	b->min_requests = SL_BRK_DEF_MIN_REQ;
-	b->stat_interval_ms = SL_BRK_DEF_STAT_MS;
-	b->probes = SL_BRK_DEF_PROBES;
-	/* a datagram has no RST */
-	b->open_action = r->proto == SL_PROTO_UDP ? SL_OPEN_DROP : SL_OPEN_RST;
-	get_fields(rc, br, "breaker", known, f);
-
-	it = f[B_STRAT];
-	if (!it)
-		rule_err(rc, "breaker.strategy",
-			 "required (error_ratio, error_count or "
-			 "slow_request_ratio)");
+	if (e == SL_THRESH_MANUAL && !it)
+		rule_err(p->rc, "cluster.quotas",
+			 "required with threshold_type manual");
+	else if (e >= 0 && e != SL_THRESH_MANUAL && it)
+		rule_err(p->rc, "cluster.quotas",
+			 "only with threshold_type manual (this rule is %s)",
+			 sl_threshold_names[e]);
 	else
-		e = get_enum(rc, it, "breaker.strategy", sl_strategy_names,
-			     ARRAY_SIZE(sl_strategy_names));
-	if (e >= 0)
-		b->strategy = e;
-	if (e == SL_BRK_SLOW_RATIO && r->proto == SL_PROTO_UDP)
-		rule_err(rc, "breaker.strategy",
+		p->ok[i] = !it || field_given(p, i, it, r);
+}
+
+static void check_strategy(struct pctx *p, struct sl_rule *r)
+{
+	if (at_enum(p, r, AT_STRATEGY) == SL_BRK_SLOW_RATIO &&
+	    r->proto == SL_PROTO_UDP)
+		rule_err(p->rc, "breaker.strategy",
 			 "slow_request_ratio times TCP responses and needs "
 			 "match.proto \"tcp\" (proto is 'udp')");
+}
 
-	it = f[B_THRESH];
-	if (!it)
-		rule_err(rc, "breaker.threshold",
-			 "required (a ratio in (0, 1] for error_ratio and "
-			 "slow_request_ratio, a number of errors for "
-			 "error_count)");
-	else if (e == SL_BRK_ERROR_RATIO)
-		get_ratio(rc, it, "breaker.threshold", "an error ratio",
-			  &b->threshold);
-	else if (e == SL_BRK_SLOW_RATIO)
-		get_ratio(rc, it, "breaker.threshold", "a slow ratio",
-			  &b->threshold);
-	else if (e == SL_BRK_ERROR_COUNT &&
-		 get_uint(rc, it, "breaker.threshold", 1, SL_BRK_MAX_COUNT,
-			  &v) == 0)
-		b->threshold = v;
+/* breaker.max_rt_ms: required with slow_request_ratio, else refused. */
+static void parse_max_rt(struct pctx *p, size_t i, const cJSON *it,
+			 struct sl_rule *r)
+{
+	int e = at_enum(p, r, AT_STRATEGY);
 
-	it = f[B_MAXRT];
 	if (!it && e == SL_BRK_SLOW_RATIO)
-		rule_err(rc, "breaker.max_rt_ms",
+		rule_err(p->rc, "breaker.max_rt_ms",
 			 "required with slow_request_ratio (the response "
 			 "time in ms above which a response is slow)");
 	else if (it && e >= 0 && e != SL_BRK_SLOW_RATIO)
-		rule_err(rc, "breaker.max_rt_ms",
+		rule_err(p->rc, "breaker.max_rt_ms",
 			 "only with strategy slow_request_ratio (strategy "
 			 "is '%s')", sl_strategy_names[e]);
-	else if (it && get_uint(rc, it, "breaker.max_rt_ms", 1,
-				SL_BRK_MAX_RT_MS, &v) == 0)
-		b->max_rt_ms = v;
-
-	it = f[B_OPEN];
-	if (!it)
-		rule_err(rc, "breaker.open_ms",
-			 "required (how long the breaker stays open)");
-	else if (get_uint(rc, it, "breaker.open_ms", 1, SL_BRK_MAX_OPEN_MS,
-			  &v) == 0)
-		b->open_ms = v;
-
-	it = f[B_MINREQ];
-	if (it && get_uint(rc, it, "breaker.min_request_amount", 1,
-			   SL_BRK_MAX_COUNT, &v) == 0)
-		b->min_requests = v;
-	it = f[B_STAT];
-	if (it && get_uint(rc, it, "breaker.stat_interval_ms",
-			   SL_BRK_MIN_STAT_MS, SL_BRK_MAX_STAT_MS, &v) == 0)
-		b->stat_interval_ms = v;
-	it = f[B_PROBES];
-	if (it && get_uint(rc, it, "breaker.probes", 1, SL_BRK_MAX_PROBES,
-			   &v) == 0)
-		b->probes = v;
-	it = f[B_ACTION];
-	if (it) {
-		e = get_enum(rc, it, "breaker.open_action",
-			     sl_open_action_names,
-			     ARRAY_SIZE(sl_open_action_names));
-		if (e == SL_OPEN_RST && r->proto == SL_PROTO_UDP)
-			rule_err(rc, "breaker.open_action",
-				 "'rst' answers TCP SYNs; a udp rule's "
-				 "breaker drops datagrams while open "
-				 "(\"drop\", the default for udp)");
-		else if (e >= 0)
-			b->open_action = e;
-	}
+	else
+		p->ok[i] = !it || field_given(p, i, it, r);
 }
 
-/*
- * {"accept_queue", "cpu_pressure", "softirq", "load", "floor"}: adaptive
- * protection of the host (docs/rules.md); at least one signal.
- */
-static void parse_system(struct rule_ctx *rc, const cJSON *sy,
-			 struct sl_rule *r)
+/* breaker.open_action: a datagram has no RST, so udp's is drop. */
+static void parse_open_action(struct pctx *p, size_t i, const cJSON *it,
+			      struct sl_rule *r)
 {
-	enum { S_QUEUE, S_PSI, S_SOFTIRQ, S_LOAD, S_FLOOR, S_N };
-	static const char *const known[] = {
-	    [S_QUEUE] = "accept_queue", [S_PSI] = "cpu_pressure",
-	    [S_SOFTIRQ] = "softirq",	[S_LOAD] = "load",
-	    [S_FLOOR] = "floor",	[S_N] = NULL};
-	struct sl_system *y = &r->system;
-	const cJSON *f[S_N];
-	uint64_t v;
+	struct sl_breaker *b = &r->breaker;
+	int e;
 
-	memset(y, 0, sizeof(*y));
-	if (!sy || !get_object(rc, sy, "system"))
+	b->open_action = r->proto == SL_PROTO_UDP ? SL_OPEN_DROP : SL_OPEN_RST;
+	p->ok[i] = true;
+	if (!it)
 		return;
-	y->enabled = true;
-	get_fields(rc, sy, "system", known, f);
-	if (!f[S_QUEUE] && !f[S_PSI] && !f[S_SOFTIRQ] && !f[S_LOAD])
-		rule_err(rc, "system",
-			 "needs a signal: accept_queue, cpu_pressure, "
-			 "softirq or load");
-	/* the controller holds the queue at half the target */
-	if (f[S_QUEUE] && get_uint(rc, f[S_QUEUE], "system.accept_queue", 2,
-				   SL_SYS_MAX_QUEUE, &v) == 0)
-		y->accept_queue = v;
-	if (f[S_PSI])
-		get_ratio(rc, f[S_PSI], "system.cpu_pressure",
-			  "a share of time", &y->cpu_pressure);
-	if (f[S_SOFTIRQ])
-		get_ratio(rc, f[S_SOFTIRQ], "system.softirq",
-			  "a share of time", &y->softirq);
-	if (f[S_LOAD])
-		get_fraction(rc, f[S_LOAD], "system.load",
-			     "a load average per CPU", SL_SYS_MAX_LOAD,
-			     SL_SYS_MILLI, &y->load);
-	if (f[S_FLOOR] && get_uint(rc, f[S_FLOOR], "system.floor", 1,
-				   SL_MAX_COUNT, &v) == 0)
-		y->floor = v;
-	else if (!f[S_FLOOR])
-		y->floor = r->count / SL_SYS_FLOOR_DIV ?: 1;
+	e = get_enum(p->rc, it, "breaker.open_action", sl_open_action_names,
+		     ARRAY_SIZE(sl_open_action_names));
+	if (e == SL_OPEN_RST && r->proto == SL_PROTO_UDP)
+		rule_err(p->rc, "breaker.open_action",
+			 "'rst' answers TCP SYNs; a udp rule's breaker drops "
+			 "datagrams while open (\"drop\", the default for "
+			 "udp)");
+	else if (e >= 0)
+		b->open_action = e;
+	p->ok[i] = e >= 0;
 }
 
-/* What a system rule cannot be combined with, once the rule is parsed. */
-static void check_system(struct rule_ctx *rc, const struct sl_rule *r,
-			 bool proto_known)
+/* its signals are the answers to SYNs or datagrams */
+static void check_breaker(struct pctx *p, struct sl_rule *r)
+{
+	if (r->breaker.enabled && at_ok(p, AT_PROTO) &&
+	    r->proto != SL_PROTO_TCP && r->proto != SL_PROTO_UDP)
+		rule_err(p->rc, "breaker",
+			 "watches the answers to TCP SYNs or UDP datagrams "
+			 "and needs match.proto \"tcp\" or \"udp\" (proto "
+			 "is '%s')",
+			 sl_proto_str(r->proto));
+}
+
+/* system.floor: count / 100 (at least 1) when absent. */
+static void parse_floor(struct pctx *p, size_t i, const cJSON *it,
+			struct sl_rule *r)
+{
+	if (it)
+		p->ok[i] = field_given(p, i, it, r);
+	else
+		r->system.floor = r->count / SL_SYS_FLOOR_DIV ?: 1;
+}
+
+/* A system object names at least one signal. */
+static void system_signals(struct pctx *p, const cJSON *obj)
+{
+	static const int sig[] = { AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD };
+
+	for (size_t k = 0; k < ARRAY_SIZE(sig); k++) {
+		const struct sl_field *f = &sl_rule_fields[p->pl->at[sig[k]]];
+
+		if (cJSON_GetObjectItemCaseSensitive(obj, sl_field_key(f)))
+			return;
+	}
+	rule_err(p->rc, "system",
+		 "needs a signal: accept_queue, cpu_pressure, softirq or "
+		 "load");
+}
+
+/* What a system rule cannot be combined with, once its fields are
+ * read. */
+static void check_system(struct pctx *p, struct sl_rule *r)
 {
 	const struct sl_system *y = &r->system;
+	struct rule_ctx *rc = p->rc;
 
 	if (!y->enabled)
 		return;
-	if (y->accept_queue && proto_known &&
+	if (y->accept_queue && at_ok(p, AT_PROTO) &&
 	    (r->proto != SL_PROTO_TCP || r->grade != SL_GRADE_CPS))
 		rule_err(rc, "system.accept_queue",
 			 "watches the listeners the rule's SYNs go to and "
@@ -1042,278 +496,61 @@ static void check_system(struct rule_ctx *rc, const struct sl_rule *r,
 			 "controller sheds the rule's whole traffic)");
 }
 
-/* Node ids are host names: 1-63 of [A-Za-z0-9_.:-] (the protocol's set). */
-static bool node_valid(const char *s)
+static const struct field_hook hooks[] = {
+	{ "match.dport", .check = check_dport },
+	{ "match", .check = check_match },
+	{ "grade", .check = check_grade },
+	{ "window", .check = check_window },
+	{ "behavior", .parse = parse_behavior },
+	{ "cluster.quotas", .parse = parse_quotas_field },
+	{ "breaker.strategy", .check = check_strategy },
+	{ "breaker.max_rt_ms", .parse = parse_max_rt },
+	{ "breaker.open_action", .parse = parse_open_action },
+	{ "breaker", .check = check_breaker },
+	{ "system.floor", .parse = parse_floor },
+	{ "system", .begin = system_signals, .check = check_system },
+};
+
+/* The plan of sl_rule_fields (struct plan). */
+static void make_plan(struct plan *pl)
 {
-	size_t i;
+	const struct sl_field *tab = sl_rule_fields;
+	size_t n = sl_n_rule_fields, k = 0;
 
-	for (i = 0; s[i]; i++) {
-		char c = s[i];
+	memset(pl, 0, sizeof(*pl));
+	for (size_t s = 0; s <= n; s++) {
+		size_t i = s == n ? 0 : s + 1;
+		size_t end = s == n ? n : sl_field_next(tab, n, s);
 
-		if (i >= SL_NODE_MAX)
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-		      c == ':' || c == '-'))
-			return false;
-	}
-	return i > 0;
-}
-
-static int quota_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct sl_quota *)a)->node,
-		      ((const struct sl_quota *)b)->node);
-}
-
-/* {"node-a": 500, ...}: unique valid node ids, sorted for the canon. */
-static void parse_quotas(struct rule_ctx *rc, const cJSON *q,
-			 struct sl_cluster *c)
-{
-	char shown[SL_KEY_SHOW_MAX * 4 + 8], field[sizeof(shown) + 16];
-	const cJSON *it, *prev;
-	uint64_t v;
-	int n;
-
-	if (!get_object(rc, q, "cluster.quotas"))
-		return;
-	n = cJSON_GetArraySize(q);
-	if (n < 1 || n > SL_MAX_QUOTAS) {
-		rule_err(rc, "cluster.quotas",
-			 "must name 1 to %d nodes, got %d", SL_MAX_QUOTAS, n);
-		return;
-	}
-	c->quotas = calloc(n, sizeof(*c->quotas));
-	if (!c->quotas) {
-		rule_err(rc, "cluster.quotas", "out of memory");
-		return;
-	}
-	for (it = q->child; it; it = it->next) {
-		show(it->string, shown, sizeof(shown));
-		for (prev = q->child; prev != it; prev = prev->next) {
-			if (!strcmp(prev->string, it->string))
-				break;
-		}
-		if (prev != it) {
-			rule_err(rc, "cluster.quotas",
-				 "node '%s' given more than once", shown);
+		if (s < n && tab[s].type != SL_FT_SECTION)
 			continue;
+		pl->start[s] = k;
+		for (; i < end; i = sl_field_next(tab, n, i)) {
+			pl->idx[k] = i;
+			pl->keys[k++] = sl_field_key(&tab[i]);
 		}
-		if (!node_valid(it->string)) {
-			rule_err(rc, "cluster.quotas",
-				 "node id '%s' must be 1-%d characters of "
-				 "A-Z, a-z, 0-9, '_', '.', ':', '-'",
-				 shown, SL_NODE_MAX);
-			continue;
-		}
-		snprintf(field, sizeof(field), "cluster.quotas.%s", shown);
-		if (get_uint(rc, it, field, 0, SL_MAX_COUNT, &v))
-			continue;
-		strcpy(c->quotas[c->n_quotas].node, it->string);
-		c->quotas[c->n_quotas++].count = v;
+		pl->keys[k++] = NULL;
 	}
-	qsort(c->quotas, c->n_quotas, sizeof(c->quotas[0]), quota_cmp);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t h = 0; h < ARRAY_SIZE(hooks); h++)
+			if (!strcmp(hooks[h].path, tab[i].path))
+				pl->hook[i] = &hooks[h];
+		for (int a = 0; a < AT_N; a++)
+			if (!strcmp(at_paths[a], tab[i].path))
+				pl->at[a] = i;
+	}
 }
 
-/* "share" ... "pass", or {"fixed": N}. */
-static void parse_fallback(struct rule_ctx *rc, const cJSON *f,
-			   struct sl_cluster *c)
+static void parse_rule(struct rule_ctx *rc, const struct plan *pl,
+		       const cJSON *obj, struct sl_rule *r)
 {
-	static const char *const known[] = {"fixed", NULL};
-	const cJSON *it;
-	uint64_t v;
-	int e;
-
-	c->fallback = SL_FB_SHARE;
-	if (!f)
-		return;
-	if (cJSON_IsObject(f)) {
-		get_fields(rc, f, "cluster.fallback", known, &it);
-		if (!it) {
-			rule_err(rc, "cluster.fallback.fixed",
-				 "required in a fallback object (the "
-				 "threshold per node while degraded)");
-		} else if (get_uint(rc, it, "cluster.fallback.fixed", 1,
-				    SL_MAX_COUNT, &v) == 0) {
-			c->fallback = SL_FB_FIXED;
-			c->fallback_fixed = v;
-		}
-		return;
-	}
-	if (!cJSON_IsString(f)) {
-		rule_err(rc, "cluster.fallback",
-			 "must be a string or {\"fixed\": N}, got %s",
-			 json_type(f));
-		return;
-	}
-	/* "fixed" alone lacks its N: not one of the string forms. */
-	e = get_enum(rc, f, "cluster.fallback", sl_fallback_names,
-		     ARRAY_SIZE(sl_fallback_names) - 1);
-	if (e >= 0)
-		c->fallback = e;
-}
-
-static void parse_cluster(struct rule_ctx *rc, const cJSON *cl,
-			  struct sl_rule *r)
-{
-	enum { C_NS, C_FLOW, C_THRESH, C_QUOTAS, C_FALLBACK, C_N };
-	static const char *const known[] = {
-	    [C_NS] = "namespace",	  [C_FLOW] = "flow_id",
-	    [C_THRESH] = "threshold_type", [C_QUOTAS] = "quotas",
-	    [C_FALLBACK] = "fallback",	  [C_N] = NULL};
-	struct sl_cluster *c = &r->cluster;
-	const cJSON *f[C_N], *it;
-	uint64_t v;
-	int e;
-
-	memset(c, 0, sizeof(*c));
-	if (!cl || !get_object(rc, cl, "cluster"))
-		return;
-	c->enabled = true;
-	get_fields(rc, cl, "cluster", known, f);
-
-	it = f[C_NS];
-	if (!it)
-		rule_err(rc, "cluster.namespace",
-			 "required (flow ids are scoped by namespace)");
-	else
-		get_name(rc, it, "cluster.namespace", c->ns);
-
-	it = f[C_FLOW];
-	if (!it)
-		rule_err(rc, "cluster.flow_id", "required");
-	else if (get_uint(rc, it, "cluster.flow_id", 1, UINT32_MAX, &v) == 0)
-		c->flow_id = v;
-
-	it = f[C_THRESH];
-	e = -1;
-	if (!it)
-		rule_err(rc, "cluster.threshold_type",
-			 "required (global, avg_local or manual: count means "
-			 "different totals)");
-	else
-		e = get_enum(rc, it, "cluster.threshold_type",
-			     sl_threshold_names, ARRAY_SIZE(sl_threshold_names));
-	if (e >= 0)
-		c->threshold = e;
-
-	it = f[C_QUOTAS];
-	if (e == SL_THRESH_MANUAL && !it)
-		rule_err(rc, "cluster.quotas",
-			 "required with threshold_type manual");
-	else if (e >= 0 && e != SL_THRESH_MANUAL && it)
-		rule_err(rc, "cluster.quotas",
-			 "only with threshold_type manual (this rule is %s)",
-			 sl_threshold_names[e]);
-	else if (it)
-		parse_quotas(rc, it, c);
-
-	parse_fallback(rc, f[C_FALLBACK], c);
-}
-
-static void parse_rule(struct rule_ctx *rc, const cJSON *obj, struct sl_rule *r)
-{
-	enum { R_NAME, R_MATCH, R_GRADE, R_COUNT, R_WINDOW, R_PER_SOURCE,
-	       R_MODE, R_PRIORITY, R_BEHAVIOR, R_CLUSTER, R_BREAKER, R_SYSTEM,
-	       R_N };
-	static const char *const known[] = {
-	    [R_NAME] = "name",		   [R_MATCH] = "match",
-	    [R_GRADE] = "grade",	   [R_COUNT] = "count",
-	    [R_WINDOW] = "window",	   [R_PER_SOURCE] = "per_source",
-	    [R_MODE] = "mode",		   [R_PRIORITY] = "priority",
-	    [R_BEHAVIOR] = "behavior",	   [R_CLUSTER] = "cluster",
-	    [R_BREAKER] = "breaker",	   [R_SYSTEM] = "system",
-	    [R_N] = NULL};
-	const cJSON *f[R_N], *name, *match, *grade, *count, *mode, *prio;
-	bool proto_known;
-	uint64_t v;
-	int e;
+	struct pctx p = { .rc = rc, .pl = pl };
 
 	if (!cJSON_IsObject(obj)) {
 		rule_err(rc, NULL, "must be an object, got %s", json_type(obj));
 		return;
 	}
-	get_fields(rc, obj, NULL, known, f);
-
-	name = f[R_NAME];
-	if (!name)
-		rule_err(rc, "name", "required");
-	else
-		get_name(rc, name, "name", r->name);
-
-	match = f[R_MATCH];
-	r->proto = SL_PROTO_ANY;
-	proto_known = false;
-	if (!match)
-		rule_err(rc, "match", "required (use {} to match all traffic)");
-	else
-		proto_known = parse_match(rc, match, r);
-
-	grade = f[R_GRADE];
-	if (!grade) {
-		rule_err(rc, "grade", "required (pps, bps or cps)");
-	} else {
-		e = get_enum(rc, grade, "grade", sl_grade_names,
-			     ARRAY_SIZE(sl_grade_names));
-		if (e >= 0) {
-			r->grade = e;
-			if (r->grade == SL_GRADE_CPS && proto_known &&
-			    r->proto != SL_PROTO_TCP)
-				rule_err(rc, "grade",
-					 "cps counts TCP SYNs and needs "
-					 "match.proto \"tcp\" (proto is '%s')",
-					 sl_proto_str(r->proto));
-		}
-	}
-
-	count = f[R_COUNT];
-	if (!count)
-		rule_err(rc, "count", "required (the limit per second)");
-	else if (get_uint(rc, count, "count", 1, SL_MAX_COUNT, &v) == 0)
-		r->count = v;
-
-	parse_window(rc, f[R_WINDOW], r);
-	parse_per_source(rc, f[R_PER_SOURCE], r);
-
-	r->mode = SL_MODE_ENFORCE;
-	mode = f[R_MODE];
-	if (mode) {
-		e = get_enum(rc, mode, "mode", sl_mode_names,
-			     ARRAY_SIZE(sl_mode_names));
-		if (e >= 0)
-			r->mode = e;
-	}
-
-	r->has_priority = false;
-	r->priority = 0;
-	prio = f[R_PRIORITY];
-	if (prio &&
-	    get_uint(rc, prio, "priority", 1, SL_MAX_PRIORITY, &v) == 0) {
-		r->has_priority = true;
-		r->priority = v;
-	}
-
-	parse_behavior(rc, f[R_BEHAVIOR], r);
-	/* A ramp starting at count / cold_factor = 0 would drop everything. */
-	if (r->warm_up && r->count && r->count < r->cold_factor)
-		rule_err(rc, "behavior.warm_up.cold_factor",
-			 "%u is larger than count %llu: the ramp would start "
-			 "at a threshold of 0; lower cold_factor or raise "
-			 "count",
-			 r->cold_factor, (unsigned long long) r->count);
-
-	parse_cluster(rc, f[R_CLUSTER], r);
-	parse_breaker(rc, f[R_BREAKER], r);
-	/* its signals are the answers to SYNs or datagrams */
-	if (r->breaker.enabled && proto_known && r->proto != SL_PROTO_TCP &&
-	    r->proto != SL_PROTO_UDP)
-		rule_err(rc, "breaker",
-			 "watches the answers to TCP SYNs or UDP datagrams "
-			 "and needs match.proto \"tcp\" or \"udp\" (proto "
-			 "is '%s')",
-			 sl_proto_str(r->proto));
-	parse_system(rc, f[R_SYSTEM], r);
-	check_system(rc, r, proto_known);
+	parse_section(&p, sl_n_rule_fields, obj, r);
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
 			 "cannot be combined with per_source (a cluster "
@@ -1410,13 +647,17 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		     size_t *n_out, bool *allow_empty, struct errbuf *eb)
 {
 	/* "$schema": editors find rules/schema.json by it; not kept */
-	static const char *const known[] = {"rules", "allow_empty", "$schema",
-					    NULL};
+	const char *const known[] = {
+		[SL_DOC_RULES] = sl_doc_keys[SL_DOC_RULES].key,
+		[SL_DOC_ALLOW_EMPTY] = sl_doc_keys[SL_DOC_ALLOW_EMPTY].key,
+		[SL_DOC_SCHEMA] = sl_doc_keys[SL_DOC_SCHEMA].key,
+		[SL_DOC_N] = NULL };
 	struct rule_ctx rc = {.eb = eb, .label = "document"};
 	struct sl_rule *rules = NULL;
+	struct plan plan;
 	const char **names = NULL;
 	size_t *first_of = NULL;
-	const cJSON *got[3], *arr, *it;
+	const cJSON *got[SL_DOC_N], *arr, *it;
 	size_t n, i;
 
 	if (!cJSON_IsObject(doc)) {
@@ -1426,14 +667,14 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 		return -EINVAL;
 	}
 	get_fields(&rc, doc, NULL, known, got);
-	arr = got[0];
-	if (got[1] && !cJSON_IsBool(got[1]))
+	arr = got[SL_DOC_RULES];
+	if (got[SL_DOC_ALLOW_EMPTY] && !cJSON_IsBool(got[SL_DOC_ALLOW_EMPTY]))
 		rule_err(&rc, "allow_empty", "must be true or false, got %s",
-			 json_type(got[1]));
-	*allow_empty = cJSON_IsTrue(got[1]);
-	if (got[2] && !cJSON_IsString(got[2]))
+			 json_type(got[SL_DOC_ALLOW_EMPTY]));
+	*allow_empty = cJSON_IsTrue(got[SL_DOC_ALLOW_EMPTY]);
+	if (got[SL_DOC_SCHEMA] && !cJSON_IsString(got[SL_DOC_SCHEMA]))
 		rule_err(&rc, "$schema", "must be a string (the schema's URI), "
-			 "got %s", json_type(got[2]));
+			 "got %s", json_type(got[SL_DOC_SCHEMA]));
 	if (!arr) {
 		rule_err(&rc, "rules", "required");
 		return -EINVAL;
@@ -1461,13 +702,14 @@ static int parse_doc(const cJSON *doc, struct sl_rule **rules_out,
 			return -ENOMEM;
 		}
 	}
+	make_plan(&plan);
 	i = 0;
 	cJSON_ArrayForEach(it, arr)
 	{
 		struct rule_ctx r = {.eb = eb, .name = names[i], .num = i + 1};
 
 		rules[i].file_index = i;
-		parse_rule(&r, it, &rules[i]);
+		parse_rule(&r, &plan, it, &rules[i]);
 		if (first_of[i] != i)
 			rule_err(&r, "name",
 				 "duplicate name: rules #%zu and #%zu are both "

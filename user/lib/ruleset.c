@@ -41,14 +41,9 @@ int sl_ruleset_add(const struct sl_ruleset *cur, struct sl_ruleset *add,
 			 cur->n + add->n, SL_MAX_RULES);
 		return -E2BIG;
 	}
-	next.rules = calloc(cur->n + add->n + 1, sizeof(*next.rules));
-	if (!next.rules)
+	if (sl_ruleset_copy(cur, add->n, &next))
 		goto nomem;
-	for (; next.n < cur->n; next.n++)
-		if (sl_rule_copy(&next.rules[next.n], &cur->rules[next.n])) {
-			sl_ruleset_free(&next);
-			goto nomem;
-		}
+	next.allow_empty = false;
 	/* the new rules move over, with what they own */
 	memcpy(next.rules + next.n, add->rules, add->n * sizeof(*add->rules));
 	next.n += add->n;
@@ -82,17 +77,15 @@ int sl_ruleset_del(const struct sl_ruleset *cur, const char *const *names,
 			return -ENOENT;
 		}
 	}
-	next.rules = calloc(cur->n + 1, sizeof(*next.rules));
-	if (!next.rules)
+	if (sl_ruleset_copy(cur, 0, &next))
 		goto nomem;
+	next.allow_empty = false;
+	next.n = 0;
 	for (size_t j = 0; j < cur->n; j++) {
 		if (named(cur->rules[j].name, names, n_names))
-			continue;
-		if (sl_rule_copy(&next.rules[next.n], &cur->rules[j])) {
-			sl_ruleset_free(&next);
-			goto nomem;
-		}
-		next.n++;
+			sl_rule_release(&next.rules[j]);
+		else
+			next.rules[next.n++] = next.rules[j];
 	}
 	renumber(&next);
 	*out = next;
