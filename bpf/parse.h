@@ -11,6 +11,7 @@
 #ifndef SLUICE_PARSE_H
 #define SLUICE_PARSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>

@@ -19,9 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
-#include <linux/if_ether.h>
-#include <linux/ip.h>
-#include <linux/udp.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -30,6 +27,7 @@
 #include "genutil.h"
 #include "loader.h"
 #include "log.h"
+#include "pkt.h"
 #include "rules.h"
 #include "rules_parse.h"
 #include "sluice.skel.h"
@@ -102,41 +100,18 @@ struct scale_thread {
 	int err;
 };
 
-static uint16_t scale_csum(const void *p, size_t len)
-{
-	const uint16_t *w = p;
-	uint32_t sum = 0;
-
-	for (; len > 1; len -= 2)
-		sum += *w++;
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum;
-}
-
 static void scale_frame_build(struct scale_frame *f, uint32_t saddr,
 			      uint16_t dport)
 {
-	struct ethhdr *eth = (void *)f->data;
-	struct iphdr *ip = (void *)(eth + 1);
-	struct udphdr *udp = (void *)(ip + 1);
-	uint16_t l3 = SCALE_FRAME_LEN - sizeof(*eth);
+	struct pkt_ipv4_hdr h = { .src.s_addr = htonl(saddr),
+				  .dst.s_addr = htonl(SCALE_DST) };
+	struct pkt p;
 
-	memset(f, 0, sizeof(*f));
-	memcpy(eth->h_dest, "\x02\x00\x00\x00\x00\x02", ETH_ALEN);
-	memcpy(eth->h_source, "\x02\x00\x00\x00\x00\x01", ETH_ALEN);
-	eth->h_proto = htons(ETH_P_IP);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->ttl = 64;
-	ip->protocol = IPPROTO_UDP;
-	ip->tot_len = htons(l3);
-	ip->saddr = htonl(saddr);
-	ip->daddr = htonl(SCALE_DST);
-	ip->check = scale_csum(ip, sizeof(*ip));
-	udp->source = htons(10000);
-	udp->dest = htons(dport);
-	udp->len = htons(l3 - sizeof(*ip));
+	pkt_init(&p);
+	pkt_eth(&p, NULL, NULL);
+	pkt_ipv4_hdr(&p, &h);
+	pkt_udp(&p, 10000, dport);
+	memcpy(f->data, p.buf, pkt_finish(&p, sizeof(f->data)));
 }
 
 /* The source of thread t's frames: one for all, or one each, 257 apart

@@ -20,9 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <linux/if_ether.h>
-#include <linux/ip.h>
-#include <linux/udp.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -32,6 +29,7 @@
 #include "genutil.h"
 #include "loader.h"
 #include "log.h"
+#include "pkt.h"
 #include "rules.h"
 #include "rules_parse.h"
 #include "sluice.skel.h"
@@ -140,41 +138,18 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-static uint16_t ip_csum(const void *p, size_t len)
-{
-	const uint16_t *w = p;
-	uint32_t sum = 0;
-
-	for (; len > 1; len -= 2)
-		sum += *w++;
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum;
-}
-
 /* A 64-byte Ethernet/IPv4/UDP frame, saddr -> BENCH_DST:BENCH_PORT. */
 static void frame_build(struct frame *f, uint32_t saddr)
 {
-	struct ethhdr *eth = (void *) f->data;
-	struct iphdr *ip = (void *) (eth + 1);
-	struct udphdr *udp = (void *) (ip + 1);
-	uint16_t l3 = BENCH_FRAME_LEN - sizeof(*eth);
+	struct pkt_ipv4_hdr h = { .src.s_addr = htonl(saddr),
+				  .dst.s_addr = htonl(BENCH_DST) };
+	struct pkt p;
 
-	memset(f, 0, sizeof(*f));
-	memcpy(eth->h_dest, "\x02\x00\x00\x00\x00\x02", ETH_ALEN);
-	memcpy(eth->h_source, "\x02\x00\x00\x00\x00\x01", ETH_ALEN);
-	eth->h_proto = htons(ETH_P_IP);
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->ttl = 64;
-	ip->protocol = IPPROTO_UDP;
-	ip->tot_len = htons(l3);
-	ip->saddr = htonl(saddr);
-	ip->daddr = htonl(BENCH_DST);
-	ip->check = ip_csum(ip, sizeof(*ip));
-	udp->source = htons(10000);
-	udp->dest = htons(BENCH_PORT);
-	udp->len = htons(l3 - sizeof(*ip));
+	pkt_init(&p);
+	pkt_eth(&p, NULL, NULL);
+	pkt_ipv4_hdr(&p, &h);
+	pkt_udp(&p, 10000, BENCH_PORT);
+	memcpy(f->data, p.buf, pkt_finish(&p, sizeof(f->data)));
 }
 
 /* One rule document; count is the measured rule's threshold. */
