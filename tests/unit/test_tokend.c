@@ -29,7 +29,7 @@
 #include "rules.h"
 #include "rules_parse.h"
 #include "secrets.h"
-#include "tokend.h"
+#include "tokensrv.h"
 
 /* Namespaces a and b both have a flow 1; only b has flow 2. */
 static const char rules_json[] =

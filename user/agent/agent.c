@@ -41,7 +41,7 @@
 #include "snapshot.h"
 #include "stats.h"
 #include "election.h"
-#include "tokend.h"
+#include "tokensrv.h"
 #include "util.h"
 
 #define ERRBUF 8192

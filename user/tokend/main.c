@@ -21,6 +21,7 @@
 #include "process_metrics.h"
 #include "rules_parse.h"
 #include "tokend.h"
+#include "tokensrv.h"
 #include "util.h"
 
 #define ERRBUF 8192

@@ -22,7 +22,7 @@
 #include "log.h"
 #include "proto.h"
 #include "quota.h"
-#include "tokend.h"
+#include "tokensrv.h"
 #include "util.h"
 
 #define IN_INIT	     4096

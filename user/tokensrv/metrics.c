@@ -5,7 +5,7 @@
  */
 #include <stdio.h>
 
-#include "tokend.h"
+#include "tokensrv.h"
 
 static const struct sl_metric
 	learning = { "sluice_tokend_learning",
