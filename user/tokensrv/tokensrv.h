@@ -24,8 +24,11 @@
 #ifndef SL_TOKEND_SYNC_MS
 #define SL_TOKEND_SYNC_MS 100 /* sync period advised to clients */
 #endif
+/* Sized for a fleet of 10,000 agents (docs/cluster.md, "How far one
+ * replica goes"): sessions with room for a quarter more, and SYNCs/s of a
+ * namespace twice 10,000 agents at the advised 100 ms. */
 #ifndef SL_TOKEND_MAX_CONNS
-#define SL_TOKEND_MAX_CONNS 4096 /* authenticated sessions */
+#define SL_TOKEND_MAX_CONNS 12500 /* authenticated sessions */
 #endif
 #ifndef SL_TOKEND_MAX_HANDSHAKES
 #define SL_TOKEND_MAX_HANDSHAKES 1024 /* connections before AUTH_OK */
@@ -34,7 +37,7 @@
 #define SL_TOKEND_ACCEPT_PAUSE_MS 100 /* out of fds, nothing to evict */
 #endif
 #ifndef SL_TOKEND_NS_RATE
-#define SL_TOKEND_NS_RATE 100000 /* SYNC frames/s per namespace */
+#define SL_TOKEND_NS_RATE 200000 /* SYNC frames/s per namespace */
 #endif
 #ifndef SL_TOKEND_OUT_MAX
 #define SL_TOKEND_OUT_MAX (4 * SL_PROTO_MAX_FRAME) /* per connection */
@@ -42,8 +45,24 @@
 #ifndef SL_TOKEND_HANDSHAKE_MS
 #define SL_TOKEND_HANDSHAKE_MS 2000 /* accept to AUTH_OK, and closing */
 #endif
+#ifndef SL_TOKEND_THREADS
+#define SL_TOKEND_THREADS 0 /* workers; 0: one per online CPU */
+#endif
+#ifndef SL_TOKEND_MAX_THREADS
+#define SL_TOKEND_MAX_THREADS 64
+#endif
 #ifndef SL_TOKEND_REBALANCE_MS
 #define SL_TOKEND_REBALANCE_MS 25 /* least time between two water fills */
+#endif
+/* A flow of at most this many holders is water-filled in the SYNC that
+ * finds it changed (about 1 us); a larger one by the balancer thread, at
+ * most every holders / SL_TOKEND_FILL_PER_MS ms (10,000 holders: 100 ms),
+ * so that filling costs a flow about 1 ms of CPU a second at any size. */
+#ifndef SL_TOKEND_INLINE_FILL
+#define SL_TOKEND_INLINE_FILL 256
+#endif
+#ifndef SL_TOKEND_FILL_PER_MS
+#define SL_TOKEND_FILL_PER_MS 100
 #endif
 #ifndef SL_TOKEND_FORGET_MS
 #define SL_TOKEND_FORGET_MS 600000
@@ -58,7 +77,7 @@
 #define SL_TOKEND_RESERVE_PCT 50
 #endif
 #ifndef SL_TOKEND_MAX_NODES
-#define SL_TOKEND_MAX_NODES 65536 /* node ids remembered per namespace */
+#define SL_TOKEND_MAX_NODES 65536 /* node ids held per namespace */
 #endif
 
 struct sl_tokend_cfg {
@@ -74,6 +93,7 @@ struct sl_tokend_cfg {
 	uint32_t handshake_ms;
 	uint32_t rebalance_ms;
 	uint32_t max_nodes;
+	uint32_t threads; /* workers serving sessions; 0: one per CPU */
 	/* a vanished holder's fallback stays reserved this long; 0: none */
 	uint32_t forget_ms;
 	bool elected; /* a replica: grants nothing until sl_tokend_set_role() */
@@ -86,6 +106,7 @@ struct sl_tokend_stats {
 	uint64_t accepted;
 	uint64_t refused_busy;   /* over max_conns, at AUTH */
 	uint64_t refused_nodes;	 /* its namespace is at max_nodes */
+	uint64_t nodes_freed;	 /* node ids let go, no session or lease left */
 	uint64_t refused_node_held; /* its node id held by a live session */
 	uint64_t hellos;
 	uint64_t auth_ok;
@@ -143,7 +164,8 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 /* The bound port (for port 0). */
 uint16_t sl_tokend_port(const struct sl_tokend *td);
 
-/* Serve until SL_TOKEND_STOP; 0, or -errno if epoll fails. */
+/* Serve until SL_TOKEND_STOP, in the calling thread and cfg.threads - 1
+ * more, and a balancer thread; 0, or -errno if epoll fails. */
 int sl_tokend_run(struct sl_tokend *td);
 
 /* Ask the running server to drain or stop; async-signal-safe. */
@@ -198,7 +220,7 @@ struct sl_tokend_info {
 	size_t n_ns;
 	struct sl_tokend_ns_info {
 		char name[SL_NAME_MAX + 1];
-		uint32_t nodes; /* node ids it has seen, max_nodes at most */
+		uint32_t nodes; /* node ids held, max_nodes at most */
 	} *ns;			/* malloc'd, n_ns */
 };
 
