@@ -1089,8 +1089,8 @@ static bool auth_check(struct sl_tokend *td, struct conn *c,
 /*
  * A node id is a claim: the session holding it keeps it until a TTL
  * after its last SYNC; only then may another take it over, and the old
- * one is told so and closed (by its worker, when it is another's).
- * Under the namespace's lock: the holder cannot go meanwhile.
+ * one is told so and closed by its worker. Under the namespace's lock:
+ * the holder cannot go meanwhile.
  */
 static int claim_node(struct worker *w, struct conn *c, struct ns *ns,
 		      int node, uint64_t now)
@@ -1111,12 +1111,11 @@ static int claim_node(struct worker *w, struct conn *c, struct ns *ns,
 		w->st.refused_busy++;
 		return -EBUSY;
 	}
-	if (old && old->w != w) {
+	/* closed by its worker's next turn, not here: closing takes the
+	 * namespace's lock this holds */
+	if (old) {
 		STORE(old->replaced, true);
 		sl_tokend_command_worker(old->w, 'p');
-	} else if (old && old->state != CONN_CLOSING) {
-		send_or_close(w, old,
-			      fail_conn(w, old, 0, SL_ERR_REPLACED, now));
 	}
 	nd->conn = c;
 	nd->released_at = 0;
