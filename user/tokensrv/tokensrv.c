@@ -141,6 +141,7 @@ struct conn {
 	size_t in_len, in_cap, out_off, out_len, out_cap;
 	bool dead; /* closed; freed after the event batch that saw it */
 	bool session; /* authenticated: counted against max_conns */
+	bool placed;  /* given its worker for good */
 	struct conn *prev, *next;
 	struct conn *hs_prev, *hs_next; /* handshakes, oldest first */
 };
@@ -1341,9 +1342,11 @@ static void on_conn_event(struct worker *w, struct conn *c, uint32_t ev,
 		return;
 	}
 	conn_update(w, c);
-	if (!c->dead && c->state == CONN_READY && w == w->td->w &&
-	    w->td->n_w > 1)
-		hand_over(w, c);
+	if (!c->dead && c->state == CONN_READY && !c->placed) {
+		c->placed = true; /* once, right after AUTH_OK */
+		if (w->td->n_w > 1)
+			hand_over(w, c);
+	}
 }
 
 /* The oldest handshake makes room for a newer connection. */
