@@ -56,7 +56,8 @@ fleet_run() # THREADS CPUS AGENTS PERIOD_MS
 		>"$dir/fleet.out"
 	kill -TERM "$pid"
 	wait "$pid" 2>/dev/null || true
-	sed "s/^tokend:/tokend --threads $1:/" "$dir/fleet.out" | grep -v '^RESULT' >&2
+	sed "s/^tokend:/tokend --threads $1:/" "$dir/fleet.out" |
+		grep -v '^RESULT' >&2
 	echo "$1 $(grep '^RESULT' "$dir/fleet.out")"
 }
 
@@ -68,7 +69,8 @@ fleet()
 	bench_flows "$dir/fleet-rules" "$FLEET_FLOWS"
 	mv "$dir/fleet-rules/rules.json" "$dir/fleet.json"
 	echo "fleet: $FLEET_AGENTS agents x $FLEET_FLOWS flows every" \
-		"$FLEET_PERIOD_MS ms, tokend's defaults, $RUNS runs of 1 and 2" \
+		"$FLEET_PERIOD_MS ms, tokend's defaults, $RUNS runs of 1" \
+		"and 2" \
 		"workers; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 	for ((r = 0; r < RUNS; r++)); do
 		for t in 1 2; do
@@ -129,7 +131,8 @@ fi
 port=$(free_port)
 taskset -c "$SERVER_CPU" "$BUILD/sluice" tokend --listen "127.0.0.1:$port" \
 	--rules "$dir/rules.json" --state-dir "$dir/state" \
-	--secrets "$dir/secrets" --learn-ms 0 --max-conns $((AGENTS + 16)) --threads 1 \
+	--secrets "$dir/secrets" --learn-ms 0 --max-conns $((AGENTS + 16)) \
+	--threads 1 \
 	2>"$dir/tokend.log" &
 pids+=($!)
 wait_port "$port"

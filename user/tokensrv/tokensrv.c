@@ -961,7 +961,8 @@ static bool ns_admit(struct sl_tokend *td, struct ns *ns, uint64_t now)
 		return true;
 	pthread_mutex_lock(&ns->lock);
 	if (now > ns->tokens_at) {
-		ns->tokens += (now - ns->tokens_at) * (td->cfg.ns_rate / 1000.0);
+		ns->tokens +=
+			(now - ns->tokens_at) * (td->cfg.ns_rate / 1000.0);
 		ns->tokens_at = now;
 	}
 	if (ns->tokens > burst)
