@@ -23,18 +23,20 @@ SKEL      := $(BUILD)/sluice.skel.h
 
 # user/: the library (lib: no threads, sockets or process-wide setup;
 # svc: the services a program starts over it, etcd and HTTP; dp: the
-# data plane, the only part that touches the skeleton) and one folder per
-# program. What a part may include is its include path, so a layering
-# slip does not compile (docs/architecture.md).
+# data plane, the only part that touches the skeleton), the token server
+# both programs run (tokensrv) and one folder per program. What a part
+# may include is its include path, so a layering slip does not compile
+# (docs/architecture.md).
 OBJ        := $(BUILD)/obj
-USER_PARTS := lib svc dp agent tokend cli
+USER_PARTS := lib svc dp tokensrv agent tokend cli
 INC_lib    := -Iuser/lib -Ibpf
 INC_svc    := $(INC_lib) -Iuser/svc
 INC_dp     := $(INC_lib) -Iuser/dp -I$(BUILD)
-INC_tokend := $(INC_svc) -Iuser/tokend
-INC_agent  := $(INC_dp) -Iuser/svc -Iuser/agent -Iuser/tokend
+INC_tokensrv := $(INC_svc) -Iuser/tokensrv
+INC_tokend := $(INC_tokensrv) -Iuser/tokend
+INC_agent  := $(INC_dp) -Iuser/svc -Iuser/tokensrv -Iuser/agent
 INC_cli    := $(INC_dp) -Iuser/svc -Iuser/cli
-INC_main   := $(INC_agent) -Iuser/cli
+INC_main   := $(INC_agent) -Iuser/cli -Iuser/tokend
 # tests and benchmarks see every part
 INC_ALL    := $(INC_main) -Iuser
 
@@ -42,8 +44,10 @@ part_objs = $(patsubst user/%.c,$(OBJ)/%.o,$(wildcard user/$(1)/*.c))
 LIB       := $(BUILD)/libsluice.a
 LIB_OBJS  := $(call part_objs,lib) $(call part_objs,svc) $(call part_objs,dp) \
 	     $(OBJ)/version.o
-# the programs, one archive each, and the command table over them
-PROG_ARS  := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a
+# the programs, one archive each (the token server's after the two that
+# run it), and the command table over them
+PROG_ARS  := $(BUILD)/cli.a $(BUILD)/agent.a $(BUILD)/tokend.a \
+	     $(BUILD)/tokensrv.a
 PROG_LIBS := $(OBJ)/sluice.o $(PROG_ARS)
 SLUICE    := $(BUILD)/sluice
 
@@ -108,6 +112,7 @@ $(LIB): $(LIB_OBJS)
 $(BUILD)/cli.a: $(call part_objs,cli)
 $(BUILD)/agent.a: $(call part_objs,agent)
 $(BUILD)/tokend.a: $(call part_objs,tokend)
+$(BUILD)/tokensrv.a: $(call part_objs,tokensrv)
 $(PROG_ARS):
 	rm -f $@ && $(AR) rcs $@ $^
 

@@ -6,7 +6,8 @@
 #   BENCH_SCALE_ARGS extra arguments for it (e.g. --runs 5 --path sketch)
 #   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
-#   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh
+#   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh;
+#   FLEET_AGENTS, FLEET_FLOWS, RUNS, SAT_AGENTS, FLEET_ONLY=1  its fleet part
 #   QUICK=1, PLOTS=DIR  `make bench-peers`: fewer, shorter runs; gnuplot PNGs
 #   BENCH_PUSH_ARGS  extra arguments for tests/bench/bench_push.sh (e.g. --old)
 

@@ -452,7 +452,7 @@ want cluster && for ((run = 1; run <= RUNS; run++)); do
 		rss=$(rss_kb "$spid")
 		kill -TERM "$spid"
 		wait "$spid" 2>/dev/null
-		read -r _ _ rate p50 p99 <<<"$res"
+		read -r _ _ rate p50 p99 _ <<<"$res"
 		record cluster "$mode" rate "${rate:-0}"
 		record cluster "$mode" p50_us "${p50:-0}"
 		record cluster "$mode" p99_us "${p99:-0}"

@@ -6,7 +6,10 @@
  * pipelined per sync), or as the usual Redis limiter, a Lua sliding
  * window (redis_limiter.h), one EVALSHA per flow, pipelined.
  * Prints achieved flow updates/s and the latency of each sync (request
- * written to last answer byte read).
+ * written to last answer byte read). PERIOD_MS 0: closed loop, each agent
+ * syncs again as soon as it is answered (the server's most). With
+ * TOKEND_PID set, also the CPU that process used over the measured
+ * seconds, and the flow updates/s per core that makes.
  *
  *   bench_tokend tokend    PORT NS SECRET AGENTS FLOWS PERIOD_MS SECONDS
  *   bench_tokend redis     PORT AGENTS FLOWS PERIOD_MS SECONDS
@@ -53,6 +56,32 @@ static uint8_t *out;
 static uint64_t *lat; /* µs, one per answered sync after warm-up */
 static size_t n_lat, lat_cap;
 static uint64_t answered, missed, measure_from;
+static bool closed_loop;
+static uint64_t loop_seq; /* closed loop: syncs sent */
+
+/* utime + stime of process pid, in seconds; -1 without one. */
+static double proc_cpu_s(const char *pid)
+{
+	unsigned long long ut, st;
+	char path[64], buf[1024], *p;
+	FILE *f;
+	size_t n;
+
+	if (!pid)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the command may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / sysconf(_SC_CLK_TCK);
+}
 
 static uint64_t now_ns(void)
 {
@@ -228,16 +257,20 @@ static void lua_load(struct agent *a)
 	lua_sha[40] = 0;
 }
 
+static void send_sync(struct agent *a, unsigned int idx, uint64_t seq);
+
 static void done(struct agent *a)
 {
 	uint64_t t = now_ns();
 
 	a->busy = false;
-	if (a->sent_ns < measure_from)
-		return;
-	answered++;
-	if (n_lat < lat_cap)
-		lat[n_lat++] = (t - a->sent_ns) / 1000;
+	if (a->sent_ns >= measure_from) {
+		answered++;
+		if (n_lat < lat_cap)
+			lat[n_lat++] = (t - a->sent_ns) / 1000;
+	}
+	if (closed_loop)
+		send_sync(a, a - agents, loop_seq++);
 }
 
 /* Consume what arrived: whole GRANTS frames, or Redis integer replies. */
@@ -307,6 +340,9 @@ int main(int argc, char **argv)
 	unsigned int period_ms, seconds, i;
 	uint64_t t0, step, end, seq = 0;
 	const char *ns = NULL, *secret = NULL, *mode;
+	const char *pid = getenv("TOKEND_PID");
+	double cpu0 = -1, cpu1, cores = 0;
+	unsigned int unanswered = 0;
 	int epfd, a0;
 	uint16_t port;
 
@@ -331,15 +367,19 @@ int main(int argc, char **argv)
 	n_flows = atoi(argv[a0 + 1]);
 	period_ms = atoi(argv[a0 + 2]);
 	seconds = atoi(argv[a0 + 3]);
+	closed_loop = !period_ms && !redis;
 	if (!n_agents || !n_flows || n_flows > SL_PROTO_MAX_REPORTS ||
-	    !period_ms || !seconds) {
+	    (!period_ms && !closed_loop) || !seconds) {
 		fprintf(stderr, "bench_tokend: bad numbers\n");
 		return 2;
 	}
 	setrlimit(RLIMIT_NOFILE, &rl);
 	agents = calloc(n_agents, sizeof(*agents));
 	out = malloc(BUF_MAX);
-	lat_cap = (uint64_t)n_agents * (1000 / period_ms + 1) * (seconds + 1);
+	/* closed loop: room for 100,000 syncs/s */
+	lat_cap = closed_loop ? 100000ull * (seconds + WARMUP_S + 1)
+			      : (uint64_t)n_agents * (1000 / period_ms + 1) *
+					(seconds + 1);
 	lat = malloc(lat_cap * sizeof(*lat));
 	epfd = epoll_create1(0);
 	if (!agents || !out || !lat || epfd < 0)
@@ -366,11 +406,18 @@ int main(int argc, char **argv)
 	t0 = now_ns();
 	measure_from = t0 + WARMUP_S * 1000000000ull;
 	end = measure_from + seconds * 1000000000ull;
+	if (closed_loop)
+		for (i = 0; i < n_agents; i++)
+			send_sync(&agents[i], i, loop_seq++);
 	for (;;) {
 		uint64_t now = now_ns();
 		int n, timeout;
 
-		while (t0 + seq * step <= now) {
+		if (cpu0 < 0 && now >= measure_from)
+			cpu0 = proc_cpu_s(pid);
+		/* what falls due within 1 ms goes now: the loop sleeps in
+		 * whole ms, never spins (it shares a core with the server) */
+		while (!closed_loop && t0 + seq * step <= now + 1000000) {
 			struct agent *a = &agents[seq % n_agents];
 
 			if (a->busy) {
@@ -384,26 +431,42 @@ int main(int argc, char **argv)
 		}
 		if (now >= end)
 			break;
-		timeout = (t0 + seq * step - now) / 1000000;
+		timeout = closed_loop ? 10
+				      : (t0 + seq * step - now) / 1000000 + 1;
 		n = epoll_wait(epfd, evs, 256, timeout);
 		for (int k = 0; k < n; k++)
 			on_input(evs[k].data.ptr);
 	}
 
+	cpu1 = proc_cpu_s(pid);
+	for (i = 0; i < n_agents; i++)
+		if (agents[i].busy && agents[i].sent_ns + 1000000000ull < end)
+			unanswered++;
+	if (cpu0 >= 0 && cpu1 >= 0)
+		cores = (cpu1 - cpu0) / seconds;
 	qsort(lat, n_lat, sizeof(*lat), u64_cmp);
 	mode = lua ? "redis-lua" : redis ? "redis" : "tokend";
-	printf("%s: %u agents x %u flows every %u ms: offered %.0f flow "
-	       "updates/s, achieved %.0f/s (%llu syncs missed); sync latency "
-	       "p50 %llu us, p99 %llu us\n",
-	       mode, n_agents, n_flows, period_ms,
-	       (double)n_agents * n_flows * 1000 / period_ms,
+	if (closed_loop)
+		printf("%s: %u agents x %u flows, closed loop: offered what "
+		       "is answered, ", mode, n_agents, n_flows);
+	else
+		printf("%s: %u agents x %u flows every %u ms: offered %.0f "
+		       "flow updates/s, ", mode, n_agents, n_flows, period_ms,
+		       (double)n_agents * n_flows * 1000 / period_ms);
+	printf("achieved %.0f/s (%llu syncs missed, %u agents unanswered "
+	       "for 1 s at the end); sync latency p50 %llu us, p99 %llu us\n",
 	       (double)answered * n_flows / seconds,
-	       (unsigned long long)missed,
+	       (unsigned long long)missed, unanswered,
 	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
 	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL);
-	printf("RESULT %s %.0f %llu %llu\n", mode,
+	if (cores > 0)
+		printf("%s: %.0f%% of one core over the measured %u s: %.2fM "
+		       "flow updates/s per core\n", mode, 100 * cores, seconds,
+		       answered * n_flows / seconds / cores / 1e6);
+	printf("RESULT %s %.0f %llu %llu %.3f\n", mode,
 	       (double)answered * n_flows / seconds,
 	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
-	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL);
+	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL,
+	       cores);
 	return 0;
 }

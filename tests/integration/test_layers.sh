@@ -10,17 +10,19 @@ set -u
 cd "$(dirname "$0")/../.."
 source tests/lib/tap.sh
 
-PARTS="lib svc dp tokend agent cli"
+PARTS="lib svc dp tokensrv tokend agent cli"
 declare -A flags
 while IFS='=' read -r part f; do
 	flags[$part]=$f
 done < <(make -s --no-print-directory --eval='inc-all: ; @$(foreach p,'"$PARTS"',echo "$(p)=$(INC_$(p))";)' inc-all 2>/dev/null)
 # one header of each part, a probe that includes nothing of another part
 declare -A probe=([lib]=util.h [svc]=etcd.h [dp]=dataplane.h
-		  [tokend]=tokend.h [agent]=agent.h [cli]=cli.h)
+		  [tokensrv]=tokensrv.h [tokend]=tokend.h [agent]=agent.h
+		  [cli]=cli.h)
 declare -A may=([lib]="lib" [svc]="lib svc" [dp]="lib dp"
-		[tokend]="lib svc tokend" [agent]="lib svc dp tokend agent"
-		[cli]="lib svc dp cli")
+		[tokensrv]="lib svc tokensrv"
+		[tokend]="lib svc tokensrv tokend"
+		[agent]="lib svc dp tokensrv agent" [cli]="lib svc dp cli")
 ERR=$(mktemp /tmp/layers.XXXXXX)
 trap 'rm -f "$ERR"' EXIT
 

@@ -22,7 +22,7 @@ ops_path, metrics_md, alerts_yml = sys.argv[1:4]
 ops = open(ops_path).read()
 mdoc = open(metrics_md).read()
 # the files whose metric families are the scrape (metrics.c writes them)
-SOURCES = ["user/agent/metrics.c", "user/tokend/metrics.c",
+SOURCES = ["user/agent/metrics.c", "user/tokensrv/metrics.c",
            "user/lib/metrics.c", "user/svc/etcd_source.c"]
 src = "".join(open(f).read() for f in SOURCES)
 # not metrics: the snapshot's format field (docs/operations.md, "Format")

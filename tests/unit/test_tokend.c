@@ -29,7 +29,7 @@
 #include "rules.h"
 #include "rules_parse.h"
 #include "secrets.h"
-#include "tokend.h"
+#include "tokensrv.h"
 
 /* Namespaces a and b both have a flow 1; only b has flow 2. */
 static const char rules_json[] =
@@ -698,6 +698,109 @@ static void test_minted_nodes(void **state)
 	for (int i = 0; i < 8; i++)
 		cli_close(&c[i]);
 	stop(&s, NULL);
+}
+
+/*
+ * A flow of more holders than a SYNC water-fills (SL_TOKEND_INLINE_FILL),
+ * served by two workers: the balancer's fills split count max-min fair
+ * under skew, and the grants in force sum to count within 1 %, never
+ * above it.
+ */
+static void test_large_flow_threads(void **state)
+{
+	enum { N = SL_TOKEND_INLINE_FILL + 44 };
+	static struct cli c[N];
+	static uint64_t d[N], g[N];
+	const struct sl_tokend_flow_info *fi;
+	struct sl_tokend_info in;
+	struct sl_tokend_cfg cfg;
+	uint64_t sum = 0;
+	struct server s;
+	char node[16];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.threads = 2;
+	start(&s, &cfg);
+	for (int i = 0; i < N; i++) {
+		snprintf(node, sizeof(node), "n%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  node, SECRET_A), 0);
+		d[i] = i % 10 ? 5 : 100; /* a tenth of the hosts 20x busier */
+	}
+	/* the balancer fills between two rounds (N / 100 ms at most) */
+	for (int r = 0; r < 4; r++) {
+		rounds(c, N, 1, d, g, 2000, 1);
+		usleep(30 * 1000);
+	}
+	for (int i = 0; i < N; i++) {
+		sum += g[i];
+		/* needs 5 and 103 (headroom): the level is 20 */
+		if (g[i] != (d[i] == 5 ? 5 : 20) && g[i] != 21)
+			fail_msg("holder %d (demand %llu): granted %llu", i,
+				 (unsigned long long)d[i],
+				 (unsigned long long)g[i]);
+	}
+	if (sum > 2000 || sum < 1980)
+		fail_msg("grants sum to %llu of 2000", (unsigned long long)sum);
+	fi = flow_info(s.td, &in, "a1");
+	assert_int_equal(fi->holders, N);
+	assert_true(fi->granted <= 2000);
+	sl_tokend_info_free(&in);
+	for (int i = 0; i < N; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+}
+
+/*
+ * A node id no session holds is let go once its leases and reservations
+ * would have ended: a namespace at max_nodes takes new names again.
+ */
+static void test_node_names_freed(void **state)
+{
+	struct sl_tokend_stats st;
+	struct sl_tokend_info in;
+	struct sl_tokend_cfg cfg;
+	struct server s;
+	struct cli c[3];
+	int waited = 0;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.max_nodes = 2;
+	cfg.ttl_ms = 200;
+	cfg.sync_ms = 100;
+	cfg.forget_ms = 300;
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c[0], sl_tokend_port(s.td), "a", "n0",
+				  SECRET_A), 0);
+	assert_int_equal(cli_auth(&c[1], sl_tokend_port(s.td), "a", "n1",
+				  SECRET_A), 0);
+	sync1(&c[0], 1, 4000, 0);
+	sync1(&c[1], 1, 4000, 0);
+	assert_int_equal(cli_auth(&c[2], sl_tokend_port(s.td), "a", "n2",
+				  SECRET_A), SL_ERR_BUSY);
+	cli_close(&c[2]);
+	cli_close(&c[0]);
+	cli_close(&c[1]);
+	/* TTL + forget_ms + two sweeps, found by a pass once a second */
+	for (;; waited += 100) {
+		assert_int_equal(sl_tokend_get_info(s.td, &in), 0);
+		if (!strcmp(in.ns[0].name, "a") ? !in.ns[0].nodes
+						 : !in.ns[1].nodes)
+			break;
+		sl_tokend_info_free(&in);
+		if (waited > 4000)
+			fail_msg("node ids of closed sessions never let go");
+		usleep(100 * 1000);
+	}
+	sl_tokend_info_free(&in);
+	assert_int_equal(cli_auth(&c[2], sl_tokend_port(s.td), "a", "n2",
+				  SECRET_A), 0);
+	assert_int_equal(sync1(&c[2], 1, 4000, 0).grant, 2000);
+	cli_close(&c[2]);
+	stop(&s, &st);
+	assert_int_equal(st.nodes_freed, 2);
 }
 
 /*
@@ -1421,6 +1524,8 @@ int main(void)
 		cmocka_unit_test(test_vanished_holder),
 		cmocka_unit_test(test_minted_nodes),
 		cmocka_unit_test(test_node_binding),
+		cmocka_unit_test(test_large_flow_threads),
+		cmocka_unit_test(test_node_names_freed),
 		cmocka_unit_test(test_set_rules),
 		cmocka_unit_test(test_warm_up),
 		cmocka_unit_test(test_restart_learns),

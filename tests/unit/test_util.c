@@ -224,6 +224,38 @@ static void test_index(void **state)
 	sl_index_free(&ix);
 }
 
+/* Deleted items are gone; every other one is still found, colliding
+ * runs and wrapping past the end included. */
+static void test_index_del(void **state)
+{
+	struct sl_index ix;
+	size_t cursor;
+	int64_t item;
+
+	(void)state;
+	assert_int_equal(sl_index_init(&ix, 4), 0);
+	for (uint32_t i = 0; i < 1000; i++)
+		assert_int_equal(sl_index_add(&ix, i % 7 ? i * 0x9e3779b9ULL
+							    : UINT64_MAX - i % 3,
+					      i), 0);
+	for (uint32_t i = 0; i < 1000; i += 2)
+		assert_int_equal(sl_index_del(&ix, i % 7 ? i * 0x9e3779b9ULL
+							 : UINT64_MAX - i % 3,
+					      i), 0);
+	assert_int_equal(sl_index_del(&ix, 0, 0), -ENOENT);
+	assert_int_equal(ix.n, 500);
+	for (uint32_t i = 0; i < 1000; i++) {
+		uint64_t h = i % 7 ? i * 0x9e3779b9ULL : UINT64_MAX - i % 3;
+		bool found = false;
+
+		cursor = 0;
+		while ((item = sl_index_next(&ix, h, &cursor)) >= 0)
+			found |= item == i;
+		assert_int_equal(found, i % 2);
+	}
+	sl_index_free(&ix);
+}
+
 static void test_read_fd(void **state)
 {
 	char name[] = "/tmp/sluice-util-XXXXXX", *buf;
@@ -312,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_ifaces),
 		cmocka_unit_test(test_edit_distance),
 		cmocka_unit_test(test_index),
+		cmocka_unit_test(test_index_del),
 		cmocka_unit_test(test_read_fd),
 		cmocka_unit_test(test_format_utc),
 		cmocka_unit_test(test_mul_div),

@@ -19,7 +19,7 @@
 #include "guard.h"
 #include "json_text.h"
 #include "loader.h"
-#include "tokend.h"
+#include "tokensrv.h"
 
 /* The agent's own numbers, as `sluice status` tells them. */
 struct sl_agent_status {

@@ -32,7 +32,7 @@
 #include "log.h"
 #include "params.h"
 #include "snapshot.h"
-#include "tokend.h"
+#include "tokensrv.h"
 
 #define ERRBUF 8192
 #define SL_LOG_CHANGES_LEN 512 /* of the rule names a change logs */

@@ -96,6 +96,37 @@ int64_t sl_index_next(const struct sl_index *ix, uint64_t hash,
 	return -1;
 }
 
+int sl_index_del(struct sl_index *ix, uint64_t hash, uint32_t item)
+{
+	size_t mask = ix->size - 1, i, j;
+
+	if (!ix->size)
+		return -ENOENT;
+	for (i = hash & mask; ix->slot[i].item; i = (i + 1) & mask)
+		if (ix->slot[i].hash == hash && ix->slot[i].item == item + 1)
+			break;
+	if (!ix->slot[i].item)
+		return -ENOENT;
+	/* Backward shift: a later member of the probe run whose home is not
+	 * between the hole and itself moves into the hole, so every lookup
+	 * still finds it without tombstones. */
+	for (j = i;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (!ix->slot[j].item)
+			break;
+		home = ix->slot[j].hash & mask;
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			ix->slot[i] = ix->slot[j];
+			i = j;
+		}
+	}
+	ix->slot[i] = (struct sl_index_slot){ 0 };
+	ix->n--;
+	return 0;
+}
+
 void sl_index_free(struct sl_index *ix)
 {
 	free(ix->slot);

@@ -68,6 +68,9 @@ int sl_index_add(struct sl_index *ix, uint64_t hash, uint32_t item);
 int64_t sl_index_next(const struct sl_index *ix, uint64_t hash,
 		      size_t *cursor);
 
+/* Remove item stored under hash (the others stay found); -ENOENT. */
+int sl_index_del(struct sl_index *ix, uint64_t hash, uint32_t item);
+
 void sl_index_free(struct sl_index *ix);
 
 /* ---- arithmetic ---- */

@@ -21,6 +21,7 @@
 #include "process_metrics.h"
 #include "rules_parse.h"
 #include "tokend.h"
+#include "tokensrv.h"
 #include "util.h"
 
 #define ERRBUF 8192
@@ -424,14 +425,17 @@ static const struct sl_opt tokend_opts[] = {
 	  .help = "keep a vanished agent's fallback reserved (600000; 0: no)" },
 	{ .name = "max-conns", .type = SL_OPT_U32, .field = CFG(max_conns),
 	  .metavar = "N", .max = UINT32_MAX,
-	  .help = "authenticated sessions at most (4096)" },
+	  .help = "authenticated sessions at most (12500)" },
 	{ .name = "max-handshakes", .type = SL_OPT_U32,
 	  .field = CFG(max_handshakes), .metavar = "N", .min = 1,
 	  .max = UINT32_MAX,
 	  .help = "connections before AUTH_OK; past it the oldest goes (1024)" },
 	{ .name = "ns-rate", .type = SL_OPT_U32, .field = CFG(ns_rate),
 	  .metavar = "SYNCS_PER_S", .max = UINT32_MAX,
-	  .help = "SYNC frames/s per namespace (100000; 0: no limit)" },
+	  .help = "SYNC frames/s per namespace (200000; 0: no limit)" },
+	{ .name = "threads", .type = SL_OPT_U32, .field = CFG(threads),
+	  .metavar = "N", .max = SL_TOKEND_MAX_THREADS,
+	  .help = "workers serving sessions (0: one per online CPU)" },
 	{ .name = "metrics", .type = SL_OPT_STRING,
 	  .field = SL_FIELD(struct tokend_opts, metrics),
 	  .metavar = "ADDR:PORT",

@@ -5,7 +5,7 @@
  */
 #include <stdio.h>
 
-#include "tokend.h"
+#include "tokensrv.h"
 
 static const struct sl_metric
 	learning = { "sluice_tokend_learning",
@@ -69,8 +69,9 @@ static const struct sl_metric
 	flow_vanished = { "sluice_tokend_flow_vanished",
 			  "Vanished holders whose fallback is reserved." },
 	ns_nodes = { "sluice_tokend_namespace_nodes",
-		     "Node ids the namespace has seen since the start "
-		     "(--max-nodes at most)." };
+		     "Node ids the namespace holds (65536 at most); one "
+		     "goes once no session or lease has held it for the "
+		     "lease TTL + --forget-ms." };
 
 static void counters(struct sl_metrics *m, const struct sl_tokend_stats *st)
 {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "etcd.h"
-#include "tokend.h"
+#include "tokensrv.h"
 
 #define SL_ELECTION_TTL_MS 2000 /* etcd's smallest lease with its defaults */
 

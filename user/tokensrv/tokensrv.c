@@ -1,13 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The token server: one thread, epoll, non-blocking sockets. Every flow
- * keeps its live lease holders; the sum of their unexpired grants never
- * exceeds count (docs/cluster.md).
+ * The token server: workers on epoll with non-blocking sockets, and a
+ * balancer. Every flow keeps its live lease holders; the sum of their
+ * unexpired grants never exceeds count (docs/cluster.md).
+ *
+ * Worker 0 accepts and authenticates; a session then moves to the worker
+ * with the fewest, which serves its SYNCs. Flows are shared: each has a
+ * lock, held for one holder's grant. The balancer expires leases and
+ * water-fills large flows off the SYNC path. Locks: a worker's own while
+ * it handles a batch of events (the balancer's while it runs a pass);
+ * under one, a namespace's (its nodes and SYNC budget) and then a flow's;
+ * the role's alone. Whatever changes every flow or connection (rules,
+ * secrets, the copy for metrics) takes every worker's lock in order, then
+ * the balancer's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,7 +34,7 @@
 #include "log.h"
 #include "proto.h"
 #include "quota.h"
-#include "tokend.h"
+#include "tokensrv.h"
 #include "util.h"
 
 #define IN_INIT	     4096
@@ -57,6 +69,7 @@ struct node_set {
 };
 
 struct flow {
+	pthread_mutex_t lock; /* everything below but id, count, cl, rule */
 	uint32_t id;
 	uint64_t count;
 	const struct sl_cluster *cl;
@@ -69,28 +82,46 @@ struct flow {
 	uint64_t reserved;    /* sum of vanished holders' reservations */
 	struct sl_quota_level level;
 	uint64_t level_at;
+	uint64_t fills; /* water fills begun: the balancer's is current */
 	bool have_level, dirty;
 	uint64_t warm_start; /* ms; the warm-up ramp runs from here */
 	bool warm;	     /* ramped up, or found busy after a restart */
-};
+} __attribute__((aligned(64))); /* workers share flows, not cache lines */
 
 struct conn;
+
+/* A node id of a namespace: its slot stays put while it is in use. */
+struct node {
+	char name[SL_PROTO_NAME_MAX + 1];
+	struct conn *conn;    /* the session holding it; NULL: none */
+	uint64_t released_at; /* ms; when its last session closed */
+	bool used;
+};
+
+#define NODE_CHUNK 1024
 
 struct ns {
 	char name[SL_NAME_MAX + 1];
 	const struct sl_secret *secret;
 	struct flow *flows; /* sorted by id */
 	uint32_t n_flows;
-	char (*nodes)[SL_PROTO_NAME_MAX + 1];
-	struct conn **node_conn;
-	uint32_t n_nodes, nodes_cap;
+	/* under lock: the node table and the SYNC budget */
+	pthread_mutex_t lock;
+	struct node **chunk; /* max_nodes / NODE_CHUNK, filled on demand */
+	struct sl_index by_name; /* FNV-1a of a name -> node number */
+	uint32_t *free_ids, n_free, free_cap; /* let go, reused first */
+	uint32_t n_nodes, top;	    /* in use; numbers ever handed out */
 	double tokens; /* SYNC frames the namespace may still send */
 	uint64_t tokens_at;
 };
 
+struct worker;
+
 struct conn {
 	int fd;
 	enum conn_state state;
+	struct worker *w; /* the worker serving it */
+	uint32_t events;  /* what epoll waits for now */
 	struct ns *ns; /* NULL until HELLO names a known namespace */
 	char ns_name[SL_PROTO_NAME_MAX + 1]; /* as HELLO named it */
 	uint8_t ns_len;
@@ -101,42 +132,77 @@ struct conn {
 	uint8_t peer_nonce[SL_PROTO_NONCE_LEN];	   /* the client's, in HELLO */
 	struct sl_proto_session keys;
 	bool keyed; /* AUTH opened: every frame from here on is sealed */
-	uint64_t holds_until; /* ms; its node id is its own until then */
+	/* ms; its node id is its own until then (atomic: worker 0 reads it
+	 * when another session claims the node) */
+	uint64_t holds_until;
+	bool replaced; /* atomic: a newer session took its node id */
 	uint64_t deadline; /* handshake or closing deadline, ms */
 	uint8_t *in, *out;
 	size_t in_len, in_cap, out_off, out_len, out_cap;
 	bool dead; /* closed; freed after the event batch that saw it */
 	bool session; /* authenticated: counted against max_conns */
+	bool placed;  /* given its worker for good */
 	struct conn *prev, *next;
 	struct conn *hs_prev, *hs_next; /* handshakes, oldest first */
+};
+
+/* A thread serving connections: its own epoll, list and counters. */
+struct worker {
+	struct sl_tokend *td;
+	pthread_t thread; /* not worker 0's: sl_tokend_run()'s caller */
+	int epfd, ctl[2];
+	pthread_mutex_t lock; /* held while an event batch runs */
+	struct conn *conns;   /* list head */
+	struct conn *dead;    /* closed, to free after the event batch */
+	struct conn *hs_old, *hs_new; /* handshakes in accept order (0's) */
+	pthread_mutex_t inbox_lock;
+	struct conn *inbox; /* sessions handed over by worker 0 */
+	uint32_t sessions;  /* atomic: served here now */
+	uint64_t last_sweep;
+	uint64_t *scratch, *needs; /* water filling */
+	size_t scratch_cap;
+	struct sl_flow_grant *grants; /* one SYNC's answer */
+	struct sl_tokend_stats st;
+	bool stopping;
+};
+
+/* What a SYNC is answered under, copied under role_lock. */
+struct view {
+	struct sl_tokend_role role; /* the role in force */
+	uint64_t start;		    /* the learn period runs from here */
+	bool draining;
 };
 
 struct sl_tokend {
 	struct sl_tokend_cfg cfg;
 	const struct sl_secrets *secrets; /* the last set, NULL: no auth */
-	int lfd, epfd, ctl[2];
+	int lfd;
 	uint16_t port;
 	bool auth;
 	/* what an unknown namespace's AUTH is checked against: as much work
 	 * as a wrong secret, so its ERROR AUTH takes as long */
 	uint8_t dummy_secret[SL_PROTO_NONCE_LEN];
-	bool draining, stopping;
-	uint64_t start, last_sweep;
 	struct ns *ns;
 	uint32_t n_ns;
-	struct conn *conns; /* list head */
-	struct conn *dead;  /* closed, to free after the event batch */
-	struct conn *hs_old, *hs_new; /* handshakes in accept order */
+	uint32_t sessions; /* atomic: authenticated, every worker's */
 	int spare_fd; /* given up to accept and close when out of fds */
 	uint64_t accept_paused_until, fd_logged_at;
-	uint64_t *scratch, *needs; /* water filling */
-	size_t scratch_cap;
-	struct sl_flow_grant *grants; /* one SYNC's answer */
-	struct sl_tokend_stats st;
+	struct worker *w; /* cfg.threads of them */
+	uint32_t n_w;
+	int tick; /* ms between two sweeps */
+	/* the balancer: expiry and large flows' water fills */
+	pthread_t bal_thread;
+	pthread_mutex_t bal_lock; /* held while a pass runs */
+	int bal_ctl[2];
+	uint64_t *bal_needs, *bal_scratch;
+	size_t bal_cap;
+	uint64_t last_expire, last_gc;
+	uint64_t terms;	      /* worker 0's */
+	uint64_t nodes_freed; /* the balancer's */
+	pthread_mutex_t role_lock;   /* role and in_force */
 	struct sl_tokend_role role;  /* set by sl_tokend_set_role() */
-	struct sl_tokend_role acted; /* the role the loop last acted on */
-	/* held while an event batch runs: the metrics copy between two */
-	pthread_mutex_t lock;
+	struct view in_force;	     /* what SYNCs are answered under */
+	struct sl_tokend_role acted; /* the role worker 0 last acted on */
 };
 
 void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
@@ -152,10 +218,16 @@ void sl_tokend_cfg_default(struct sl_tokend_cfg *cfg)
 	cfg->handshake_ms = SL_TOKEND_HANDSHAKE_MS;
 	cfg->rebalance_ms = SL_TOKEND_REBALANCE_MS;
 	cfg->max_nodes = SL_TOKEND_MAX_NODES;
+	cfg->threads = SL_TOKEND_THREADS;
 	cfg->forget_ms = SL_TOKEND_FORGET_MS;
 }
 
 /* ---- flows and leases ---- */
+
+static struct node *node_at(const struct ns *ns, uint32_t id)
+{
+	return &ns->chunk[id / NODE_CHUNK][id % NODE_CHUNK];
+}
 
 static struct flow *find_flow(struct ns *ns, uint32_t id)
 {
@@ -292,7 +364,7 @@ static void vanish(struct sl_tokend *td, struct ns *ns, struct flow *f,
 		   uint32_t node, uint64_t now)
 {
 	struct holder *h = &f->h[node];
-	uint64_t reserve = vanished_reserve(f, ns->nodes[node], h);
+	uint64_t reserve = vanished_reserve(f, node_at(ns, node)->name, h);
 	uint64_t cap = sl_mul_div(f->count, SL_TOKEND_RESERVE_PCT, 100);
 	int pos;
 
@@ -374,40 +446,102 @@ static uint64_t flow_count(struct flow *f, uint64_t now)
 	return cold + sl_mul_div(f->count - cold, elapsed, period);
 }
 
-static int rebalance(struct sl_tokend *td, struct flow *f, uint64_t now)
+/* Room for n values in both buffers; -ENOMEM. */
+static int fill_room(uint64_t **needs, uint64_t **scratch, size_t *cap,
+		     size_t n)
 {
-	uint32_t i;
+	uint64_t *s, *d;
 
+	if (n <= *cap)
+		return 0;
+	s = realloc(*scratch, 2 * n * sizeof(*s));
+	if (s)
+		*scratch = s;
+	d = s ? realloc(*needs, 2 * n * sizeof(*d)) : NULL;
+	if (!d)
+		return -ENOMEM;
+	*needs = d;
+	*cap = 2 * n;
+	return 0;
+}
+
+/* The live holders' needs into needs; the count to fill, net of the
+ * vanished holders' reservations. */
+static uint64_t fill_input(struct flow *f, uint64_t *needs, uint64_t now)
+{
 	uint64_t count = flow_count(f, now);
 
-	if (f->live.n > td->scratch_cap) {
-		size_t cap = 2 * f->live.n;
-		uint64_t *s = realloc(td->scratch, cap * sizeof(*s));
-		uint64_t *d = s ? realloc(td->needs, cap * sizeof(*d)) : NULL;
+	for (uint32_t i = 0; i < f->live.n; i++)
+		needs[i] = f->h[f->live.node[i]].need;
+	return count > f->reserved ? count - f->reserved : 0;
+}
 
-		if (s)
-			td->scratch = s;
-		if (!d)
-			return -ENOMEM;
-		td->needs = d;
-		td->scratch_cap = cap;
-	}
-	for (i = 0; i < f->live.n; i++)
-		td->needs[i] = f->h[f->live.node[i]].need;
-	count = count > f->reserved ? count - f->reserved : 0;
-	sl_quota_global_level(count, td->needs, f->live.n,
-			      td->scratch, &f->level);
+/* The water level now, in the caller's buffers (a small flow's, in the
+ * SYNC that finds it changed). */
+static int rebalance(struct worker *w, struct flow *f, uint64_t now)
+{
+	uint64_t count;
+	int ret = fill_room(&w->needs, &w->scratch, &w->scratch_cap,
+			    f->live.n);
+
+	if (ret)
+		return ret;
+	count = fill_input(f, w->needs, now);
+	sl_quota_global_level(count, w->needs, f->live.n, w->scratch,
+			      &f->level);
+	f->fills++;
 	f->have_level = true;
 	f->dirty = false;
 	f->level_at = now;
 	return 0;
 }
 
-/* The answer for one flow of one SYNC; the lease starts now. */
-static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
-		      const struct sl_flow_report *r, uint64_t now,
-		      struct sl_flow_grant *g)
+/* Least ms between two fills of f: more holders, fewer fills. */
+static uint64_t fill_period(const struct sl_tokend *td, const struct flow *f)
 {
+	uint64_t by_size = f->live.n / SL_TOKEND_FILL_PER_MS;
+
+	return by_size > td->cfg.rebalance_ms ? by_size : td->cfg.rebalance_ms;
+}
+
+/*
+ * A large flow's fill by the balancer: the needs copied under the flow's
+ * lock, the level computed outside it, and kept unless a fill began
+ * meanwhile (a SYNC's, or a rule change's reset).
+ */
+static void fill_large(struct sl_tokend *td, struct flow *f, uint64_t now)
+{
+	struct sl_quota_level level;
+	uint64_t count, fills;
+	uint32_t n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->live.n;
+	if (n <= SL_TOKEND_INLINE_FILL || !f->have_level || !f->dirty ||
+	    now - f->level_at < fill_period(td, f) ||
+	    fill_room(&td->bal_needs, &td->bal_scratch, &td->bal_cap, n)) {
+		pthread_mutex_unlock(&f->lock);
+		return;
+	}
+	count = fill_input(f, td->bal_needs, now);
+	fills = ++f->fills;
+	f->dirty = false;
+	f->level_at = now;
+	pthread_mutex_unlock(&f->lock);
+	sl_quota_global_level(count, td->bal_needs, n, td->bal_scratch,
+			      &level);
+	pthread_mutex_lock(&f->lock);
+	if (f->fills == fills)
+		f->level = level;
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* The answer for one flow of one SYNC; the lease starts now. */
+static int grant_flow(struct worker *w, const struct view *v, struct conn *c,
+		      struct flow *f, const struct sl_flow_report *r,
+		      uint64_t now, struct sl_flow_grant *g)
+{
+	struct sl_tokend *td = w->td;
 	struct holder *h = get_holder(f, c->node);
 	uint64_t others, want, count, need;
 	bool learning;
@@ -430,7 +564,7 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 	h->need = need;
 	others = f->outstanding - h->grant;
 	g->flags = 0;
-	learning = now < td->start + td->cfg.learn_ms;
+	learning = now < v->start + td->cfg.learn_ms;
 	if (learning && r->held)
 		f->warm = true;
 	count = learning ? f->count : flow_count(f, now);
@@ -443,10 +577,11 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 			want = r->held;
 			g->flags = SL_GRANT_KEEP | SL_GRANT_LEARNING;
 		} else {
+			/* a large flow's is the balancer's (fill_large) */
 			if (!f->have_level ||
-			    (f->dirty &&
+			    (f->dirty && f->live.n <= SL_TOKEND_INLINE_FILL &&
 			     now - f->level_at >= td->cfg.rebalance_ms)) {
-				ret = rebalance(td, f, now);
+				ret = rebalance(w, f, now);
 				if (ret)
 					return ret;
 			}
@@ -477,61 +612,96 @@ static int grant_flow(struct sl_tokend *td, struct conn *c, struct flow *f,
 
 /* ---- connections ---- */
 
-static void hs_add(struct sl_tokend *td, struct conn *c)
+static void sl_tokend_command_worker(struct worker *w, char cmd);
+
+#define LOAD(x)	    __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define ADD(x, v)   __atomic_add_fetch(&(x), (v), __ATOMIC_RELAXED)
+
+static void hs_add(struct worker *w, struct conn *c)
 {
-	c->hs_prev = td->hs_new;
-	if (td->hs_new)
-		td->hs_new->hs_next = c;
+	c->hs_prev = w->hs_new;
+	if (w->hs_new)
+		w->hs_new->hs_next = c;
 	else
-		td->hs_old = c;
-	td->hs_new = c;
-	td->st.handshakes++;
+		w->hs_old = c;
+	w->hs_new = c;
+	w->st.handshakes++;
 }
 
-static void hs_del(struct sl_tokend *td, struct conn *c)
+static void hs_del(struct worker *w, struct conn *c)
 {
 	if (c->hs_prev)
 		c->hs_prev->hs_next = c->hs_next;
 	else
-		td->hs_old = c->hs_next;
+		w->hs_old = c->hs_next;
 	if (c->hs_next)
 		c->hs_next->hs_prev = c->hs_prev;
 	else
-		td->hs_new = c->hs_prev;
+		w->hs_new = c->hs_prev;
 	c->hs_prev = c->hs_next = NULL;
-	td->st.handshakes--;
+	w->st.handshakes--;
 }
 
-/* Close now, free later: the current event batch may still name c. */
-static void conn_close(struct sl_tokend *td, struct conn *c)
+static void conn_link(struct worker *w, struct conn *c)
 {
-	if (c->dead)
-		return;
-	if (!c->session)
-		hs_del(td, c);
-	if (c->ns && c->node < c->ns->n_nodes && c->ns->node_conn[c->node] == c)
-		c->ns->node_conn[c->node] = NULL;
-	epoll_ctl(td->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	sl_proto_session_clear(&c->keys);
+	c->prev = NULL;
+	c->next = w->conns;
+	if (c->next)
+		c->next->prev = c;
+	w->conns = c;
+	w->st.conns++;
+}
+
+static void conn_unlink(struct worker *w, struct conn *c)
+{
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		td->conns = c->next;
+		w->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	c->dead = true;
-	c->next = td->dead;
-	td->dead = c;
-	td->st.conns--;
+	c->prev = c->next = NULL;
+	w->st.conns--;
 }
 
-static void reap(struct sl_tokend *td)
+/* Close now, free later: the current event batch may still name c. */
+static void conn_close(struct worker *w, struct conn *c)
 {
-	while (td->dead) {
-		struct conn *c = td->dead;
+	if (c->dead)
+		return;
+	if (!c->session) {
+		hs_del(w, c);
+	} else {
+		ADD(w->td->sessions, -1);
+		ADD(w->sessions, -1);
+	}
+	if (c->session && c->ns) {
+		struct node *nd;
 
-		td->dead = c->next;
+		pthread_mutex_lock(&c->ns->lock);
+		nd = node_at(c->ns, c->node);
+		if (nd->conn == c) {
+			nd->conn = NULL;
+			nd->released_at = sl_now_ms();
+		}
+		pthread_mutex_unlock(&c->ns->lock);
+	}
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	sl_proto_session_clear(&c->keys);
+	conn_unlink(w, c);
+	c->dead = true;
+	c->next = w->dead;
+	w->dead = c;
+}
+
+static void reap(struct worker *w)
+{
+	while (w->dead) {
+		struct conn *c = w->dead;
+
+		w->dead = c->next;
 		free(c->in);
 		free(c->out);
 		free(c);
@@ -540,7 +710,7 @@ static void reap(struct sl_tokend *td)
 
 /* Room for a frame of n bytes and its seal; -ENOBUFS past the bound (a
  * slow client). */
-static int out_reserve(struct sl_tokend *td, struct conn *c, size_t n)
+static int out_reserve(struct worker *w, struct conn *c, size_t n)
 {
 	size_t need, cap;
 	uint8_t *p;
@@ -559,13 +729,13 @@ static int out_reserve(struct sl_tokend *td, struct conn *c, size_t n)
 		if (need <= c->out_cap)
 			return 0;
 	}
-	if (need > td->cfg.out_max)
+	if (need > w->td->cfg.out_max)
 		return -ENOBUFS;
 	cap = c->out_cap ? c->out_cap : IN_INIT;
 	while (cap < need)
 		cap *= 2;
-	if (cap > td->cfg.out_max)
-		cap = td->cfg.out_max;
+	if (cap > w->td->cfg.out_max)
+		cap = w->td->cfg.out_max;
 	p = realloc(c->out, cap);
 	if (!p)
 		return -ENOMEM;
@@ -574,20 +744,25 @@ static int out_reserve(struct sl_tokend *td, struct conn *c, size_t n)
 	return 0;
 }
 
-/* Poll for what c waits for; a closing one with nothing left goes. */
-static void conn_update(struct sl_tokend *td, struct conn *c)
+/* Poll for what c waits for, re-arming only when that changed (a SYNC
+ * answered at once leaves it as it was); a closing one with nothing left
+ * goes. */
+static void conn_update(struct worker *w, struct conn *c)
 {
 	struct epoll_event ev = {.data.ptr = c};
 
 	if (c->state == CONN_CLOSING && c->out_off == c->out_len) {
-		conn_close(td, c);
+		conn_close(w, c);
 		return;
 	}
 	if (c->state != CONN_CLOSING)
 		ev.events |= EPOLLIN;
 	if (c->out_len > c->out_off)
 		ev.events |= EPOLLOUT;
-	epoll_ctl(td->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+	if (ev.events == c->events)
+		return;
+	c->events = ev.events;
+	epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 /* Write what the socket takes; -errno when the peer is gone. */
@@ -624,48 +799,65 @@ static int out_commit(struct conn *c, size_t len)
 
 /* Read nothing more; close once the last frame is written (or at the
  * deadline, if the client does not read it). */
-static void closing(struct sl_tokend *td, struct conn *c, uint64_t now)
+static void closing(struct worker *w, struct conn *c, uint64_t now)
 {
 	c->in_len = 0;
-	c->state = CONN_CLOSING;
-	c->deadline = now + td->cfg.handshake_ms;
+	STORE(c->state, CONN_CLOSING);
+	c->deadline = now + w->td->cfg.handshake_ms;
 }
 
 /* Queue an ERROR and close once it is written: nothing else follows. */
-static int fail_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
+static int fail_conn(struct worker *w, struct conn *c, uint32_t req,
 		     uint16_t code, uint64_t now)
 {
 	size_t len;
 
-	closing(td, c, now);
-	if (out_reserve(td, c, SL_PROTO_HDR_LEN + 4))
+	closing(w, c, now);
+	if (out_reserve(w, c, SL_PROTO_HDR_LEN + 4))
 		return -ENOBUFS;
 	sl_proto_put_error(c->out + c->out_len, c->out_cap - c->out_len, req,
 			   code, &len);
 	return out_commit(c, len);
 }
 
-/* A leader grants until its etcd lease may have run out, not after. */
-static bool serving(const struct sl_tokend *td, uint64_t now)
+/* Queue it, write what goes, and poll for the rest (or close). */
+static void send_or_close(struct worker *w, struct conn *c, int queued)
 {
-	return td->role.leader && (!td->role.until_ms || now < td->role.until_ms);
+	if (queued || flush(c))
+		conn_close(w, c);
+	else
+		conn_update(w, c);
+}
+
+/* What SYNCs are answered under now. */
+static void view_get(struct sl_tokend *td, struct view *v)
+{
+	pthread_mutex_lock(&td->role_lock);
+	*v = td->in_force;
+	pthread_mutex_unlock(&td->role_lock);
+}
+
+/* A leader grants until its etcd lease may have run out, not after. */
+static bool serving(const struct view *v, uint64_t now)
+{
+	return v->role.leader && (!v->role.until_ms || now < v->role.until_ms);
 }
 
 /* Not the leader (or no longer sure to be): say who is, sealed, and close. */
-static int redirect_conn(struct sl_tokend *td, struct conn *c, uint32_t req,
-			 uint64_t now)
+static int redirect_conn(struct worker *w, const struct view *v,
+			 struct conn *c, uint32_t req, uint64_t now)
 {
-	const char *to = td->role.leader ? "" : td->role.leader_addr;
+	const char *to = v->role.leader ? "" : v->role.leader_addr;
 	size_t len;
 	int ret;
 
-	closing(td, c, now);
-	td->st.redirects++;
-	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 9 + strlen(to));
+	closing(w, c, now);
+	w->st.redirects++;
+	ret = out_reserve(w, c, SL_PROTO_HDR_LEN + 9 + strlen(to));
 	if (!ret)
 		ret = sl_proto_put_redirect(c->out + c->out_len,
 					    c->out_cap - c->out_len, req,
-					    td->role.term, to, &len);
+					    v->role.term, to, &len);
 	return ret ? ret : out_commit(c, len);
 }
 
@@ -679,48 +871,82 @@ static struct ns *find_ns(struct sl_tokend *td, const char *name, size_t n)
 	return NULL;
 }
 
-/* The namespace's number for node, added if new; -ENOSPC past max_nodes. */
+/*
+ * The namespace's number for node, under its lock: found through the
+ * index, or a new one (a number let go first); -ENOSPC past max_nodes.
+ */
 static int intern_node(struct sl_tokend *td, struct ns *ns, const char *node)
 {
+	uint64_t hash = sl_fnv1a_str(node);
+	size_t cursor = 0;
+	struct node *nd;
+	int64_t id;
 	uint32_t i;
 
-	/* Linear: runs once per authentication, not per SYNC. */
-	for (i = 0; i < ns->n_nodes; i++) {
-		if (!strcmp(ns->nodes[i], node))
-			return i;
-	}
+	while ((id = sl_index_next(&ns->by_name, hash, &cursor)) >= 0)
+		if (!strcmp(node_at(ns, id)->name, node))
+			return id;
 	if (ns->n_nodes >= td->cfg.max_nodes)
 		return -ENOSPC;
-	if (ns->n_nodes == ns->nodes_cap) {
-		uint32_t cap = ns->nodes_cap ? 2 * ns->nodes_cap : 64;
-		void *n = realloc(ns->nodes, cap * sizeof(*ns->nodes));
-		void *cn = n ? realloc(ns->node_conn,
-				       cap * sizeof(*ns->node_conn))
-			     : NULL;
-
-		if (n)
-			ns->nodes = n;
-		if (!cn)
-			return -ENOMEM;
-		ns->node_conn = cn;
-		ns->nodes_cap = cap;
+	if (ns->n_free) {
+		i = ns->free_ids[ns->n_free - 1];
+	} else {
+		i = ns->top;
+		if (!ns->chunk[i / NODE_CHUNK]) {
+			ns->chunk[i / NODE_CHUNK] =
+				calloc(NODE_CHUNK, sizeof(struct node));
+			if (!ns->chunk[i / NODE_CHUNK])
+				return -ENOMEM;
+		}
 	}
-	strcpy(ns->nodes[ns->n_nodes], node);
-	ns->node_conn[ns->n_nodes] = NULL;
-	return ns->n_nodes++;
+	if (sl_index_add(&ns->by_name, hash, i))
+		return -ENOMEM;
+	if (ns->n_free)
+		ns->n_free--;
+	else
+		ns->top++;
+	nd = node_at(ns, i);
+	strcpy(nd->name, node);
+	nd->conn = NULL;
+	nd->released_at = sl_now_ms();
+	nd->used = true;
+	ns->n_nodes++;
+	return i;
 }
 
-static int put_frame_grants(struct sl_tokend *td, struct conn *c, uint32_t req,
-			    uint16_t flags, uint32_t ttl, uint32_t n)
+/* Let number id go, under the namespace's lock; -ENOMEM leaves it. */
+static int free_node(struct ns *ns, uint32_t id)
+{
+	struct node *nd = node_at(ns, id);
+
+	if (ns->n_free == ns->free_cap) {
+		uint32_t cap = ns->free_cap ? 2 * ns->free_cap : 64;
+		uint32_t *v = realloc(ns->free_ids, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ns->free_ids = v;
+		ns->free_cap = cap;
+	}
+	sl_index_del(&ns->by_name, sl_fnv1a_str(nd->name), id);
+	memset(nd, 0, sizeof(*nd));
+	ns->free_ids[ns->n_free++] = id;
+	ns->n_nodes--;
+	return 0;
+}
+
+static int put_frame_grants(struct worker *w, const struct view *v,
+			    struct conn *c, uint32_t req, uint16_t flags,
+			    uint32_t ttl, uint32_t n)
 {
 	size_t len, need = SL_PROTO_HDR_LEN + SL_PROTO_GRANTS_FIXED +
 			   (size_t)n * SL_PROTO_GRANT_LEN;
-	int ret = out_reserve(td, c, need);
+	int ret = out_reserve(w, c, need);
 
 	if (ret)
 		return ret;
 	ret = sl_proto_put_grants(c->out + c->out_len, c->out_cap - c->out_len,
-				  req, flags, ttl, td->role.term, td->grants, n,
+				  req, flags, ttl, v->role.term, w->grants, n,
 				  &len);
 	return ret ? ret : out_commit(c, len);
 }
@@ -729,44 +955,57 @@ static int put_frame_grants(struct sl_tokend *td, struct conn *c, uint32_t req,
 static bool ns_admit(struct sl_tokend *td, struct ns *ns, uint64_t now)
 {
 	double burst = td->cfg.ns_rate / 5.0 + 1;
+	bool ok = true;
 
 	if (!td->cfg.ns_rate)
 		return true;
-	ns->tokens += (now - ns->tokens_at) * (td->cfg.ns_rate / 1000.0);
-	ns->tokens_at = now;
+	pthread_mutex_lock(&ns->lock);
+	if (now > ns->tokens_at) {
+		ns->tokens +=
+			(now - ns->tokens_at) * (td->cfg.ns_rate / 1000.0);
+		ns->tokens_at = now;
+	}
 	if (ns->tokens > burst)
 		ns->tokens = burst;
 	if (ns->tokens < 1)
-		return false;
-	ns->tokens -= 1;
-	return true;
+		ok = false;
+	else
+		ns->tokens -= 1;
+	pthread_mutex_unlock(&ns->lock);
+	return ok;
 }
 
-static int on_sync(struct sl_tokend *td, struct conn *c,
-		   const struct sl_msg *m, uint64_t now)
+static int on_sync(struct worker *w, struct conn *c, const struct sl_msg *m,
+		   uint64_t now)
 {
+	struct sl_tokend *td = w->td;
 	struct sl_flow_report r;
+	struct view v;
 	uint32_t i;
 	int ret;
 
+	view_get(td, &v);
 	/* a fresh clock: the process may have been stopped mid-batch */
-	if (!serving(td, sl_now_ms()))
-		return redirect_conn(td, c, m->req_id, now);
-	td->st.syncs++;
-	c->holds_until = now + td->cfg.ttl_ms;
-	if (td->draining) {
-		td->st.drain_replies++;
-		return put_frame_grants(td, c, m->req_id, SL_SRV_DRAIN, 0, 0);
+	if (!serving(&v, sl_now_ms()))
+		return redirect_conn(w, &v, c, m->req_id, now);
+	if (LOAD(c->replaced)) /* the new session's worker closes it soon */
+		return fail_conn(w, c, m->req_id, SL_ERR_REPLACED, now);
+	w->st.syncs++;
+	STORE(c->holds_until, now + td->cfg.ttl_ms);
+	if (v.draining) {
+		w->st.drain_replies++;
+		return put_frame_grants(w, &v, c, m->req_id, SL_SRV_DRAIN, 0,
+					0);
 	}
 	if (!ns_admit(td, c->ns, now)) {
 		/* Overloaded: the leases in force stay right; never push
 		 * clients into fallback. */
-		td->st.keep_replies++;
-		return put_frame_grants(td, c, m->req_id, SL_SRV_KEEP,
+		w->st.keep_replies++;
+		return put_frame_grants(w, &v, c, m->req_id, SL_SRV_KEEP,
 					td->cfg.ttl_ms, 0);
 	}
 	for (i = 0; i < m->sync.n; i++) {
-		struct sl_flow_grant *g = &td->grants[i];
+		struct sl_flow_grant *g = &w->grants[i];
 		struct flow *f;
 
 		sl_proto_report(m, i, &r);
@@ -776,28 +1015,29 @@ static int on_sync(struct sl_tokend *td, struct conn *c,
 		if (!f) {
 			/* Another namespace's flow looks exactly like this. */
 			g->flags = SL_GRANT_UNKNOWN;
-			td->st.unknown_flows++;
+			w->st.unknown_flows++;
 			continue;
 		}
-		ret = grant_flow(td, c, f, &r, now, g);
+		pthread_mutex_lock(&f->lock);
+		ret = grant_flow(w, &v, c, f, &r, now, g);
+		pthread_mutex_unlock(&f->lock);
 		if (ret)
 			return ret;
 	}
-	td->st.flow_updates += m->sync.n;
-	return put_frame_grants(td, c, m->req_id, 0, td->cfg.ttl_ms,
+	w->st.flow_updates += m->sync.n;
+	return put_frame_grants(w, &v, c, m->req_id, 0, td->cfg.ttl_ms,
 				m->sync.n);
 }
 
-static int on_hello(struct sl_tokend *td, struct conn *c,
-		    const struct sl_msg *m)
+static int on_hello(struct worker *w, struct conn *c, const struct sl_msg *m)
 {
 	size_t len;
 	int ret;
 
-	td->st.hellos++;
+	w->st.hellos++;
 	/* Unknown namespaces get a challenge too, and fail at AUTH: the
 	 * answer does not tell which namespaces exist. */
-	c->ns = find_ns(td, m->hello.ns, m->hello.ns_len);
+	c->ns = find_ns(w->td, m->hello.ns, m->hello.ns_len);
 	memcpy(c->ns_name, m->hello.ns, m->hello.ns_len);
 	c->ns_len = m->hello.ns_len;
 	memcpy(c->node_name, m->hello.node, m->hello.node_len);
@@ -807,7 +1047,7 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	ret = sl_proto_nonce(c->nonce);
 	if (ret)
 		return ret;
-	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + SL_PROTO_NONCE_LEN);
+	ret = out_reserve(w, c, SL_PROTO_HDR_LEN + SL_PROTO_NONCE_LEN);
 	if (ret)
 		return ret;
 	sl_proto_put_challenge(c->out + c->out_len, c->out_cap - c->out_len,
@@ -815,7 +1055,6 @@ static int on_hello(struct sl_tokend *td, struct conn *c,
 	c->state = CONN_AUTH;
 	return out_commit(c, len);
 }
-
 /* Keys from a secret (none without --secrets), kept when the AUTH frame
  * opens under them. */
 static bool auth_opens(struct conn *c, const void *key, size_t key_len,
@@ -849,96 +1088,118 @@ static bool auth_check(struct sl_tokend *td, struct conn *c,
 	return false;
 }
 
-static int on_auth(struct sl_tokend *td, struct conn *c, const void *frame,
+/*
+ * A node id is a claim: the session holding it keeps it until a TTL
+ * after its last SYNC; only then may another take it over, and the old
+ * one is told so and closed by its worker. Under the namespace's lock:
+ * the holder cannot go meanwhile.
+ */
+static int claim_node(struct worker *w, struct conn *c, struct ns *ns,
+		      int node, uint64_t now)
+{
+	struct sl_tokend *td = w->td;
+	struct node *nd = node_at(ns, node);
+	struct conn *old = nd->conn;
+
+	if (old && LOAD(old->state) == CONN_READY &&
+	    now < LOAD(old->holds_until)) {
+		w->st.refused_node_held++;
+		pr_info("tokend: namespace '%s': node '%s' is held by a live "
+			"session; refusing another", ns->name, c->node_name);
+		return -EBUSY;
+	}
+	/* sessions have their own budget: handshakes cannot starve it */
+	if (!old && LOAD(td->sessions) >= td->cfg.max_conns) {
+		w->st.refused_busy++;
+		return -EBUSY;
+	}
+	/* closed by its worker's next turn, not here: closing takes the
+	 * namespace's lock this holds */
+	if (old) {
+		STORE(old->replaced, true);
+		sl_tokend_command_worker(old->w, 'p');
+	}
+	nd->conn = c;
+	nd->released_at = 0;
+	return 0;
+}
+
+static int on_auth(struct worker *w, struct conn *c, const void *frame,
 		   size_t flen, const struct sl_msg *m, uint64_t now)
 {
+	struct sl_tokend *td = w->td;
 	struct ns *ns = c->ns;
-	struct conn *old;
+	struct view v;
 	size_t len;
 	int node, ret;
 
 	if (!auth_check(td, c, frame, flen, m)) {
 		sl_proto_session_clear(&c->keys);
-		td->st.auth_failed++;
+		w->st.auth_failed++;
 		pr_info("tokend: authentication failed for node '%s'",
 			c->node_name);
-		return fail_conn(td, c, m->req_id, SL_ERR_AUTH, now);
+		return fail_conn(w, c, m->req_id, SL_ERR_AUTH, now);
 	}
+	pthread_mutex_lock(&ns->lock);
 	node = intern_node(td, ns, c->node_name);
-	if (node < 0) {
-		td->st.refused_nodes++;
+	ret = node < 0 ? node : claim_node(w, c, ns, node, now);
+	pthread_mutex_unlock(&ns->lock);
+	if (node == -ENOSPC) {
+		w->st.refused_nodes++;
 		pr_warn("tokend: namespace '%s' has %u nodes; refusing '%s'",
 			ns->name, td->cfg.max_nodes, c->node_name);
-		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
 	}
-	/* A node id is a claim: the session holding it keeps it until a TTL
-	 * after its last SYNC; only then may another take it over. */
-	old = ns->node_conn[node];
-	if (old && old->session && old->state == CONN_READY &&
-	    now < old->holds_until) {
-		td->st.refused_node_held++;
-		pr_info("tokend: namespace '%s': node '%s' is held by a live "
-			"session; refusing another", ns->name, c->node_name);
-		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
-	}
-	/* sessions have their own budget: handshakes cannot starve it */
-	if (!old && td->st.conns - td->st.handshakes >= td->cfg.max_conns) {
-		td->st.refused_busy++;
-		return fail_conn(td, c, m->req_id, SL_ERR_BUSY, now);
-	}
+	if (ret == -ENOSPC || ret == -EBUSY)
+		return fail_conn(w, c, m->req_id, SL_ERR_BUSY, now);
+	if (ret)
+		return ret;
 	c->node = node;
 	c->keyed = true;
-	hs_del(td, c);
+	hs_del(w, c);
 	c->session = true;
-	/* The node reconnected: its old connection is stale. */
-	if (old && old != c && old->state != CONN_CLOSING) {
-		if (fail_conn(td, old, 0, SL_ERR_REPLACED, now) || flush(old))
-			conn_close(td, old);
-		else
-			conn_update(td, old);
-		ns->node_conn[node] = NULL;
-	}
-	ns->node_conn[node] = c;
-	if (!serving(td, now))
-		return redirect_conn(td, c, m->req_id, now);
-	ret = out_reserve(td, c, SL_PROTO_HDR_LEN + 16);
+	ADD(td->sessions, 1);
+	ADD(w->sessions, 1);
+	view_get(td, &v);
+	if (!serving(&v, now))
+		return redirect_conn(w, &v, c, m->req_id, now);
+	ret = out_reserve(w, c, SL_PROTO_HDR_LEN + 16);
 	if (ret)
 		return ret;
 	sl_proto_put_auth_ok(c->out + c->out_len, c->out_cap - c->out_len,
 			     m->req_id, td->cfg.ttl_ms, td->cfg.sync_ms,
-			     td->role.term, &len);
-	c->state = CONN_READY;
+			     v.role.term, &len);
+	STORE(c->holds_until, now + td->cfg.ttl_ms);
+	STORE(c->state, CONN_READY);
 	c->deadline = 0;
-	c->holds_until = now + td->cfg.ttl_ms;
-	td->st.auth_ok++;
+	w->st.auth_ok++;
 	return out_commit(c, len);
 }
 
 /* One decoded frame; -errno drops the connection without a word. */
-static int on_frame(struct sl_tokend *td, struct conn *c, const void *frame,
+static int on_frame(struct worker *w, struct conn *c, const void *frame,
 		    size_t len, const struct sl_msg *m, uint64_t now)
 {
 	if (m->type == SL_MSG_ERROR)
 		return -ECONNRESET;
 	if (c->state == CONN_HELLO && m->type == SL_MSG_HELLO)
-		return on_hello(td, c, m);
+		return on_hello(w, c, m);
 	if (c->state == CONN_AUTH && m->type == SL_MSG_AUTH)
-		return on_auth(td, c, frame, len, m, now);
+		return on_auth(w, c, frame, len, m, now);
 	if (c->state == CONN_READY && m->type == SL_MSG_SYNC) {
 		/* a replayed, reordered or rewritten SYNC is never answered */
 		if (sl_proto_open(&c->keys, frame, len, m)) {
-			td->st.integrity++;
-			return fail_conn(td, c, m->req_id, SL_ERR_INTEGRITY,
+			w->st.integrity++;
+			return fail_conn(w, c, m->req_id, SL_ERR_INTEGRITY,
 					 now);
 		}
-		return on_sync(td, c, m, now);
+		return on_sync(w, c, m, now);
 	}
-	td->st.unexpected++;
-	return fail_conn(td, c, m->req_id, SL_ERR_UNEXPECTED, now);
+	w->st.unexpected++;
+	return fail_conn(w, c, m->req_id, SL_ERR_UNEXPECTED, now);
 }
 
 /* Complete frames in the input buffer, in order. */
-static int process_input(struct sl_tokend *td, struct conn *c, uint64_t now)
+static int process_input(struct worker *w, struct conn *c, uint64_t now)
 {
 	size_t off = 0;
 	int ret = 0;
@@ -949,21 +1210,21 @@ static int process_input(struct sl_tokend *td, struct conn *c, uint64_t now)
 
 		ret = sl_proto_frame_len(c->in + off, c->in_len - off, &len);
 		if (ret) {
-			td->st.malformed++;
-			return fail_conn(td, c, 0, SL_ERR_MALFORMED, now);
+			w->st.malformed++;
+			return fail_conn(w, c, 0, SL_ERR_MALFORMED, now);
 		}
 		if (c->in_len - off < len)
 			break;
 		ret = sl_proto_decode(c->in + off, len, &m);
 		if (ret) {
-			td->st.malformed++;
-			return fail_conn(td, c, 0,
+			w->st.malformed++;
+			return fail_conn(w, c, 0,
 					 ret == -EPROTONOSUPPORT
 						 ? SL_ERR_VERSION
 						 : SL_ERR_MALFORMED,
 					 now);
 		}
-		ret = on_frame(td, c, c->in + off, len, &m, now);
+		ret = on_frame(w, c, c->in + off, len, &m, now);
 		if (ret)
 			return ret;
 		off += len;
@@ -977,7 +1238,7 @@ static int process_input(struct sl_tokend *td, struct conn *c, uint64_t now)
 	return 0;
 }
 
-static int on_readable(struct sl_tokend *td, struct conn *c, uint64_t now)
+static int on_readable(struct worker *w, struct conn *c, uint64_t now)
 {
 	size_t want = SL_PROTO_HDR_LEN;
 	uint32_t flen;
@@ -1009,10 +1270,60 @@ static int on_readable(struct sl_tokend *td, struct conn *c, uint64_t now)
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 	c->in_len += n;
-	return process_input(td, c, now);
+	return process_input(w, c, now);
 }
 
-static void on_conn_event(struct sl_tokend *td, struct conn *c, uint32_t ev,
+/*
+ * A session just authenticated at worker 0 goes to the worker serving
+ * the fewest, to be polled there from now on (what it sent meanwhile
+ * waits in its socket or its input buffer).
+ */
+static void hand_over(struct worker *w, struct conn *c)
+{
+	struct sl_tokend *td = w->td;
+	struct worker *to = w;
+
+	for (uint32_t i = 1; i < td->n_w; i++)
+		if (LOAD(td->w[i].sessions) < LOAD(to->sessions))
+			to = &td->w[i];
+	if (to == w)
+		return;
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	conn_unlink(w, c);
+	ADD(w->sessions, -1);
+	ADD(to->sessions, 1);
+	c->w = to;
+	pthread_mutex_lock(&to->inbox_lock);
+	c->next = to->inbox;
+	to->inbox = c;
+	pthread_mutex_unlock(&to->inbox_lock);
+	sl_tokend_command_worker(to, 'a');
+}
+
+/* The sessions handed over to w: polled, and what they sent answered. */
+static void adopt(struct worker *w, uint64_t now)
+{
+	struct conn *c, *next;
+
+	pthread_mutex_lock(&w->inbox_lock);
+	c = w->inbox;
+	w->inbox = NULL;
+	pthread_mutex_unlock(&w->inbox_lock);
+	for (; c; c = next) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+
+		next = c->next;
+		conn_link(w, c);
+		c->events = EPOLLIN;
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, c->fd, &ev)) {
+			conn_close(w, c);
+			continue;
+		}
+		send_or_close(w, c, process_input(w, c, now));
+	}
+}
+
+static void on_conn_event(struct worker *w, struct conn *c, uint32_t ev,
 			  uint64_t now)
 {
 	int ret = 0;
@@ -1020,26 +1331,32 @@ static void on_conn_event(struct sl_tokend *td, struct conn *c, uint32_t ev,
 	if (c->dead)
 		return;
 	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR) && c->state != CONN_CLOSING)
-		ret = on_readable(td, c, now);
+		ret = on_readable(w, c, now);
 	else if (ev & (EPOLLHUP | EPOLLERR))
 		ret = -ECONNRESET;
 	if (!ret)
 		ret = flush(c);
 	if (ret == -ENOBUFS)
-		td->st.dropped_slow++;
-	if (ret)
-		conn_close(td, c);
-	else
-		conn_update(td, c);
+		w->st.dropped_slow++;
+	if (ret) {
+		conn_close(w, c);
+		return;
+	}
+	conn_update(w, c);
+	if (!c->dead && c->state == CONN_READY && !c->placed) {
+		c->placed = true; /* once, right after AUTH_OK */
+		if (w->td->n_w > 1)
+			hand_over(w, c);
+	}
 }
 
 /* The oldest handshake makes room for a newer connection. */
-static bool evict_handshake(struct sl_tokend *td)
+static bool evict_handshake(struct worker *w)
 {
-	if (!td->hs_old)
+	if (!w->hs_old)
 		return false;
-	td->st.evicted++;
-	conn_close(td, td->hs_old);
+	w->st.evicted++;
+	conn_close(w, w->hs_old);
 	return true;
 }
 
@@ -1049,20 +1366,21 @@ static bool evict_handshake(struct sl_tokend *td)
  * not stay readable and spin; without a spare either, the listener rests.
  * false: accept no more for now.
  */
-static bool out_of_fds(struct sl_tokend *td, int err, uint64_t now)
+static bool out_of_fds(struct worker *w, int err, uint64_t now)
 {
+	struct sl_tokend *td = w->td;
 	struct epoll_event ev = {.data.ptr = &td->lfd};
 	int fd;
 
-	td->st.fd_exhausted++;
+	w->st.fd_exhausted++;
 	if (!td->fd_logged_at || now - td->fd_logged_at >= 10000) {
 		pr_warn("tokend: accept: %s (%llu times so far): the oldest "
 			"handshakes make room; raise the fd limit above "
 			"--max-conns + --max-handshakes", strerror(err),
-			(unsigned long long)td->st.fd_exhausted);
+			(unsigned long long)w->st.fd_exhausted);
 		td->fd_logged_at = now;
 	}
-	if (evict_handshake(td))
+	if (evict_handshake(w))
 		return true;
 	if (td->spare_fd >= 0) {
 		close(td->spare_fd);
@@ -1073,22 +1391,25 @@ static bool out_of_fds(struct sl_tokend *td, int err, uint64_t now)
 		return fd >= 0;
 	}
 	td->accept_paused_until = now + SL_TOKEND_ACCEPT_PAUSE_MS;
-	epoll_ctl(td->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
+	epoll_ctl(w->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
 	return false;
 }
 
-static void accept_resume(struct sl_tokend *td)
+static void accept_resume(struct worker *w)
 {
+	struct sl_tokend *td = w->td;
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &td->lfd};
 
 	td->accept_paused_until = 0;
 	if (td->spare_fd < 0)
 		td->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	epoll_ctl(td->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
+	epoll_ctl(w->epfd, EPOLL_CTL_MOD, td->lfd, &ev);
 }
 
-static void on_accept(struct sl_tokend *td, uint64_t now)
+static void on_accept(struct worker *w, uint64_t now)
 {
+	struct sl_tokend *td = w->td;
+
 	for (int i = 0; i < ACCEPT_BURST; i++) {
 		struct epoll_event ev = {.events = EPOLLIN};
 		int fd, one = 1;
@@ -1096,14 +1417,14 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 
 		fd = accept4(td->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-			if (!out_of_fds(td, errno, now))
+			if (!out_of_fds(w, errno, now))
 				return;
 			continue;
 		}
 		if (fd < 0)
 			return;
-		td->st.accepted++;
-		if (td->stopping) {
+		w->st.accepted++;
+		if (w->stopping) {
 			uint8_t b[SL_PROTO_HDR_LEN + 4];
 			size_t len;
 
@@ -1113,12 +1434,12 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 				pr_debug("tokend: refusing: %s",
 					 strerror(errno));
 			close(fd);
-			td->st.refused_busy++;
+			w->st.refused_busy++;
 			continue;
 		}
 		/* unauthenticated peers take turns, never a session's place */
-		if (td->st.handshakes >= td->cfg.max_handshakes)
-			evict_handshake(td);
+		if (w->st.handshakes >= td->cfg.max_handshakes)
+			evict_handshake(w);
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c = calloc(1, sizeof(*c));
 		if (c)
@@ -1130,194 +1451,406 @@ static void on_accept(struct sl_tokend *td, uint64_t now)
 			continue;
 		}
 		c->fd = fd;
+		c->w = w;
 		c->in_cap = IN_INIT;
 		c->state = CONN_HELLO;
 		c->deadline = now + td->cfg.handshake_ms;
+		c->events = ev.events;
 		ev.data.ptr = c;
-		if (epoll_ctl(td->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+		if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev)) {
 			free(c->in);
 			free(c);
 			close(fd);
 			continue;
 		}
-		c->next = td->conns;
-		if (c->next)
-			c->next->prev = c;
-		td->conns = c;
-		td->st.conns++;
-		hs_add(td, c);
+		conn_link(w, c);
+		hs_add(w, c);
 	}
 }
 
-/* Push TTL 0 to every client; later SYNCs get the same. */
-static void drain(struct sl_tokend *td)
+static void lock_all(struct sl_tokend *td)
 {
-	struct conn *c, *next;
-
-	td->draining = true;
-	pr_info("tokend: draining: every lease ends now");
-	for (c = td->conns; c; c = next) {
-		next = c->next;
-		if (c->state != CONN_READY)
-			continue;
-		if (put_frame_grants(td, c, 0, SL_SRV_DRAIN, 0, 0) || flush(c))
-			conn_close(td, c);
-		else
-			conn_update(td, c);
-	}
-	for (uint32_t i = 0; i < td->n_ns; i++) {
-		for (uint32_t j = 0; j < td->ns[i].n_flows; j++)
-			forget_flow(&td->ns[i].flows[j]);
-	}
+	for (uint32_t i = 0; i < td->n_w; i++)
+		pthread_mutex_lock(&td->w[i].lock);
+	pthread_mutex_lock(&td->bal_lock);
 }
 
-/*
- * A new term: forget every holder, as a restarted server knows none, and
- * learn for learn_ms: clients may still hold the last leader's leases.
- */
-static void become_leader(struct sl_tokend *td, uint64_t now)
+static void unlock_all(struct sl_tokend *td)
+{
+	pthread_mutex_unlock(&td->bal_lock);
+	for (uint32_t i = td->n_w; i--;)
+		pthread_mutex_unlock(&td->w[i].lock);
+}
+
+/* Every flow's holders and reservations, each under its flow's lock. */
+static void forget_flows(struct sl_tokend *td)
 {
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		for (uint32_t j = 0; j < td->ns[i].n_flows; j++) {
 			struct flow *f = &td->ns[i].flows[j];
 
+			pthread_mutex_lock(&f->lock);
 			forget_flow(f);
 			f->have_level = false;
+			pthread_mutex_unlock(&f->lock);
 		}
 	}
-	td->start = now;
-	td->st.terms++;
-	pr_info("tokend: leader, term %llu: learning for %u ms",
-		(unsigned long long)td->role.term, td->cfg.learn_ms);
 }
 
-/* No longer the leader: every client goes to the one there is. */
-static void deposed(struct sl_tokend *td, uint64_t now)
+/* The command to every other worker. */
+static void tell_workers(struct worker *w, char cmd)
 {
+	for (uint32_t i = 0; i < w->td->n_w; i++)
+		if (&w->td->w[i] != w)
+			sl_tokend_command_worker(&w->td->w[i], cmd);
+}
+
+/* Push TTL 0 to w's clients; later SYNCs get the same. */
+static void drain_conns(struct worker *w)
+{
+	struct view v;
 	struct conn *c, *next;
 
-	pr_info("tokend: no longer the leader (term %llu): redirecting "
-		"clients to '%s'", (unsigned long long)td->acted.term,
-		td->role.leader_addr);
-	for (c = td->conns; c; c = next) {
+	view_get(w->td, &v);
+	for (c = w->conns; c; c = next) {
 		next = c->next;
 		if (c->state != CONN_READY)
 			continue;
-		if (redirect_conn(td, c, 0, now) || flush(c))
-			conn_close(td, c);
-		else
-			conn_update(td, c);
+		send_or_close(w, c,
+			      put_frame_grants(w, &v, c, 0, SL_SRV_DRAIN, 0,
+					       0));
 	}
 }
 
-static void on_role(struct sl_tokend *td, uint64_t now)
+/* Every lease ends now (worker 0): SYNCs are answered DRAIN from here. */
+static void drain(struct worker *w)
 {
-	const struct sl_tokend_role *r = &td->role, *was = &td->acted;
+	struct sl_tokend *td = w->td;
 
-	if (r->leader && (!was->leader || r->term != was->term))
-		become_leader(td, now);
-	else if (!r->leader && was->leader)
-		deposed(td, now);
-	td->acted = *r;
+	pthread_mutex_lock(&td->role_lock);
+	if (td->in_force.draining) {
+		pthread_mutex_unlock(&td->role_lock);
+		return;
+	}
+	td->in_force.draining = true;
+	pthread_mutex_unlock(&td->role_lock);
+	pr_info("tokend: draining: every lease ends now");
+	drain_conns(w);
+	tell_workers(w, 'D');
+	forget_flows(td);
 }
 
-static void on_ctl(struct sl_tokend *td)
+/* Every READY client of w goes to the leader there is. */
+static void redirect_conns(struct worker *w, uint64_t now)
 {
-	char cmd[16];
-	ssize_t n = read(td->ctl[0], cmd, sizeof(cmd));
+	struct conn *c, *next;
+	struct view v;
 
-	for (ssize_t i = 0; i < n; i++) {
-		if (cmd[i] == SL_TOKEND_DRAIN && !td->draining)
-			drain(td);
-		else if (cmd[i] == SL_TOKEND_STOP)
-			td->stopping = true;
-		else if (cmd[i] == SL_TOKEND_ROLE)
-			on_role(td, sl_now_ms());
+	view_get(w->td, &v);
+	for (c = w->conns; c; c = next) {
+		next = c->next;
+		if (c->state != CONN_READY)
+			continue;
+		send_or_close(w, c, redirect_conn(w, &v, c, 0, now));
 	}
 }
 
-/* Deadlines and lease expiry, a few times per TTL. */
-static void sweep(struct sl_tokend *td, uint64_t now)
+/*
+ * The role asked for, acted on by worker 0. A new term forgets every
+ * holder, as a restarted server knows none, and learns for learn_ms:
+ * clients may still hold the last leader's leases; only then are SYNCs
+ * answered under it. Deposed, every client goes to the leader there is.
+ */
+static void on_role(struct worker *w, uint64_t now)
+{
+	struct sl_tokend *td = w->td;
+	struct sl_tokend_role r;
+	bool elected, deposed;
+
+	pthread_mutex_lock(&td->role_lock);
+	r = td->role;
+	pthread_mutex_unlock(&td->role_lock);
+	elected = r.leader && (!td->acted.leader || r.term != td->acted.term);
+	deposed = !r.leader && td->acted.leader;
+	if (elected) {
+		forget_flows(td);
+		td->terms++;
+		pr_info("tokend: leader, term %llu: learning for %u ms",
+			(unsigned long long)r.term, td->cfg.learn_ms);
+	}
+	pthread_mutex_lock(&td->role_lock);
+	td->in_force.role = r;
+	if (elected)
+		td->in_force.start = now;
+	pthread_mutex_unlock(&td->role_lock);
+	if (deposed) {
+		pr_info("tokend: no longer the leader (term %llu): "
+			"redirecting clients to '%s'",
+			(unsigned long long)td->acted.term, r.leader_addr);
+		redirect_conns(w, now);
+		tell_workers(w, 'X');
+	}
+	td->acted = r;
+}
+
+/* w's sessions whose node id a newer session took: told and closed. */
+static void close_replaced(struct worker *w, uint64_t now)
 {
 	struct conn *c, *next;
 
-	for (c = td->conns; c; c = next) {
+	for (c = w->conns; c; c = next) {
 		next = c->next;
-		if (c->deadline && now >= c->deadline) {
-			td->st.timed_out++;
-			if (c->state == CONN_CLOSING) {
-				conn_close(td, c);
-			} else if (fail_conn(td, c, 0, SL_ERR_TIMEOUT, now) ||
-				   flush(c)) {
-				conn_close(td, c);
-			} else {
-				conn_update(td, c);
-			}
-		}
+		if (LOAD(c->replaced) && c->state != CONN_CLOSING)
+			send_or_close(w, c,
+				      fail_conn(w, c, 0, SL_ERR_REPLACED, now));
 	}
-	for (uint32_t i = 0; i < td->n_ns; i++) {
-		for (uint32_t j = 0; j < td->ns[i].n_flows; j++)
-			expire_flow(td, &td->ns[i], &td->ns[i].flows[j], now);
-	}
-	td->last_sweep = now;
 }
 
-int sl_tokend_run(struct sl_tokend *td)
+static void on_ctl(struct worker *w, uint64_t now)
 {
-	struct epoll_event ev[EVENTS];
-	int tick = td->cfg.ttl_ms / 4;
+	char cmd[64];
+	ssize_t n = read(w->ctl[0], cmd, sizeof(cmd));
+	bool first = w == w->td->w;
 
-	if (tick < 10)
-		tick = 10;
-	if (tick > 250)
-		tick = 250;
-	while (!td->stopping) {
+	for (ssize_t i = 0; i < n; i++) {
+		switch (cmd[i]) {
+		case SL_TOKEND_DRAIN:
+			if (first)
+				drain(w);
+			break;
+		case SL_TOKEND_STOP:
+			w->stopping = true;
+			break;
+		case SL_TOKEND_ROLE:
+			if (first)
+				on_role(w, now);
+			break;
+		case 'D': /* worker 0 drained: this one's clients */
+			drain_conns(w);
+			break;
+		case 'X': /* worker 0 was deposed: this one's clients */
+			redirect_conns(w, now);
+			break;
+		case 'a':
+			adopt(w, now);
+			break;
+		case 'p':
+			close_replaced(w, now);
+			break;
+		}
+	}
+}
+
+/* Deadlines of w's connections, a few times per TTL. */
+static void sweep(struct worker *w, uint64_t now)
+{
+	struct conn *c, *next;
+
+	for (c = w->conns; c; c = next) {
+		next = c->next;
+		if (!c->deadline || now < c->deadline)
+			continue;
+		w->st.timed_out++;
+		if (c->state == CONN_CLOSING)
+			conn_close(w, c);
+		else
+			send_or_close(w, c,
+				      fail_conn(w, c, 0, SL_ERR_TIMEOUT, now));
+	}
+	w->last_sweep = now;
+}
+
+/* Serve until stopped; then tell connected clients, best effort. */
+static int worker_loop(struct worker *w)
+{
+	struct sl_tokend *td = w->td;
+	struct epoll_event ev[EVENTS];
+	int ret = 0;
+
+	while (!w->stopping) {
 		uint64_t now;
 		int n, i;
 
-		n = epoll_wait(td->epfd, ev, EVENTS, tick);
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		pthread_mutex_lock(&td->lock);
+		n = epoll_wait(w->epfd, ev, EVENTS, td->tick);
+		if (n < 0 && errno != EINTR) {
+			ret = -errno;
+			break;
+		}
+		pthread_mutex_lock(&w->lock);
 		now = sl_now_ms();
 		for (i = 0; i < n; i++) {
 			void *p = ev[i].data.ptr;
 
 			if (p == &td->lfd)
-				on_accept(td, now);
-			else if (p == &td->ctl)
-				on_ctl(td);
+				on_accept(w, now);
+			else if (p == &w->ctl)
+				on_ctl(w, now);
 			else
-				on_conn_event(td, p, ev[i].events, now);
+				on_conn_event(w, p, ev[i].events, now);
 		}
-		if (td->accept_paused_until && now >= td->accept_paused_until)
-			accept_resume(td);
-		if (now - td->last_sweep >= (uint64_t)tick)
-			sweep(td, now);
-		reap(td);
-		pthread_mutex_unlock(&td->lock);
+		if (td->accept_paused_until && w == td->w &&
+		    now >= td->accept_paused_until)
+			accept_resume(w);
+		if (now - w->last_sweep >= (uint64_t)td->tick)
+			sweep(w, now);
+		reap(w);
+		pthread_mutex_unlock(&w->lock);
 	}
-	/* A clean stop: tell connected clients, best effort. */
-	pthread_mutex_lock(&td->lock);
-	while (td->conns) {
-		struct conn *c = td->conns;
+	pthread_mutex_lock(&w->lock);
+	adopt(w, sl_now_ms()); /* handed over at the last moment */
+	while (w->conns) {
+		struct conn *c = w->conns;
 
 		if (c->state == CONN_READY &&
-		    !fail_conn(td, c, 0, SL_ERR_SHUTDOWN, sl_now_ms()))
+		    !fail_conn(w, c, 0, SL_ERR_SHUTDOWN, sl_now_ms()))
 			flush(c);
-		conn_close(td, c);
+		conn_close(w, c);
 	}
-	reap(td);
-	pthread_mutex_unlock(&td->lock);
-	return 0;
+	reap(w);
+	pthread_mutex_unlock(&w->lock);
+	return ret;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int ret = worker_loop(w);
+
+	if (ret)
+		pr_err("tokend: worker: epoll: %s", strerror(-ret));
+	return NULL;
+}
+
+/* Holders of node id in any flow of ns (under ns's lock). */
+static bool node_held(const struct ns *ns, uint32_t id)
+{
+	bool held = false;
+
+	for (uint32_t j = 0; j < ns->n_flows && !held; j++) {
+		struct flow *f = &ns->flows[j];
+
+		pthread_mutex_lock(&f->lock);
+		held = id < f->h_cap && (f->h[id].live_pos != NO_POS ||
+					 f->h[id].gone_pos != NO_POS);
+		pthread_mutex_unlock(&f->lock);
+	}
+	return held;
+}
+
+/*
+ * Node ids no session has held for a lease and a reservation's time: by
+ * then no flow holds them (checked all the same), and they go, so that a
+ * fleet renaming its hosts is never refused for the names it dropped.
+ */
+static void gc_nodes(struct sl_tokend *td, uint64_t now)
+{
+	uint64_t idle = (uint64_t)td->cfg.ttl_ms + td->cfg.forget_ms +
+			2 * td->tick;
+
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		struct ns *ns = &td->ns[i];
+
+		pthread_mutex_lock(&ns->lock);
+		for (uint32_t id = 0; id < ns->top; id++) {
+			struct node *nd = node_at(ns, id);
+
+			if (!nd->used || nd->conn || now < nd->released_at ||
+			    now - nd->released_at < idle ||
+			    node_held(ns, id) || free_node(ns, id))
+				continue;
+			td->nodes_freed++;
+		}
+		pthread_mutex_unlock(&ns->lock);
+	}
+}
+
+/* Leases that ended, large flows' water levels, node ids let go. */
+static void balance(struct sl_tokend *td, uint64_t now)
+{
+	bool expire = now - td->last_expire >= (uint64_t)td->tick;
+
+	for (uint32_t i = 0; i < td->n_ns; i++) {
+		struct ns *ns = &td->ns[i];
+
+		for (uint32_t j = 0; j < ns->n_flows; j++) {
+			struct flow *f = &ns->flows[j];
+
+			if (expire) {
+				pthread_mutex_lock(&f->lock);
+				expire_flow(td, ns, f, now);
+				pthread_mutex_unlock(&f->lock);
+			}
+			fill_large(td, f, now);
+		}
+	}
+	if (expire)
+		td->last_expire = now;
+	if (now - td->last_gc >= 1000) {
+		gc_nodes(td, now);
+		td->last_gc = now;
+	}
+}
+
+static void *balancer_main(void *arg)
+{
+	struct sl_tokend *td = arg;
+	int period = td->cfg.rebalance_ms < (uint32_t)td->tick
+			     ? (int)td->cfg.rebalance_ms : td->tick;
+	struct pollfd p = {.fd = td->bal_ctl[0], .events = POLLIN};
+
+	if (period < 5)
+		period = 5;
+	for (;;) {
+		if (poll(&p, 1, period) > 0)
+			break; /* stop */
+		pthread_mutex_lock(&td->bal_lock);
+		balance(td, sl_now_ms());
+		pthread_mutex_unlock(&td->bal_lock);
+	}
+	return NULL;
+}
+
+int sl_tokend_run(struct sl_tokend *td)
+{
+	uint32_t started = 1;
+	bool balancer;
+	int ret = 0;
+	char b = 's';
+
+	balancer = !pthread_create(&td->bal_thread, NULL, balancer_main, td);
+	for (; balancer && started < td->n_w; started++)
+		if (pthread_create(&td->w[started].thread, NULL, worker_main,
+				   &td->w[started]))
+			break;
+	if (!balancer || started < td->n_w) {
+		pr_err("tokend: cannot start %u threads", td->n_w + 1);
+		ret = -EAGAIN;
+		td->w[0].stopping = true;
+	}
+	if (!ret)
+		ret = worker_loop(&td->w[0]);
+	for (uint32_t i = 1; i < started; i++) {
+		sl_tokend_command_worker(&td->w[i], SL_TOKEND_STOP);
+		pthread_join(td->w[i].thread, NULL);
+	}
+	if (balancer) {
+		if (write(td->bal_ctl[1], &b, 1) < 0)
+			pr_debug("tokend: balancer: %s", strerror(errno));
+		pthread_join(td->bal_thread, NULL);
+	}
+	return ret;
+}
+
+static void sl_tokend_command_worker(struct worker *w, char cmd)
+{
+	ssize_t n = write(w->ctl[1], &cmd, 1);
+
+	(void)n; /* a full pipe already holds a command to act on */
 }
 
 void sl_tokend_command(struct sl_tokend *td, enum sl_tokend_cmd cmd)
 {
-	char b = cmd;
-	ssize_t n = write(td->ctl[1], &b, 1);
-
-	(void)n; /* a full pipe already holds a command to act on */
+	sl_tokend_command_worker(&td->w[0], cmd);
 }
 
 /* ---- setup ---- */
@@ -1353,10 +1886,25 @@ static struct ns *find_ns_in(struct ns *v, uint32_t n, const char *name)
 	return NULL;
 }
 
+/* The node tables of n namespaces. */
+static void free_nodes(struct ns *v, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		for (uint32_t k = 0; v[i].chunk && k <= v[i].top / NODE_CHUNK;
+		     k++)
+			free(v[i].chunk[k]);
+		free(v[i].chunk);
+		free(v[i].free_ids);
+		sl_index_free(&v[i].by_name);
+		pthread_mutex_destroy(&v[i].lock);
+	}
+}
+
 static void free_flows(struct ns *v, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		for (uint32_t j = 0; j < v[i].n_flows; j++) {
+			pthread_mutex_destroy(&v[i].flows[j].lock);
 			free(v[i].flows[j].h);
 			free(v[i].flows[j].live.node);
 			free(v[i].flows[j].gone.node);
@@ -1386,6 +1934,7 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 		v[i] = td->ns[i];
 		v[i].flows = NULL;
 		v[i].n_flows = 0;
+		pthread_mutex_init(&v[i].lock, NULL); /* unlocked: all locks */
 	}
 	for (i = 0; i < rs->n; i++) {
 		const struct sl_cluster *cl = &rs->rules[i].cluster;
@@ -1406,6 +1955,14 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 					ns->name);
 			ns->tokens = td->cfg.ns_rate / 5.0 + 1;
 			ns->tokens_at = sl_now_ms();
+			pthread_mutex_init(&ns->lock, NULL);
+			ns->chunk = calloc(td->cfg.max_nodes / NODE_CHUNK + 1,
+					   sizeof(*ns->chunk));
+			if (!ns->chunk || sl_index_init(&ns->by_name, 64)) {
+				free_nodes(v + td->n_ns, n - td->n_ns);
+				free(v);
+				return -ENOMEM;
+			}
 		}
 		ns->n_flows++;
 	}
@@ -1413,6 +1970,7 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 		v[i].flows = calloc(v[i].n_flows + 1, sizeof(*v[i].flows));
 		if (!v[i].flows) {
 			free_flows(v, n);
+			free_nodes(v + td->n_ns, n - td->n_ns);
 			free(v);
 			return -ENOMEM;
 		}
@@ -1427,6 +1985,7 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 			continue;
 		ns = find_ns_in(v, n, r->cluster.ns);
 		f = &ns->flows[ns->n_flows++];
+		pthread_mutex_init(&f->lock, NULL);
 		f->id = r->cluster.flow_id;
 		f->count = r->count;
 		f->cl = &r->cluster;
@@ -1444,6 +2003,7 @@ static int build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 				 "than one rule",
 				 ns->name, ns->flows[j].id);
 			free_flows(v, n);
+			free_nodes(v + td->n_ns, n - td->n_ns);
 			free(v);
 			return -EINVAL;
 		}
@@ -1465,6 +2025,7 @@ static void carry_flow(struct flow *to, struct flow *from)
 	uint64_t count = to->count, was = from->count;
 
 	*to = *from;
+	pthread_mutex_init(&to->lock, NULL); /* unlocked: all locks held */
 	to->cl = cl;
 	to->rule = rule;
 	to->count = count;
@@ -1510,9 +2071,17 @@ static void install_flows(struct sl_tokend *td, struct ns *v, uint32_t n)
 					(unsigned long long)was->count);
 		}
 	}
-	for (struct conn *c = td->conns; c; c = c->next) {
-		if (c->ns)
-			c->ns = v + (c->ns - td->ns);
+	for (uint32_t k = 0; k < td->n_w; k++) {
+		struct worker *w = &td->w[k];
+
+		pthread_mutex_lock(&w->inbox_lock);
+		for (struct conn *c = w->conns; c; c = c->next)
+			if (c->ns)
+				c->ns = v + (c->ns - td->ns);
+		for (struct conn *c = w->inbox; c; c = c->next)
+			if (c->ns)
+				c->ns = v + (c->ns - td->ns);
+		pthread_mutex_unlock(&w->inbox_lock);
 	}
 	free_flows(td->ns, td->n_ns);
 	free(td->ns);
@@ -1527,14 +2096,59 @@ int sl_tokend_set_rules(struct sl_tokend *td, const struct sl_ruleset *rs,
 	uint32_t n;
 	int ret;
 
-	pthread_mutex_lock(&td->lock);
+	lock_all(td);
 	ret = build_flows(td, rs, &v, &n, err, errlen);
 	if (!ret)
 		install_flows(td, v, n);
-	pthread_mutex_unlock(&td->lock);
+	unlock_all(td);
 	if (ret == -ENOMEM)
 		snprintf(err, errlen, "out of memory");
 	return ret;
+}
+
+/* Worker i's epoll, control pipe and buffers; -errno. */
+static int worker_init(struct sl_tokend *td, uint32_t i)
+{
+	struct worker *w = &td->w[i];
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w->ctl};
+
+	w->td = td;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_mutex_init(&w->inbox_lock, NULL);
+	w->last_sweep = sl_now_ms();
+	w->grants = calloc(SL_PROTO_MAX_REPORTS, sizeof(*w->grants));
+	if (!w->grants)
+		return -ENOMEM;
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->epfd < 0 || pipe2(w->ctl, O_NONBLOCK | O_CLOEXEC) ||
+	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->ctl[0], &ev))
+		return -errno;
+	return 0;
+}
+
+static void worker_free(struct worker *w)
+{
+	while (w->conns)
+		conn_close(w, w->conns);
+	while (w->inbox) {
+		struct conn *c = w->inbox;
+
+		w->inbox = c->next;
+		conn_link(w, c);
+		conn_close(w, c);
+	}
+	reap(w);
+	free(w->scratch);
+	free(w->needs);
+	free(w->grants);
+	if (w->epfd >= 0)
+		close(w->epfd);
+	if (w->ctl[0] >= 0)
+		close(w->ctl[0]);
+	if (w->ctl[1] >= 0)
+		close(w->ctl[1]);
+	pthread_mutex_destroy(&w->lock);
+	pthread_mutex_destroy(&w->inbox_lock);
 }
 
 int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
@@ -1544,18 +2158,20 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	struct epoll_event ev = {.events = EPOLLIN};
 	struct sockaddr_storage ss;
 	struct sl_tokend *td;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	socklen_t sl;
 	int one = 1, ret;
 
 	if (!cfg->ttl_ms || !cfg->sync_ms || cfg->sync_ms >= cfg->ttl_ms ||
 	    !cfg->max_conns || !cfg->max_handshakes ||
 	    cfg->out_max < 2 * SL_PROTO_MAX_FRAME ||
-	    !cfg->handshake_ms || !cfg->max_nodes) {
+	    !cfg->handshake_ms || !cfg->max_nodes ||
+	    cfg->threads > SL_TOKEND_MAX_THREADS) {
 		snprintf(err, errlen,
 			 "bad settings: need 0 < sync period < lease TTL, "
 			 "max sessions, handshakes and nodes > 0, output "
-			 "bound >= %u",
-			 2 * SL_PROTO_MAX_FRAME);
+			 "bound >= %u, threads <= %u",
+			 2 * SL_PROTO_MAX_FRAME, SL_TOKEND_MAX_THREADS);
 		return -EINVAL;
 	}
 	ret = parse_listen(cfg->listen, &ss, &sl, err, errlen);
@@ -1571,9 +2187,40 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	if (!td)
 		return -ENOMEM;
 	td->cfg = *cfg;
-	pthread_mutex_init(&td->lock, NULL);
+	if (!td->cfg.threads)
+		td->cfg.threads = cpus < 1 ? 1
+				  : cpus > SL_TOKEND_MAX_THREADS
+					  ? SL_TOKEND_MAX_THREADS
+					  : cpus;
+	td->tick = cfg->ttl_ms / 4;
+	if (td->tick < 10)
+		td->tick = 10;
+	if (td->tick > 250)
+		td->tick = 250;
+	pthread_mutex_init(&td->bal_lock, NULL);
+	pthread_mutex_init(&td->role_lock, NULL);
 	td->auth = secrets != NULL;
-	td->lfd = td->epfd = td->ctl[0] = td->ctl[1] = td->spare_fd = -1;
+	td->lfd = td->spare_fd = td->bal_ctl[0] = td->bal_ctl[1] = -1;
+	td->w = calloc(td->cfg.threads, sizeof(*td->w));
+	if (!td->w) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (; td->n_w < td->cfg.threads; td->n_w++) {
+		td->w[td->n_w].epfd = -1;
+		td->w[td->n_w].ctl[0] = td->w[td->n_w].ctl[1] = -1;
+		ret = worker_init(td, td->n_w);
+		if (ret) {
+			td->n_w++;
+			snprintf(err, errlen, "epoll: %s", strerror(-ret));
+			goto fail;
+		}
+	}
+	if (pipe2(td->bal_ctl, O_NONBLOCK | O_CLOEXEC)) {
+		ret = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(-ret));
+		goto fail;
+	}
 	ret = sl_proto_nonce(td->dummy_secret);
 	if (ret) {
 		snprintf(err, errlen, "no random bytes for the dummy secret");
@@ -1583,11 +2230,6 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	if (td->spare_fd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "/dev/null: %s", strerror(-ret));
-		goto fail;
-	}
-	td->grants = calloc(SL_PROTO_MAX_REPORTS, sizeof(*td->grants));
-	if (!td->grants) {
-		ret = -ENOMEM;
 		goto fail;
 	}
 	td->secrets = secrets;
@@ -1605,7 +2247,7 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	if (td->lfd < 0 ||
 	    setsockopt(td->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
 	    bind(td->lfd, (struct sockaddr *)&ss, sl) ||
-	    listen(td->lfd, 1024) ||
+	    listen(td->lfd, 4096) ||
 	    getsockname(td->lfd, (struct sockaddr *)&ss, &sl)) {
 		ret = -errno;
 		snprintf(err, errlen, "listen on %s: %s", cfg->listen,
@@ -1615,24 +2257,15 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	td->port = ntohs(ss.ss_family == AF_INET
 				 ? ((struct sockaddr_in *)&ss)->sin_port
 				 : ((struct sockaddr_in6 *)&ss)->sin6_port);
-	td->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (td->epfd < 0 || pipe2(td->ctl, O_NONBLOCK | O_CLOEXEC)) {
-		ret = -errno;
-		snprintf(err, errlen, "epoll: %s", strerror(-ret));
-		goto fail;
-	}
+	/* worker 0 accepts and authenticates */
 	ev.data.ptr = &td->lfd;
-	if (epoll_ctl(td->epfd, EPOLL_CTL_ADD, td->lfd, &ev)) {
+	if (epoll_ctl(td->w[0].epfd, EPOLL_CTL_ADD, td->lfd, &ev)) {
 		ret = -errno;
 		goto fail;
 	}
-	ev.data.ptr = &td->ctl;
-	if (epoll_ctl(td->epfd, EPOLL_CTL_ADD, td->ctl[0], &ev)) {
-		ret = -errno;
-		goto fail;
-	}
-	td->start = td->last_sweep = sl_now_ms();
-	td->role.leader = td->acted.leader = !cfg->elected;
+	td->last_expire = td->last_gc = td->in_force.start = sl_now_ms();
+	td->role.leader = td->acted.leader = td->in_force.role.leader =
+		!cfg->elected;
 	*out = td;
 	return 0;
 fail:
@@ -1644,9 +2277,15 @@ fail:
 
 void sl_tokend_set_role(struct sl_tokend *td, const struct sl_tokend_role *r)
 {
-	pthread_mutex_lock(&td->lock);
+	struct sl_tokend_role *f = &td->in_force.role;
+
+	pthread_mutex_lock(&td->role_lock);
 	td->role = *r;
-	pthread_mutex_unlock(&td->lock);
+	/* a renewal (or a new leader's address) is in force at once; a
+	 * change of term or leadership once worker 0 acted on it */
+	if (r->leader == f->leader && r->term == f->term)
+		*f = *r;
+	pthread_mutex_unlock(&td->role_lock);
 	sl_tokend_command(td, SL_TOKEND_ROLE);
 }
 
@@ -1660,7 +2299,7 @@ int sl_tokend_set_secrets(struct sl_tokend *td,
 {
 	if (!td->auth || !secrets)
 		return -EINVAL;
-	pthread_mutex_lock(&td->lock);
+	lock_all(td);
 	td->secrets = secrets;
 	for (size_t i = 0; i < td->n_ns; i++) {
 		struct ns *ns = &td->ns[i];
@@ -1670,39 +2309,64 @@ int sl_tokend_set_secrets(struct sl_tokend *td,
 			pr_warn("tokend: no secret for namespace '%s': its "
 				"new clients will be refused", ns->name);
 	}
-	pthread_mutex_unlock(&td->lock);
+	unlock_all(td);
 	return 0;
+}
+
+/* Every worker's counters, summed: under every lock. */
+static void stats_sum(const struct sl_tokend *td, struct sl_tokend_stats *st)
+{
+	/* the counters before conns are uint64_t, summed as an array */
+	const size_t n64 = offsetof(struct sl_tokend_stats, conns) /
+			   sizeof(uint64_t);
+	_Static_assert(offsetof(struct sl_tokend_stats, conns) %
+				       sizeof(uint64_t) == 0,
+		       "the stats' uint64_t counters come first");
+
+	memset(st, 0, sizeof(*st));
+	for (uint32_t i = 0; i < td->n_w; i++) {
+		const uint64_t *src = (const uint64_t *)&td->w[i].st;
+
+		for (size_t k = 0; k < n64; k++)
+			((uint64_t *)st)[k] += src[k];
+		st->conns += td->w[i].st.conns;
+		st->handshakes += td->w[i].st.handshakes;
+	}
+	st->terms = td->terms;
+	st->nodes_freed = td->nodes_freed;
 }
 
 void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st)
 {
-	pthread_mutex_lock(&td->lock);
-	*st = td->st;
-	pthread_mutex_unlock(&td->lock);
+	lock_all(td);
+	stats_sum(td, st);
+	unlock_all(td);
 }
 
 int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 {
+	uint64_t now = sl_now_ms();
 	size_t n = 0;
+	struct view v;
 
 	memset(out, 0, sizeof(*out));
-	/* under the lock: a rule change replaces namespaces and flows */
-	pthread_mutex_lock(&td->lock);
+	/* under every lock: a rule change replaces namespaces and flows */
+	lock_all(td);
 	for (uint32_t i = 0; i < td->n_ns; i++)
 		n += td->ns[i].n_flows;
 	out->flows = calloc(n ? n : 1, sizeof(*out->flows));
 	out->ns = calloc(td->n_ns ? td->n_ns : 1, sizeof(*out->ns));
 	if (!out->flows || !out->ns) {
-		pthread_mutex_unlock(&td->lock);
+		unlock_all(td);
 		sl_tokend_info_free(out);
 		return -ENOMEM;
 	}
-	out->st = td->st;
-	out->serving = serving(td, sl_now_ms());
-	out->learning = out->serving &&
-			sl_now_ms() < td->start + td->cfg.learn_ms;
-	out->draining = td->draining;
-	out->term = td->role.term;
+	stats_sum(td, &out->st);
+	view_get(td, &v);
+	out->serving = serving(&v, now);
+	out->learning = out->serving && now < v.start + td->cfg.learn_ms;
+	out->draining = v.draining;
+	out->term = v.role.term;
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		const struct ns *ns = &td->ns[i];
 
@@ -1724,7 +2388,7 @@ int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 		}
 	}
 	out->n_ns = td->n_ns;
-	pthread_mutex_unlock(&td->lock);
+	unlock_all(td);
 	return 0;
 }
 
@@ -1740,30 +2404,22 @@ void sl_tokend_free(struct sl_tokend *td)
 {
 	if (!td)
 		return;
-	while (td->conns)
-		conn_close(td, td->conns);
-	reap(td);
+	for (uint32_t i = 0; i < td->n_w; i++)
+		worker_free(&td->w[i]);
+	free(td->w);
 	free_flows(td->ns, td->n_ns);
-	for (uint32_t i = 0; i < td->n_ns; i++) {
-		struct ns *ns = &td->ns[i];
-
-		free(ns->nodes);
-		free(ns->node_conn);
-	}
+	free_nodes(td->ns, td->n_ns);
 	free(td->ns);
-	free(td->scratch);
-	free(td->needs);
-	free(td->grants);
+	free(td->bal_scratch);
+	free(td->bal_needs);
 	if (td->lfd >= 0)
 		close(td->lfd);
 	if (td->spare_fd >= 0)
 		close(td->spare_fd);
-	if (td->epfd >= 0)
-		close(td->epfd);
-	if (td->ctl[0] >= 0)
-		close(td->ctl[0]);
-	if (td->ctl[1] >= 0)
-		close(td->ctl[1]);
-	pthread_mutex_destroy(&td->lock);
+	for (int i = 0; i < 2; i++)
+		if (td->bal_ctl[i] >= 0)
+			close(td->bal_ctl[i]);
+	pthread_mutex_destroy(&td->bal_lock);
+	pthread_mutex_destroy(&td->role_lock);
 	free(td);
 }
