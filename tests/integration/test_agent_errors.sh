@@ -24,6 +24,10 @@ sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 T=$NETNS_TMP
 # a TCG guest (SLUICE_VM=1) starts and fails 10-100x slower
 if [ -n "$VM" ]; then READY_S=120; export SL_FG_TIMEOUT=120; else READY_S=10; fi
+# the log checks run an agent that starts and keeps running: long enough
+# for its start's lines (2-3 s in a guest), not the 120 s a failure gets
+LOG_S=5
+[ -n "$VM" ] && LOG_S=20
 
 xdp_attached() # DEV: an XDP program on DEV in NS_RX
 {
@@ -119,10 +123,12 @@ assert recs and all({"time", "level", "msg"} <= r.keys() for r in recs)
 assert any(r["level"] == "error" for r in recs)
 PY
 check $? "--log-format json: every line one JSON object with time, level, msg"
-sluice_agent_fg "$T/quiet" --rules rules/demo.json --log-level error
+SL_FG_TIMEOUT=$LOG_S sluice_agent_fg "$T/quiet" --rules rules/demo.json \
+	--log-level error
 grep -q 'info:' "$T/quiet"
 check $((! $?)) "--log-level error: no info lines"
-sluice_agent_fg "$T/loud" --rules rules/demo.json --log-level debug
+SL_FG_TIMEOUT=$LOG_S sluice_agent_fg "$T/loud" --rules rules/demo.json \
+	--log-level debug
 grep -q 'info:' "$T/loud"
 check $? "--log-level debug: info lines too"
 echo "1..$n"
