@@ -28,19 +28,19 @@ sluice_env_setup || { echo "Bail out! bpffs setup failed"; exit 1; }
 # 198.18.91.x (gre), .1 the sender's, .2 the receiver's
 tunnel()
 {
-	local name=$1 net=$2 ns end local remote
+	local name=$1 net=$2 end ns here there addr peer
 
 	shift 2
 	for end in tx rx; do
 		if [ $end = tx ]; then
-			ns=$NS_TX local=198.18.0.1 remote=198.18.0.2
+			ns=$NS_TX here=198.18.0.1 there=198.18.0.2
 			addr=$net.1 peer=$net.2
 		else
-			ns=$NS_RX local=198.18.0.2 remote=198.18.0.1
+			ns=$NS_RX here=198.18.0.2 there=198.18.0.1
 			addr=$net.2 peer=$net.1
 		fi
-		ip -n "$ns" link add "$name" type "$@" local $local \
-			remote $remote &&
+		ip -n "$ns" link add "$name" type "$@" local $here \
+			remote $there &&
 			ip -n "$ns" addr add "$addr/32" peer "$peer/32" \
 				dev "$name" &&
 			ip -n "$ns" link set "$name" up || return 1
