@@ -2,7 +2,10 @@
 /* pktsend: paced sender on an AF_PACKET raw socket, sendmmsg in batches
  * of 64. Unlike xdpflood every packet is a fresh skb, so receivers may
  * edit them (VLAN untagging) and the rate is smooth. Prints
- * {"sent","seconds","pps"}.
+ * {"sent","seconds","pps","skipped","stalls"}: with --rate, the packets
+ * given up after stalls and when (stalls: [seconds from the start, packets
+ * given up], the first MAX_STALLS), so a test can tell a dip the sender
+ * made from one the receiver made.
  */
 #include <errno.h>
 #include <sched.h>
@@ -29,6 +32,8 @@
  */
 #define MAX_BACKLOG_NS 5000000ull
 
+#define MAX_STALLS 32
+
 /* Keeps the pacing arithmetic (ns x pps) inside 64 bits over 60 s. */
 #define MAX_RATE 100000000u
 
@@ -40,8 +45,16 @@ struct send_opts {
 	int cpu;
 };
 
+struct stall {
+	uint64_t at_ns;
+	uint64_t skipped;
+};
+
 struct sender {
 	int fd;
+	uint64_t skipped;
+	unsigned int nr_stalls;
+	struct stall stalls[MAX_STALLS];
 	struct frame f;
 	uint8_t buf[BATCH][FRAME_MAX_LEN];
 	struct iovec iov[BATCH];
@@ -178,7 +191,7 @@ static int run(struct sender *s, const struct send_opts *o, uint64_t *sent,
 	       uint64_t *ns)
 {
 	uint64_t start = sl_now_ns(), now = start, end, limit, due, need;
-	uint64_t step, backlog, skipped = 0;
+	uint64_t step, backlog, lost;
 	int n;
 
 	end = start + (uint64_t) (o->duration * NSEC_PER_SEC);
@@ -190,16 +203,21 @@ static int run(struct sender *s, const struct send_opts *o, uint64_t *sent,
 	while (!gen_stop && now < end && *sent < limit) {
 		due = limit;
 		if (o->rate) {
-			due = (now - start) * o->rate / NSEC_PER_SEC - skipped;
+			due = (now - start) * o->rate / NSEC_PER_SEC -
+			      s->skipped;
 			if (due > *sent + backlog) {
-				skipped += due - *sent - backlog;
+				lost = due - *sent - backlog;
+				s->skipped += lost;
+				if (s->nr_stalls < MAX_STALLS)
+					s->stalls[s->nr_stalls++] =
+					    (struct stall){now - start, lost};
 				due = *sent + backlog;
 			}
 			due = min_u64(limit, due);
 			need = min_u64(step, limit - *sent);
 			if (due < *sent + need) {
 				gen_sleep_until(start +
-						(*sent + skipped + need) *
+						(*sent + s->skipped + need) *
 						    NSEC_PER_SEC / o->rate);
 				now = sl_now_ns();
 				continue;
@@ -225,6 +243,7 @@ int main(int argc, char **argv)
 	struct send_opts o = {0};
 	struct frame_spec spec;
 	uint64_t sent = 0, ns = 0;
+	unsigned int i;
 	int ifindex, err;
 
 	frame_spec_init(&spec);
@@ -253,9 +272,16 @@ int main(int argc, char **argv)
 		err = run(&s, &o, &sent, &ns);
 	if (err)
 		gen_log("send failed: %s", strerror(-err));
-	printf("{\"sent\": %llu, \"seconds\": %.3f, \"pps\": %.0f}\n",
+	printf("{\"sent\": %llu, \"seconds\": %.3f, \"pps\": %.0f, "
+	       "\"skipped\": %llu, \"stalls\": [",
 	       (unsigned long long) sent, (double) ns / NSEC_PER_SEC,
-	       ns ? sent / ((double) ns / NSEC_PER_SEC) : 0.0);
+	       ns ? sent / ((double) ns / NSEC_PER_SEC) : 0.0,
+	       (unsigned long long) s.skipped);
+	for (i = 0; i < s.nr_stalls; i++)
+		printf("%s[%.3f, %llu]", i ? ", " : "",
+		       (double) s.stalls[i].at_ns / NSEC_PER_SEC,
+		       (unsigned long long) s.stalls[i].skipped);
+	printf("]}\n");
 	close(s.fd);
 	return err ? 1 : 0;
 }
