@@ -89,6 +89,10 @@ enum sluice_grade {
 
 #define SLUICE_RULE_SHADOW     (1u << 0)
 #define SLUICE_RULE_PER_SOURCE (1u << 1)
+/* the rule passes (allow) or refuses (deny) every packet it judges,
+ * counted; it has no limit, and its slot never holds tokens */
+#define SLUICE_RULE_ALLOW      (1u << 2)
+#define SLUICE_RULE_DENY       (1u << 3)
 
 /* Configuration of one rule slot; written only by user space. */
 struct sluice_rule_cfg {

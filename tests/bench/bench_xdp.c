@@ -59,6 +59,7 @@ enum bench_kind {
 	BK_MANY_TRIE,
 	BK_MANY_VLAN,
 	BK_PER_SOURCE,
+	BK_ACTION, /* pass: an allow rule; drop: a deny rule */
 	BK_MAX,
 };
 
@@ -69,6 +70,7 @@ static const char *const kind_name[BK_MAX] = {
     [BK_MANY_TRIE] = "sluice, 4096 rules, dst trie",
     [BK_MANY_VLAN] = "sluice, 4096 rules, VLAN stage",
     [BK_PER_SOURCE] = "sluice, per_source 100k src",
+    [BK_ACTION] = "sluice, 1 allow (deny) rule",
 };
 
 /* Issue targets: the ratio to the bare program. */
@@ -165,10 +167,14 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 	/* VLAN stage: the measured (untagged) frame's port has VLAN rules,
 	 * so it takes one lookup more before it finds its rule */
 	EMIT("{\"rules\": [\n{\"name\": \"measured\", \"match\": "
-	     "{\"proto\": \"udp\", \"dport\": %d%s}, \"grade\": \"pps\", "
-	     "\"count\": %llu",
-	     BENCH_PORT, kind == BK_MANY_VLAN ? ", \"vlan\": \"untagged\"" : "",
-	     (unsigned long long) count);
+	     "{\"proto\": \"udp\", \"dport\": %d%s}, ",
+	     BENCH_PORT, kind == BK_MANY_VLAN ? ", \"vlan\": \"untagged\"" : "");
+	if (kind == BK_ACTION)
+		EMIT("\"action\": \"%s\"",
+		     count == BENCH_DROP_COUNT ? "deny" : "allow");
+	else
+		EMIT("\"grade\": \"pps\", \"count\": %llu",
+		     (unsigned long long) count);
 	if (kind == BK_PER_SOURCE)
 		EMIT(", \"per_source\": {\"max_sources\": %u}",
 		     BENCH_MAX_SOURCES);

@@ -3,7 +3,7 @@
  * Admission over time, on the test clock: the sliding window (exact
  * counts, arrival shapes, refusals that expire, buckets that roll), bps
  * and cps grades, pacing after a burst and under a flood, shadow mode,
- * and thresholds changed in force.
+ * allow and deny, and thresholds changed in force.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -527,6 +527,65 @@ static void test_shadow(struct sl_dataplane *dp)
 	    (unsigned long long)st.passed_pkts);
 }
 
+/* ---- allow and deny ---------------------------------------------------- */
+
+#define UDP_RULE(name, port, rest)                                             \
+	"{\"name\":\"" name "\",\"match\":{\"proto\":\"udp\",\"dport\":" #port \
+	"}," rest "}"
+
+static void test_allow_deny(struct sl_dataplane *dp)
+{
+	static const struct {
+		const char *name;
+		uint16_t port;
+		long pass, passed, blocked;
+	} want[] = {
+		{ "lim", 7200, 5, 5, 45 },  { "dn", 7201, 0, 0, 50 },
+		{ "al", 7202, 50, 50, 0 },  { "sh", 7203, 50, 0, 50 },
+	};
+	struct pkt p;
+	long a;
+
+	next_scenario();
+	if (!tap(apply(dp, "{\"rules\":["
+			 UDP_RULE("lim", 7200, "\"grade\":\"pps\",\"count\":5") ","
+			 UDP_RULE("dn", 7201, "\"action\":\"deny\"") ","
+			 UDP_RULE("al", 7202, "\"action\":\"allow\"") ","
+			 UDP_RULE("sh", 7203, "\"action\":\"deny\","
+					      "\"mode\":\"shadow\"") "]}") == 0,
+		 "allow/deny: rules apply"))
+		return;
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++) {
+		struct sl_rule_stats st;
+
+		p = udp_to(want[i].port, NULL, 0);
+		a = burst(dp, &p, 50);
+		st = rule_stats(dp, want[i].name);
+		tap(a == want[i].pass && (long)st.passed_pkts == want[i].passed &&
+			    (long)st.blocked_pkts == want[i].blocked &&
+			    st.blocked_bytes == (uint64_t)want[i].blocked * p.len,
+		    "allow/deny: %s passes %ld of 50 (%ld), counts %llu "
+		    "passed, %llu blocked", want[i].name, want[i].pass, a,
+		    (unsigned long long)st.passed_pkts,
+		    (unsigned long long)st.blocked_pkts);
+	}
+	/* a limit with tokens cached on this CPU becomes a deny: its
+	 * tokens do not pass a packet */
+	p = udp_to(7204, NULL, 0);
+	if (!tap(apply_one(dp, "lim2", 7204, "pps", 100000, NULL) == 0,
+		 "allow/deny: a limit of 100000 applies"))
+		return;
+	a = burst(dp, &p, 10);
+	tap(a == 10, "allow/deny: the limit passes 10 of 10 (%ld), "
+		     "caching tokens", a);
+	if (!tap(apply(dp, "{\"rules\":[" UDP_RULE("lim2", 7204,
+					    "\"action\":\"deny\"") "]}") == 0,
+		 "allow/deny: the same match as a deny applies"))
+		return;
+	a = burst(dp, &p, 10);
+	tap(a == 0, "allow/deny: the deny passes 0 of 10 (%ld)", a);
+}
+
 static void test_cps(struct sl_dataplane *dp)
 {
 	struct pspec syn = { .proto = TCP_, .dport = 443, .flags = PKT_SYN };
@@ -679,6 +738,7 @@ int main(void)
 	test_two_bursts(&dp);
 	test_boundary_burst(&dp);
 	test_shadow(&dp);
+	test_allow_deny(&dp);
 	test_cps(&dp);
 	test_set_limit(&dp);
 	test_lease_expiry(&dp);

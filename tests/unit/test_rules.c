@@ -518,6 +518,7 @@ static void test_dport_errors(void **state)
 }
 
 static void assert_round_trip(const struct sl_ruleset *a);
+static char *rule_text(const struct sl_rule *r);
 
 static void test_vlan(void **state)
 {
@@ -1125,6 +1126,92 @@ static void test_shipped_examples(void **state)
 	globfree(&g);
 }
 
+/*
+ * allow and deny: no grade, count or any other field of a limit (each
+ * refused by name), shadow only for deny; in the canonical text action
+ * takes grade's place, and a limit rule's text and identity are as they
+ * were before the field.
+ */
+static void test_actions(void **state)
+{
+	static const char *const limit_only[] = {
+		"\"grade\": \"pps\"", "\"count\": 5",
+		"\"per_source\": {\"max_sources\": 9}",
+		"\"behavior\": \"reject\"",
+		"\"cluster\": {\"namespace\": \"a\", \"flow_id\": 1, "
+		"\"threshold_type\": \"global\"}",
+		"\"breaker\": {\"strategy\": \"error_count\", "
+		"\"threshold\": 5, \"open_ms\": 100}",
+		"\"system\": {\"load\": 2}",
+	};
+	struct sl_ruleset set;
+	char *s;
+
+	(void) state;
+	expect_ok("{\"rules\": ["
+		  "{\"name\": \"mon\", \"match\": {\"src\": "
+		  "\"198.18.5.0/24\"}, \"action\": \"allow\", "
+		  "\"priority\": 10},"
+		  "{\"name\": \"bad\", \"match\": {\"src\": "
+		  "\"198.19.0.0/16\"}, \"action\": \"deny\", "
+		  "\"mode\": \"shadow\", \"window\": {\"interval_ms\": "
+		  "500}},"
+		  "{\"name\": \"web\", \"match\": {}, \"action\": \"limit\", "
+		  "\"grade\": \"pps\", \"count\": 7}]}",
+		  &set);
+	assert_int_equal(set.rules[0].action, SL_ACTION_ALLOW);
+	assert_int_equal(set.rules[0].count, 0);
+	assert_int_equal(set.rules[1].action, SL_ACTION_DENY);
+	assert_int_equal(set.rules[1].mode, SL_MODE_SHADOW);
+	assert_int_equal(set.rules[1].interval_ms, 500);
+	assert_int_equal(set.rules[2].action, SL_ACTION_LIMIT);
+	s = rule_text(&set.rules[0]);
+	assert_string_equal(
+	    s, "{\"name\":\"mon\",\"match\":{\"proto\":\"any\","
+	       "\"src\":\"198.18.5.0/24\"},\"action\":\"allow\","
+	       "\"window\":{\"interval_ms\":1000,\"sample_count\":2},"
+	       "\"mode\":\"enforce\",\"priority\":10}");
+	cJSON_free(s);
+	/* "limit" written out is the default: the text leaves it out */
+	s = rule_text(&set.rules[2]);
+	assert_null(strstr(s, "action"));
+	cJSON_free(s);
+	assert_round_trip(&set);
+	/* the action is part of the identity */
+	assert_int_not_equal(sl_rule_def_hash(&set.rules[0]),
+			     sl_rule_def_hash(&set.rules[1]));
+	sl_ruleset_free(&set);
+
+	for (size_t i = 0; i < sizeof(limit_only) / sizeof(*limit_only); i++) {
+		char doc[512], key[32];
+
+		snprintf(doc, sizeof(doc),
+			 "{\"rules\": [{\"name\": \"d\", \"match\": "
+			 "{\"proto\": \"tcp\"}, \"action\": \"deny\", %s}]}",
+			 limit_only[i]);
+		snprintf(key, sizeof(key), "field '%.*s'",
+			 (int)strcspn(limit_only[i] + 1, "\""),
+			 limit_only[i] + 1);
+		expect_err_in(doc, key);
+		expect_err_in(doc, "only with action \"limit\" (this rule's "
+				   "action is \"deny\": it drops every packet "
+				   "it judges)");
+		assert_int_equal(err_lines(), 1);
+	}
+	expect_err_in(one(NAME "," MATCH ", \"action\": \"allow\", "
+			  "\"mode\": \"shadow\""),
+		      "rule 'web': field 'mode': shadow counts what a rule "
+		      "would drop, and an allow rule drops nothing");
+	/* a bad action is the one error: the limit's fields wait for it */
+	expect_err_in(one(NAME "," MATCH ", \"action\": \"block\""),
+		      "rule 'web': field 'action': must be one of limit, "
+		      "allow, deny; got 'block'");
+	assert_int_equal(err_lines(), 1);
+	/* a limit still needs its grade and count */
+	expect_err_in(one(NAME "," MATCH ", \"action\": \"limit\""),
+		      "rule 'web': field 'grade': required");
+}
+
 static void test_behavior(void **state)
 {
 	struct sl_ruleset set;
@@ -1336,8 +1423,12 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		add_num(m, "vlan", r->vlan);
 	else if (r->has_vlan)
 		add_str(m, "vlan", "untagged");
-	add_str(o, "grade", sl_grade_str(r->grade));
-	add_num(o, "count", r->count);
+	if (r->action != SL_ACTION_LIMIT)
+		add_str(o, "action", sl_action_str(r->action));
+	else
+		add_str(o, "grade", sl_grade_str(r->grade));
+	if (r->action == SL_ACTION_LIMIT)
+		add_num(o, "count", r->count);
 	w = add_obj(o, "window");
 	add_num(w, "interval_ms", r->interval_ms);
 	add_num(w, "sample_count", r->sample_count);
@@ -1355,7 +1446,7 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		w = add_obj(add_obj(o, "behavior"), "warm_up");
 		add_num(w, "period_s", r->warm_period_s);
 		add_num(w, "cold_factor", r->cold_factor);
-	} else {
+	} else if (r->action == SL_ACTION_LIMIT) {
 		add_str(o, "behavior", "reject");
 	}
 	if (r->cluster.enabled) {
@@ -2407,6 +2498,7 @@ int main(void)
 	    cmocka_unit_test(test_shipped_demo),
 	    cmocka_unit_test(test_shipped_examples),
 	    cmocka_unit_test(test_vlan),
+	    cmocka_unit_test(test_actions),
 	    cmocka_unit_test(test_behavior),
 	    cmocka_unit_test(test_behavior_errors),
 	    cmocka_unit_test(test_rule_to_json_canonical),

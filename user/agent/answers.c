@@ -159,17 +159,22 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 			   const struct sl_rule_stats *st,
 			   const struct rule_threshold *th)
 {
+	sl_text_printf(t, "{\"name\":\"%s\",\"mode\":\"%s\",\"action\":\"%s\",",
+		       ru->name, sl_mode_str(ru->mode),
+		       sl_action_str(ru->action));
+	/* an allow or deny rule has no limit */
+	if (ru->action == SL_ACTION_LIMIT)
+		sl_text_printf(t, "\"grade\":\"%s\",\"count\":%llu,",
+			       sl_grade_str(ru->grade),
+			       (unsigned long long)ru->count);
 	sl_text_printf(t,
-		       "{\"name\":\"%s\",\"mode\":\"%s\",\"grade\":\"%s\","
-		       "\"count\":%llu,\"interval_ms\":%u,"
+		       "\"interval_ms\":%u,"
 		       "\"passed_pps\":%llu,\"blocked_pps\":%llu,"
 		       "\"passed_Bps\":%llu,\"blocked_Bps\":%llu,"
 		       "\"passed_pkts\":%llu,\"passed_bytes\":%llu,"
 		       "\"blocked_pkts\":%llu,\"blocked_bytes\":%llu,"
 		       "\"per_source\":%s,\"sources\":%llu,"
 		       "\"max_sources\":%llu,\"source_overflow\":%llu",
-		       ru->name, sl_mode_str(ru->mode), sl_grade_str(ru->grade),
-		       (unsigned long long)ru->count,
 		       (unsigned int)ru->interval_ms,
 		       (unsigned long long)llround(st->passed_pps),
 		       (unsigned long long)llround(st->blocked_pps),
@@ -183,9 +188,11 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 		       (unsigned long long)st->sources,
 		       (unsigned long long)ru->max_sources,
 		       (unsigned long long)st->source_overflow);
-	sl_text_printf(t, ",\"threshold\":%llu,\"threshold_source\":\"%s\"",
-		       (unsigned long long)th->limit,
-		       sl_threshold_source_names[th->source]);
+	if (ru->action == SL_ACTION_LIMIT)
+		sl_text_printf(t,
+			       ",\"threshold\":%llu,\"threshold_source\":\"%s\"",
+			       (unsigned long long)th->limit,
+			       sl_threshold_source_names[th->source]);
 	if (th->cluster_flow)
 		sl_text_printf(t, ",\"cluster_state\":\"%s\"",
 			       sl_lease_state_str(th->state));
@@ -372,6 +379,10 @@ cJSON *agent_do_explain(struct agent *a, const struct sl_ctl_req *req)
 	if (rule) {
 		cJSON_AddStringToObject(r, "rule", rule->name);
 		cJSON_AddStringToObject(r, "mode", sl_mode_str(rule->mode));
+		cJSON_AddStringToObject(r, "action",
+					sl_action_str(rule->action));
+	}
+	if (rule && rule->action == SL_ACTION_LIMIT) {
 		cJSON_AddStringToObject(r, "grade", sl_grade_str(rule->grade));
 		cJSON_AddNumberToObject(r, "count", e.bpf.count);
 		cJSON_AddNumberToObject(r, "cost", e.bpf.cost);

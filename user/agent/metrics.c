@@ -18,6 +18,7 @@ static const enum sl_lease_state flow_states[] = {
 struct rule_row {
 	char name[SL_NAME_MAX + 1];
 	enum sl_mode mode;
+	enum sl_action action;
 	enum sl_grade grade;
 	bool per_source;
 	bool warming;
@@ -89,6 +90,7 @@ static int copy_locked(const struct sl_agent_metrics_src *src,
 
 		memcpy(row->name, r->name, sizeof(row->name));
 		row->mode = r->mode;
+		row->action = r->action;
 		row->grade = r->grade;
 		row->per_source = r->per_source;
 		row->flow = -1;
@@ -165,8 +167,8 @@ static const struct sl_metric
 		  "1 while the XDP link is attached to the interface, by XDP "
 		  "mode." },
 	rule_info = { "sluice_rule_info",
-		      "Always 1: a rule in force, its mode, grade and whether "
-		      "it is per source." },
+		      "Always 1: a rule in force, its mode, action, grade (empty "
+		      "for allow and deny) and whether it is per source." },
 	threshold = { "sluice_rule_threshold",
 		      "Threshold in force per second, in the rule's unit "
 		      "(packets, bytes or SYNs); per source for a per_source "
@@ -371,11 +373,14 @@ static void put_rules(struct sl_metrics *m, const struct scrape *s)
 	for (size_t i = 0; i < s->n; i++) {
 		const struct rule_row *r = &s->rules[i];
 		const char *per_source = r->per_source ? "true" : "false";
+		bool limit = r->action == SL_ACTION_LIMIT;
 
 		sl_metrics_gauge(m, &rule_info,
 				 SL_LABELS({ "rule", r->name },
 					   { "mode", sl_mode_str(r->mode) },
-					   { "grade", sl_grade_str(r->grade) },
+					   { "action", sl_action_str(r->action) },
+					   { "grade",
+					     limit ? sl_grade_str(r->grade) : "" },
 					   { "per_source", per_source }),
 				 1);
 	}
@@ -383,10 +388,16 @@ static void put_rules(struct sl_metrics *m, const struct scrape *s)
 		for (size_t i = 0; i < s->n; i++)
 			rule_count(m, &rule_counters[k], s, i,
 				   rule_counter(s, i, k));
+	/* an allow or deny rule has no threshold */
 	for (size_t i = 0; i < s->n; i++)
-		rule_gauge(m, &threshold, s, i, s->rules[i].threshold);
+		if (s->rules[i].action == SL_ACTION_LIMIT)
+			rule_gauge(m, &threshold, s, i,
+				   s->rules[i].threshold);
 	for (size_t i = 0; i < s->n; i++) {
 		enum sl_threshold_source src = source_of(s, &s->rules[i]);
+
+		if (s->rules[i].action != SL_ACTION_LIMIT)
+			continue;
 
 		for (int k = 0; k < SL_THRESHOLD_SOURCES; k++)
 			sl_metrics_gauge(m, &threshold_source,

@@ -16,7 +16,8 @@
 static void print_rule_line(const struct sl_rule *r, int rank)
 {
 	char dst[64], src[64], port[16] = "any", win[32], ps[48] = "-";
-	char vlan[12] = "any";
+	char vlan[12] = "any", count[24] = "-";
+	const char *grade = sl_action_str(r->action);
 
 	sl_prefix_str(&r->dst, dst, sizeof(dst));
 	sl_prefix_str(&r->src, src, sizeof(src));
@@ -29,12 +30,17 @@ static void print_rule_line(const struct sl_rule *r, int rank)
 	else if (r->has_vlan)
 		snprintf(vlan, sizeof(vlan), "untagged");
 	snprintf(win, sizeof(win), "%ums/%u", r->interval_ms, r->sample_count);
+	if (r->action == SL_ACTION_LIMIT) {
+		grade = sl_grade_str(r->grade);
+		snprintf(count, sizeof(count), "%llu",
+			 (unsigned long long)r->count);
+	}
 	if (r->per_source)
 		snprintf(ps, sizeof(ps), "/%u,/%u max %u", r->src_prefix_v4,
 			 r->src_prefix_v6, r->max_sources);
-	printf("%-4d %-24s %-6s %-11s %-8s %-20s %-20s %-4s %12llu %-10s %-7s %-4u %s\n",
+	printf("%-4d %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4u %s\n",
 	       rank, r->name, sl_proto_str(r->proto), port, vlan, dst, src,
-	       sl_grade_str(r->grade), (unsigned long long)r->count, win,
+	       grade, count, win,
 	       sl_mode_str(r->mode), r->has_priority ? r->priority : 0, ps);
 }
 
@@ -214,8 +220,8 @@ static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 	}
 	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries\n",
 	       label, rs.n, comp.n_classes, comp.n_lpm4, comp.n_lpm6);
-	printf("%-4s %-24s %-6s %-11s %-8s %-20s %-20s %-4s %12s %-10s %-7s %-4s %s\n",
-	       "rank", "name", "proto", "dport", "vlan", "dst", "src", "grad",
+	printf("%-4s %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4s %s\n",
+	       "rank", "name", "proto", "dport", "vlan", "dst", "src", "grade",
 	       "count", "window", "mode", "prio", "per_source");
 	for (size_t i = 0; i < rs.n; i++)
 		print_rule_line(&rs.rules[order[i]], (int)i + 1);

@@ -45,8 +45,11 @@ static bool stats_row(struct table *t, const cJSON *r,
 		table_addf(t, "%s, %s", mode, state);
 	else
 		table_add(t, mode);
-	table_addf(t, "%s %s", num(r, "count", n1, sizeof(n1)),
-		   grade_unit(grade));
+	if (cli_get(r, "count"))
+		table_addf(t, "%s %s", num(r, "count", n1, sizeof(n1)),
+			   grade_unit(grade));
+	else
+		table_add(t, cli_get_str(r, "action", "?"));
 	/* rates in the unit of the limit */
 	table_add(t, cli_rate_cell(rt->passed_s, n1, sizeof(n1)));
 	table_add(t, shadow ? "-"

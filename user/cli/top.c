@@ -84,9 +84,14 @@ static void fill_row(struct row *r, const cJSON *j, const struct cli_rate *rt)
 	snprintf(r->cell[C_RULE], sizeof(r->cell[0]), "%s", r->name);
 	snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s",
 		 r->shadow ? "shadow" : "enforce");
-	snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s %s",
-		 cli_rate_cell(cli_get_num(j, "threshold", -1), n, sizeof(n)),
-		 unit_of(grade));
+	if (cli_get(j, "threshold"))
+		snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s %s",
+			 cli_rate_cell(cli_get_num(j, "threshold", -1), n,
+				       sizeof(n)),
+			 unit_of(grade));
+	else /* allow or deny: no limit */
+		snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s",
+			 cli_get_str(j, "action", "?"));
 	snprintf(r->cell[C_SOURCE], sizeof(r->cell[0]), "%s",
 		 cli_get_str(j, "threshold_source", "-"));
 	snprintf(r->cell[C_OFFERED], sizeof(r->cell[0]), "%s",

@@ -56,14 +56,20 @@ static int rule_of_slot(const struct sl_dataplane *dp, uint32_t slot)
 	return -1;
 }
 
-/* The verdict a packet of the rule would get now: a CPU's cached tokens
- * or the shared budget's free window and pacing credit admit it. */
+/* The verdict a packet of the rule would get now: its action, or for a
+ * limit a CPU's cached tokens or the shared budget's free window and
+ * pacing credit admit it. */
 static void judge(const struct sl_rule *r, struct sl_explain *out)
 {
 	const struct sluice_explain *e = &out->bpf;
 	bool admits;
 
-	if (e->source == SLUICE_EXPLAIN_SRC_UNTRACKED) {
+	if (r->action != SL_ACTION_LIMIT) {
+		out->why = r->action == SL_ACTION_ALLOW
+				   ? "an allow rule passes every packet"
+				   : "a deny rule drops every packet";
+		admits = r->action == SL_ACTION_ALLOW;
+	} else if (e->source == SLUICE_EXPLAIN_SRC_UNTRACKED) {
 		out->why = "a light source: no entry until the sketch counts "
 			   "half its count in a second";
 		admits = true;

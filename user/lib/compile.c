@@ -693,6 +693,10 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 						: SLUICE_GRADE_PPS;
 	if (r->mode == SL_MODE_SHADOW)
 		cfg->flags |= SLUICE_RULE_SHADOW;
+	if (r->action == SL_ACTION_ALLOW)
+		cfg->flags |= SLUICE_RULE_ALLOW;
+	else if (r->action == SL_ACTION_DENY)
+		cfg->flags |= SLUICE_RULE_DENY;
 	if (r->warm_up) {
 		cfg->warm_period_ms = r->warm_period_s * 1000;
 		cfg->cold_factor = r->cold_factor;

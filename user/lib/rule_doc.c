@@ -174,6 +174,39 @@ static cJSON *field_schema(const struct sl_field *f)
 	return o;
 }
 
+/* {"required": [key]}, taking key */
+static cJSON *json_required(cJSON *key)
+{
+	cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "required");
+
+	cJSON_AddItemToArray(a, key);
+	return o;
+}
+
+/*
+ * The fields of a limit (SL_FF_LIMIT): required ones only with action
+ * limit, and none of them with allow or deny. Duplicates the arrays into
+ * an "allOf" of o.
+ */
+static void add_limit_only(cJSON *o, const cJSON *required,
+			   const cJSON *fields)
+{
+	cJSON *all = cJSON_GetObjectItem(o, "allOf");
+	cJSON *c = json("{\"if\": {\"required\": [\"action\"], "
+			"\"properties\": {\"action\": {\"enum\": "
+			"[\"allow\", \"deny\"]}}}, \"then\": {\"not\": {}}, "
+			"\"else\": {}}");
+
+	if (!all)
+		all = cJSON_AddArrayToObject(o, "allOf");
+	cJSON_AddItemToObject(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "then"),
+						  "not"),
+			      "anyOf", cJSON_Duplicate(fields, true));
+	cJSON_AddItemToObject(cJSON_GetObjectItem(c, "else"), "required",
+			      cJSON_Duplicate(required, true));
+	cJSON_AddItemToArray(all, c);
+}
+
 /* The definition of section s (s == n: the rule itself). */
 static cJSON *section_def(size_t s)
 {
@@ -181,7 +214,7 @@ static cJSON *section_def(size_t s)
 	size_t n = sl_n_rule_fields;
 	size_t i = s == n ? 0 : s + 1, end = s == n ? n
 						  : sl_field_next(tab, n, s);
-	cJSON *o = cJSON_CreateObject(), *req, *props;
+	cJSON *o = cJSON_CreateObject(), *req, *props, *limit_req, *limit_only;
 
 	if (s < n && !tab[s].n_names)
 		cJSON_AddStringToObject(o, "description", tab[s].doc);
@@ -189,16 +222,28 @@ static cJSON *section_def(size_t s)
 	cJSON_AddBoolToObject(o, "additionalProperties", false);
 	req = cJSON_AddArrayToObject(o, "required");
 	props = cJSON_AddObjectToObject(o, "properties");
+	limit_req = cJSON_CreateArray();
+	limit_only = cJSON_CreateArray();
 	for (; i < end; i = sl_field_next(tab, n, i)) {
 		const char *key = sl_field_key(&tab[i]);
+		bool limit = tab[i].flags & SL_FF_LIMIT;
 
 		if (tab[i].flags & SL_FF_REQUIRED)
-			cJSON_AddItemToArray(req, cJSON_CreateString(key));
+			cJSON_AddItemToArray(limit ? limit_req : req,
+					     cJSON_CreateString(key));
+		if (limit)
+			cJSON_AddItemToArray(
+			    limit_only,
+			    json_required(cJSON_CreateString(key)));
 		cJSON_AddItemToObject(props, key, field_schema(&tab[i]));
 	}
 	if (req && !req->child)
 		cJSON_DeleteItemFromObject(o, "required");
 	merge(o, s == n ? sl_rule_schema_extra : tab[s].schema);
+	if (limit_only->child)
+		add_limit_only(o, limit_req, limit_only);
+	cJSON_Delete(limit_req);
+	cJSON_Delete(limit_only);
 	return o;
 }
 
@@ -395,7 +440,11 @@ char *sl_rules_man_fields(void)
 		sl_text_put(&t, "*", 1);
 		man_put(&t, f->path);
 		sl_text_put(&t, "*", 1);
-		if ((f->flags & SL_FF_REQUIRED) && f->depth) {
+		if ((f->flags & SL_FF_REQUIRED) && (f->flags & SL_FF_LIMIT)) {
+			sl_text_put(&t, " (required with action limit)", 29);
+		} else if (f->flags & SL_FF_LIMIT) {
+			sl_text_put(&t, " (action limit only)", 20);
+		} else if ((f->flags & SL_FF_REQUIRED) && f->depth) {
 			/* required in its object: name the object */
 			snprintf(line, sizeof(line), "%.*s",
 				 (int)(sl_field_key(f) - f->path - 1), f->path);

@@ -58,12 +58,16 @@ const struct sl_field sl_rule_fields[] = {
 	  .off = OFF(vlan), .flags = SL_FF_OMIT, .lo = 1, .hi = SL_MAX_VLAN,
 	  .doc = "The innermost 802.1Q VLAN id, or \"untagged\" (no tag, or "
 		 "a priority tag with VID 0)." },
+	{ .path = "action", ENUM(action, sl_action_names),
+	  .def = SL_ACTION_LIMIT, .flags = SL_FF_OMIT,
+	  .doc = "limit: admit up to count; allow: pass every packet the "
+		 "rule judges; deny: drop them. Both counted." },
 	{ .path = "grade", ENUM(grade, sl_grade_names),
-	  .flags = SL_FF_REQUIRED, .hint = " (pps, bps or cps)",
+	  .flags = SL_FF_REQUIRED | SL_FF_LIMIT, .hint = " (pps, bps or cps)",
 	  .doc = "pps: packets/s; bps: bytes/s of the Ethernet frame as XDP "
 		 "sees it (no FCS); cps: TCP SYNs without ACK per second." },
 	{ .path = "count", UINT(count, 1, SL_MAX_COUNT),
-	  .flags = SL_FF_REQUIRED, .hint = " (the limit per second)",
+	  .flags = SL_FF_REQUIRED | SL_FF_LIMIT, .hint = " (the limit per second)",
 	  .doc = "The limit per second, in the unit of grade." },
 	{ .path = "window", .type = SL_FT_SECTION,
 	  .doc = "The window the limit holds over, and the statistics' "
@@ -76,7 +80,7 @@ const struct sl_field sl_rule_fields[] = {
 	  .doc = "Buckets of the statistics (at least 5 ms each); admission "
 		 "does not use them." },
 	{ .path = "per_source", .type = SL_FT_SECTION,
-	  .flags = SL_FF_OPTIONAL, .present = OFF(per_source),
+	  .flags = SL_FF_OPTIONAL | SL_FF_LIMIT, .present = OFF(per_source),
 	  .doc = "Each source address, aggregated to its prefix, gets count "
 		 "on its own." },
 	{ .path = "per_source.prefix_v4", .depth = 1,
@@ -91,12 +95,13 @@ const struct sl_field sl_rule_fields[] = {
 	  .doc = "The sources tracked at once; it bounds the table's "
 		 "memory." },
 	{ .path = "mode", ENUM(mode, sl_mode_names), .def = SL_MODE_ENFORCE,
-	  .doc = "enforce drops over the limit; shadow only counts what it "
-		 "would drop." },
+	  .doc = "enforce drops over the limit (deny: every packet); shadow "
+		 "only counts what it would drop." },
 	{ .path = "priority", UINT(priority, 1, SL_MAX_PRIORITY),
 	  .flags = SL_FF_OMIT | SL_FF_NO_ID, .present = OFF(has_priority),
 	  .doc = "Higher wins among matching rules; absent counts as 0." },
 	{ .path = "behavior", .type = SL_FT_SECTION, NAMES(reject_form),
+	  .flags = SL_FF_LIMIT,
 	  .doc = "\"reject\" (default): drop over count from the start; or "
 		 "a warm_up ramp." },
 	{ .path = "behavior.warm_up", .depth = 1, .type = SL_FT_SECTION,
@@ -113,7 +118,8 @@ const struct sl_field sl_rule_fields[] = {
 	  UINT(cold_factor, SL_MIN_COLD_FACTOR, SL_MAX_COLD_FACTOR),
 	  .def = SL_DEF_COLD_FACTOR,
 	  .doc = "The ramp starts at count/cold_factor; not above count." },
-	{ .path = "cluster", .type = SL_FT_SECTION, .flags = SL_FF_OPTIONAL,
+	{ .path = "cluster", .type = SL_FT_SECTION,
+	  .flags = SL_FF_OPTIONAL | SL_FF_LIMIT,
 	  .present = OFF(cluster.enabled),
 	  .doc = "Cluster flow control (docs/cluster.md): the threshold is "
 		 "leased from a token server.",
@@ -147,7 +153,8 @@ const struct sl_field sl_rule_fields[] = {
 	  .def = SL_FB_SHARE, .lo = 1, .hi = SL_MAX_COUNT,
 	  .doc = "What a node enforces without a valid lease: share, "
 		 "last_lease, full, block, pass or {\"fixed\": N}." },
-	{ .path = "breaker", .type = SL_FT_SECTION, .flags = SL_FF_OPTIONAL,
+	{ .path = "breaker", .type = SL_FT_SECTION,
+	  .flags = SL_FF_OPTIONAL | SL_FF_LIMIT,
 	  .present = OFF(breaker.enabled), .protos = TCP_UDP,
 	  .doc = "Circuit breaking: errors or slow responses among the "
 		 "answers open it; requests then fail fast for open_ms.",
@@ -200,7 +207,8 @@ const struct sl_field sl_rule_fields[] = {
 	  ENUM(breaker.open_action, sl_open_action_names),
 	  .def = SL_OPEN_RST, .flags = SL_FF_DEF_VARIES,
 	  .doc = "rst (tcp's default) or drop (udp's, always)." },
-	{ .path = "system", .type = SL_FT_SECTION, .flags = SL_FF_OPTIONAL,
+	{ .path = "system", .type = SL_FT_SECTION,
+	  .flags = SL_FF_OPTIONAL | SL_FF_LIMIT,
 	  .present = OFF(system.enabled),
 	  .doc = "Adaptive protection: while a signal is past its threshold, "
 		 "the threshold follows what the host serves; not with "
@@ -233,7 +241,11 @@ const struct sl_field sl_rule_fields[] = {
 const size_t sl_n_rule_fields = ARRAY_SIZE(sl_rule_fields);
 
 const char sl_rule_schema_extra[] =
-	"{\"dependentSchemas\": {\"breaker\": {\"description\": \"A "
+	"{\"allOf\": [{\"description\": \"shadow counts what a rule would "
+	"drop, and an allow rule drops nothing.\", \"if\": {\"required\": "
+	"[\"action\"], \"properties\": {\"action\": {\"const\": "
+	"\"allow\"}}}, \"then\": {\"properties\": {\"mode\": {\"const\": "
+	"\"enforce\"}}}}], \"dependentSchemas\": {\"breaker\": {\"description\": \"A "
 	"breaker watches the answers to TCP SYNs or UDP datagrams; a datagram "
 	"has no RST.\", \"properties\": {\"match\": {\"required\": "
 	"[\"proto\"], \"properties\": {\"proto\": {\"enum\": [\"tcp\", "

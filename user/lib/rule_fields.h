@@ -35,6 +35,8 @@ enum sl_ftype {
 #define SL_FF_NO_ID	 0x4 /* not part of the rule's identity (priority) */
 #define SL_FF_OPTIONAL	 0x8 /* a section whose absence means "none" */
 #define SL_FF_DEF_VARIES 0x10 /* its default follows other fields (doc) */
+#define SL_FF_LIMIT	 0x20 /* action limit only: an allow or deny rule
+			       * refuses it and leaves it zero */
 
 /* sl_field.protos, .grades: what the field applies to (0: all) */
 #define SL_P(p) (1u << (p))

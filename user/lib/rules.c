@@ -23,6 +23,11 @@ const char *const sl_mode_names[SL_MODE_COUNT] = {
     [SL_MODE_ENFORCE] = "enforce",
     [SL_MODE_SHADOW] = "shadow",
 };
+const char *const sl_action_names[SL_ACTION_COUNT] = {
+    [SL_ACTION_LIMIT] = "limit",
+    [SL_ACTION_ALLOW] = "allow",
+    [SL_ACTION_DENY] = "deny",
+};
 const char *const sl_threshold_names[SL_THRESHOLD_COUNT] = {
 	[SL_THRESH_GLOBAL] = "global",
 	[SL_THRESH_AVG_LOCAL] = "avg_local",
@@ -112,39 +117,38 @@ void sl_ruleset_free(struct sl_ruleset *set)
 	set->allow_empty = false;
 }
 
+/* names[v], or "?" for a value out of the enum */
+#define NAME_OF(names, v)                                                      \
+	((unsigned int)(v) < ARRAY_SIZE(names) ? (names)[v] : "?")
+
 const char *sl_proto_str(enum sl_proto p)
 {
-	if ((unsigned int) p < ARRAY_SIZE(sl_proto_names))
-		return sl_proto_names[p];
-	return "?";
+	return NAME_OF(sl_proto_names, p);
 }
 
 const char *sl_grade_str(enum sl_grade g)
 {
-	if ((unsigned int) g < ARRAY_SIZE(sl_grade_names))
-		return sl_grade_names[g];
-	return "?";
+	return NAME_OF(sl_grade_names, g);
 }
 
 const char *sl_mode_str(enum sl_mode m)
 {
-	if ((unsigned int) m < ARRAY_SIZE(sl_mode_names))
-		return sl_mode_names[m];
-	return "?";
+	return NAME_OF(sl_mode_names, m);
+}
+
+const char *sl_action_str(enum sl_action a)
+{
+	return NAME_OF(sl_action_names, a);
 }
 
 const char *sl_threshold_str(enum sl_threshold t)
 {
-	if ((unsigned int) t < ARRAY_SIZE(sl_threshold_names))
-		return sl_threshold_names[t];
-	return "?";
+	return NAME_OF(sl_threshold_names, t);
 }
 
 const char *sl_fallback_str(enum sl_fallback f)
 {
-	if ((unsigned int) f < ARRAY_SIZE(sl_fallback_names))
-		return sl_fallback_names[f];
-	return "?";
+	return NAME_OF(sl_fallback_names, f);
 }
 
 void sl_prefix_str(const struct sl_prefix *p, char *buf, size_t len)

@@ -59,6 +59,14 @@ enum sl_mode {
 	SL_MODE_SHADOW,
 };
 
+/* What a rule does with the packets it judges: limit them to count, or
+ * pass (allow) or drop (deny) them all, counted. */
+enum sl_action {
+	SL_ACTION_LIMIT = 0,
+	SL_ACTION_ALLOW,
+	SL_ACTION_DENY,
+};
+
 /* breaker.strategy: what threshold is compared with. */
 enum sl_breaker_strategy {
 	SL_BRK_ERROR_RATIO = 0, /* errors / answers, threshold in ppm */
@@ -155,7 +163,8 @@ struct sl_rule {
 	 * priority tag), else the innermost 802.1Q VID */
 	bool has_vlan;
 	uint16_t vlan;
-	enum sl_grade grade;
+	enum sl_action action;
+	enum sl_grade grade; /* grade to system: action limit only */
 	uint64_t count; /* per second */
 	uint32_t interval_ms;
 	uint32_t sample_count;
@@ -204,6 +213,7 @@ void sl_ruleset_free(struct sl_ruleset *set);
 #define SL_PROTO_COUNT	   (SL_PROTO_ICMPV6 + 1)
 #define SL_GRADE_COUNT	   (SL_GRADE_CPS + 1)
 #define SL_MODE_COUNT	   (SL_MODE_SHADOW + 1)
+#define SL_ACTION_COUNT	   (SL_ACTION_DENY + 1)
 #define SL_THRESHOLD_COUNT (SL_THRESH_MANUAL + 1)
 #define SL_FALLBACK_COUNT  (SL_FB_FIXED + 1)
 #define SL_STRATEGY_COUNT  (SL_BRK_SLOW_RATIO + 1)
@@ -211,6 +221,7 @@ void sl_ruleset_free(struct sl_ruleset *set);
 extern const char *const sl_proto_names[SL_PROTO_COUNT];
 extern const char *const sl_grade_names[SL_GRADE_COUNT];
 extern const char *const sl_mode_names[SL_MODE_COUNT];
+extern const char *const sl_action_names[SL_ACTION_COUNT];
 extern const char *const sl_threshold_names[SL_THRESHOLD_COUNT];
 extern const char *const sl_fallback_names[SL_FALLBACK_COUNT];
 extern const char *const sl_strategy_names[SL_STRATEGY_COUNT];
@@ -220,6 +231,7 @@ extern const char *const sl_open_action_names[SL_OPEN_ACTION_COUNT];
 const char *sl_proto_str(enum sl_proto p);
 const char *sl_grade_str(enum sl_grade g);
 const char *sl_mode_str(enum sl_mode m);
+const char *sl_action_str(enum sl_action a);
 const char *sl_threshold_str(enum sl_threshold t);
 const char *sl_fallback_str(enum sl_fallback f); /* "fixed" for SL_FB_FIXED */
 

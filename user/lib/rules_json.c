@@ -69,6 +69,8 @@ static bool text_omits(const struct sl_field *f, const struct sl_rule *r)
 
 	if (f->present && !sl_field_present(f, r))
 		return true;
+	if ((f->flags & SL_FF_LIMIT) && r->action != SL_ACTION_LIMIT)
+		return true;
 	if (!(f->flags & SL_FF_OMIT))
 		return false;
 	switch (f->type) {

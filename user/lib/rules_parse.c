@@ -33,10 +33,11 @@
  * hooks look at. Made once per document from the table.
  */
 enum {
-	AT_PROTO, AT_DPORT, AT_DST, AT_SRC, AT_PERIOD, AT_COLD, AT_THRESH,
-	AT_STRATEGY, AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD, AT_N
+	AT_PROTO, AT_DPORT, AT_DST, AT_SRC, AT_ACTION, AT_PERIOD, AT_COLD,
+	AT_THRESH, AT_STRATEGY, AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD, AT_N
 };
 static const char *const at_paths[AT_N] = {
+	[AT_ACTION] = "action",
 	[AT_PROTO] = "match.proto",	[AT_DPORT] = "match.dport",
 	[AT_DST] = "match.dst",		[AT_SRC] = "match.src",
 	[AT_PERIOD] = "behavior.warm_up.period_s",
@@ -219,12 +220,37 @@ static bool field_given(struct pctx *p, size_t i, const cJSON *it,
 	return false;
 }
 
+/*
+ * An allow or deny rule has no limit: a field of one (SL_FF_LIMIT) is
+ * refused, and left zero. With an invalid action they are not read.
+ */
+static bool limit_field_skipped(struct pctx *p, size_t i, const cJSON *it,
+				const struct sl_rule *r)
+{
+	const struct sl_field *f = &sl_rule_fields[i];
+	bool action_ok = at_ok(p, AT_ACTION);
+
+	if (!(f->flags & SL_FF_LIMIT) ||
+	    (action_ok && r->action == SL_ACTION_LIMIT))
+		return false;
+	if (it && action_ok)
+		rule_err(p->rc, f->path,
+			 "only with action \"limit\" (this rule's action is "
+			 "\"%s\": it %s every packet it judges)",
+			 sl_action_str(r->action),
+			 r->action == SL_ACTION_ALLOW ? "passes" : "drops");
+	p->ok[i] = !it;
+	return true;
+}
+
 static void parse_field(struct pctx *p, size_t i, const cJSON *it,
 			struct sl_rule *r)
 {
 	const struct field_hook *h = p->pl->hook[i];
 
 	p->given[i] = it;
+	if (limit_field_skipped(p, i, it, r))
+		return;
 	if (h && h->parse)
 		h->parse(p, i, it, r);
 	else if (!it)
@@ -287,6 +313,16 @@ static void check_grade(struct pctx *p, struct sl_rule *r)
 			 "cps counts TCP SYNs and needs match.proto \"tcp\" "
 			 "(proto is '%s')",
 			 sl_proto_str(r->proto));
+}
+
+/* shadow counts what a rule would drop */
+static void check_mode(struct pctx *p, struct sl_rule *r)
+{
+	if (r->mode == SL_MODE_SHADOW && r->action == SL_ACTION_ALLOW &&
+	    at_ok(p, AT_ACTION))
+		rule_err(p->rc, "mode",
+			 "shadow counts what a rule would drop, and an allow "
+			 "rule drops nothing");
 }
 
 static void check_window(struct pctx *p, struct sl_rule *r)
@@ -501,6 +537,7 @@ static const struct field_hook hooks[] = {
 	{ "match", .check = check_match },
 	{ "grade", .check = check_grade },
 	{ "window", .check = check_window },
+	{ "mode", .check = check_mode },
 	{ "behavior", .parse = parse_behavior },
 	{ "cluster.quotas", .parse = parse_quotas_field },
 	{ "breaker.strategy", .check = check_strategy },
