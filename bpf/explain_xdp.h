@@ -65,7 +65,7 @@ static __always_inline int explain(struct xdp_md *ctx)
 	struct sluice_explain *out;
 	struct sluice_pkt p;
 	__u32 ref, zero = 0;
-	int rc;
+	enum parse_rc rc;
 
 	out = bpf_map_lookup_elem(&explain_out, &zero);
 	if (!out)
@@ -77,8 +77,7 @@ static __always_inline int explain(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 	/* as sluice_xdp: a frame explained is never a later fragment */
-	if (rc != PARSE_OK &&
-	    (rc < SLUICE_ST_FRAG_ORPHAN || rules_need(&p, rc))) {
+	if (rc != PARSE_OK && (reason_malformed(rc) || rules_need(&p, rc))) {
 		out->outcome = SLUICE_EXPLAIN_UNCLASSIFIED;
 		out->reason = rc;
 		out->verdict = unclassified_verdict;

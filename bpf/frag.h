@@ -82,16 +82,16 @@ static __always_inline bool frag_charged(__u32 ref)
 }
 
 /*
- * Whether the rules in force need what p lacks for reason (an
+ * Whether the rules in force need what p lacks for why (an
  * unclassified code): a port (or the SYN flag) of its protocol, or the
  * protocol itself. If not, p's port-0 key (the parser's, for its
  * protocol or "other") classifies it as any port or protocol would.
  */
-static __always_inline bool rules_need(const struct sluice_pkt *p, int reason)
+static __always_inline bool rules_need(const struct sluice_pkt *p, __u32 why)
 {
 	__u32 key = p->port_key, need = SLUICE_NEED_PROTO;
 
-	if (reason != SLUICE_ST_IP6_CHAIN) {
+	if (why != SLUICE_ST_IP6_CHAIN) {
 		if (p->family == 6)
 			key -= SLUICE_FAM_SPACE;
 		if (key == SLUICE_SLOT_TCP * 65536)

@@ -3,9 +3,9 @@
  * Header parsing: Ethernet, up to two VLAN tags, IPv4 (options, fragments),
  * IPv6 with a bounded walk over extension headers, TCP/UDP/ICMP/ICMPv6.
  * Every read is bounds-checked against data_end; a header cut short or
- * inconsistent yields a SLUICE_ST_MALFORMED_* code, a packet the kernel
- * may still deliver but whose headers sluice cannot read in full one of
- * the unclassified codes (SLUICE_ST_FRAG_TINY, SLUICE_ST_IP6_CHAIN;
+ * inconsistent yields a PARSE_MALFORMED_* code, a packet the kernel may
+ * still deliver but whose headers sluice cannot read in full one of the
+ * unclassified codes (PARSE_FRAG_TINY, PARSE_IP6_CHAIN;
  * docs/architecture.md).
  */
 #ifndef SLUICE_PARSE_H
@@ -29,12 +29,37 @@
 #define IP_MF	  0x2000
 #define IP_OFFSET 0x1FFF
 
-#define PARSE_OK     0
-#define PARSE_NOT_IP (-1)
-/* an IP-in-IP or GRE packet whose inner IPv4 (IPv6) header is at
- * p->inner_off: parse_packet() goes on there */
-#define PARSE_INNER4 (-2)
-#define PARSE_INNER6 (-3)
+/*
+ * What parse_packet() makes of a frame: PARSE_OK (p holds what
+ * classification needs), PARSE_NOT_IP, or why the frame cannot be judged
+ * as it is. Each reason is its host_stats index (SLUICE_ST_*), so a
+ * caller counts it as it is returned: the malformed ones, never judged,
+ * come before the unclassified ones, judged when no rule in force needs
+ * what they lack (frag.h: rules_need()).
+ */
+enum parse_rc {
+	/* parse_tunnel(): an IP-in-IP or GRE packet whose inner IPv4
+	 * (IPv6) header is at p->inner_off, where parse_packet() goes on */
+	PARSE_INNER6 = -3,
+	PARSE_INNER4 = -2,
+	PARSE_NOT_IP = -1,
+	PARSE_OK = 0,
+	PARSE_MALFORMED_ETH = SLUICE_ST_MALFORMED_ETH,
+	PARSE_MALFORMED_VLAN = SLUICE_ST_MALFORMED_VLAN,
+	PARSE_MALFORMED_IP4 = SLUICE_ST_MALFORMED_IP4,
+	PARSE_MALFORMED_IP6 = SLUICE_ST_MALFORMED_IP6,
+	PARSE_MALFORMED_L4 = SLUICE_ST_MALFORMED_L4,
+	PARSE_LATER_FRAGMENT = SLUICE_ST_FRAGMENTS, /* no L4 header */
+	PARSE_FRAG_TINY = SLUICE_ST_FRAG_TINY,
+	PARSE_IP6_CHAIN = SLUICE_ST_IP6_CHAIN,
+};
+
+/* A reason not to judge a frame (a host_stats index) that no rule
+ * overrides. */
+static __always_inline bool reason_malformed(__u32 why)
+{
+	return why < SLUICE_ST_FRAG_ORPHAN;
+}
 
 #ifndef IPPROTO_GRE
 #define IPPROTO_GRE 47
@@ -92,10 +117,10 @@ struct gre_base {
 
 /* A cut L4 header: the port-0 key of its protocol, which a first
  * fragment cut there is classified by where no rule needs the port. */
-static __always_inline int l4_short(struct sluice_pkt *p, __u32 slot)
+static __always_inline enum parse_rc l4_short(struct sluice_pkt *p, __u32 slot)
 {
 	p->port_key = sluice_port_key(p->family, slot, 0);
-	return SLUICE_ST_MALFORMED_L4;
+	return PARSE_MALFORMED_L4;
 }
 
 /*
@@ -104,7 +129,7 @@ static __always_inline int l4_short(struct sluice_pkt *p, __u32 slot)
  * outer header) for a GRE header of another version, with a routing
  * field, or carrying something else (Ethernet, MPLS, ...).
  */
-static __always_inline int parse_tunnel(struct sluice_pkt *p, void *data,
+static __always_inline enum parse_rc parse_tunnel(struct sluice_pkt *p, void *data,
 					void *pos, void *data_end, __u8 proto)
 {
 	struct gre_base *gre = pos;
@@ -117,7 +142,7 @@ static __always_inline int parse_tunnel(struct sluice_pkt *p, void *data,
 		return proto == IPPROTO_IPIP ? PARSE_INNER4 : PARSE_INNER6;
 	}
 	if ((void *)(gre + 1) > data_end)
-		return SLUICE_ST_MALFORMED_L4;
+		return PARSE_MALFORMED_L4;
 	flags = bpf_ntohs(gre->flags);
 	if (flags & (GRE_ROUTING | GRE_VERSION))
 		return PARSE_OK;
@@ -139,7 +164,7 @@ static __always_inline int parse_tunnel(struct sluice_pkt *p, void *data,
 
 /* L4 header at pos for protocol proto; pos may be past data_end.
  * tunnels: a constant, whether IP-in-IP and GRE are looked into. */
-static __always_inline int parse_l4(struct sluice_pkt *p, void *data,
+static __always_inline enum parse_rc parse_l4(struct sluice_pkt *p, void *data,
 				    void *pos, void *data_end, __u8 proto,
 				    bool tunnels)
 {
@@ -213,21 +238,21 @@ static __always_inline __u8 fragment_slot(__u8 proto, __u8 family)
 	}
 }
 
-static __always_inline int parse_ipv4(struct sluice_pkt *p, void *data,
+static __always_inline enum parse_rc parse_ipv4(struct sluice_pkt *p, void *data,
 				      void *pos, void *data_end, bool tunnels)
 {
 	struct iphdr *iph = pos;
 	__u32 hlen, vihl;
 
 	if ((void *)(iph + 1) > data_end)
-		return SLUICE_ST_MALFORMED_IP4;
+		return PARSE_MALFORMED_IP4;
 	/* version 4 and a header length of 5 to 15 words, in one test */
 	vihl = *(const __u8 *)iph;
 	if ((__u8)(vihl - 0x45) > 0x4f - 0x45)
-		return SLUICE_ST_MALFORMED_IP4;
+		return PARSE_MALFORMED_IP4;
 	hlen = (vihl & 0xf) * 4;
 	if (pos + hlen > data_end)
-		return SLUICE_ST_MALFORMED_IP4;
+		return PARSE_MALFORMED_IP4;
 	p->family = 4;
 	p->saddr = (const __u8 *)&iph->saddr;
 	p->daddr = (const __u8 *)&iph->daddr;
@@ -240,7 +265,7 @@ static __always_inline int parse_ipv4(struct sluice_pkt *p, void *data,
 			p->frag = SLUICE_FRAG_LATER;
 			p->port_key = sluice_port_key(
 				4, fragment_slot(iph->protocol, 4), 0);
-			return SLUICE_ST_FRAGMENTS;
+			return PARSE_LATER_FRAGMENT;
 		}
 	}
 	return parse_l4(p, data, pos + hlen, data_end, iph->protocol,
@@ -248,20 +273,20 @@ static __always_inline int parse_ipv4(struct sluice_pkt *p, void *data,
 }
 
 /* An IPv6 chain the walk does not finish: no protocol known. */
-static __always_inline int ip6_chain(struct sluice_pkt *p)
+static __always_inline enum parse_rc ip6_chain(struct sluice_pkt *p)
 {
 	p->port_key = sluice_port_key(6, SLUICE_SLOT_OTHER, 0);
-	return SLUICE_ST_IP6_CHAIN;
+	return PARSE_IP6_CHAIN;
 }
 
 /* A chain cut short: malformed, but in a first fragment the rest of it
  * may come in the next (what RFC 7112 forbids, the kernel reassembles). */
-static __always_inline int ip6_cut(struct sluice_pkt *p)
+static __always_inline enum parse_rc ip6_cut(struct sluice_pkt *p)
 {
-	return p->frag ? ip6_chain(p) : SLUICE_ST_MALFORMED_IP6;
+	return p->frag ? ip6_chain(p) : PARSE_MALFORMED_IP6;
 }
 
-static __always_inline int parse_ipv6(struct sluice_pkt *p, void *data,
+static __always_inline enum parse_rc parse_ipv6(struct sluice_pkt *p, void *data,
 				      void *pos, void *data_end, bool tunnels)
 {
 	struct ipv6hdr *ip6h = pos;
@@ -269,9 +294,9 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *data,
 	int i;
 
 	if ((void *)(ip6h + 1) > data_end)
-		return SLUICE_ST_MALFORMED_IP6;
+		return PARSE_MALFORMED_IP6;
 	if (ip6h->version != 6)
-		return SLUICE_ST_MALFORMED_IP6;
+		return PARSE_MALFORMED_IP6;
 	p->family = 6;
 	p->saddr = ip6h->saddr.in6_u.u6_addr8;
 	p->daddr = ip6h->daddr.in6_u.u6_addr8;
@@ -310,7 +335,7 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *data,
 				p->frag = SLUICE_FRAG_LATER;
 				p->port_key = sluice_port_key(
 					6, fragment_slot(nexthdr, 6), 0);
-				return SLUICE_ST_FRAGMENTS;
+				return PARSE_LATER_FRAGMENT;
 			}
 			pos = fh + 1;
 			break;
@@ -331,13 +356,14 @@ static __always_inline int parse_ipv6(struct sluice_pkt *p, void *data,
  * its inner header, one level deep, as the host that decapsulates it
  * delivers it; its length stays the frame's.
  */
-static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
+static __always_inline enum parse_rc parse_packet(struct sluice_pkt *p, void *data,
 					void *data_end, bool tunnels)
 {
 	struct ethhdr *eth = data;
 	void *pos = eth + 1;
 	__be16 proto;
-	int i, rc;
+	enum parse_rc rc;
+	int i;
 
 	p->len = data_end - data;
 	/* set on every path, so that no reader sees them uninitialized */
@@ -349,7 +375,7 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	p->frag_proto = 0;
 	p->inner_off = 0;
 	if (pos > data_end)
-		return SLUICE_ST_MALFORMED_ETH;
+		return PARSE_MALFORMED_ETH;
 	/* one 16-bit load: struct ethhdr is packed, so its field is read
 	 * a byte at a time */
 	proto = ((const __be16 *)data)[offsetof(struct ethhdr, h_proto) / 2];
@@ -362,7 +388,7 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 		    proto != bpf_htons(ETH_P_8021AD))
 			break;
 		if ((void *)(tag + 1) > data_end)
-			return SLUICE_ST_MALFORMED_VLAN;
+			return PARSE_MALFORMED_VLAN;
 		/* the inner tag overwrites the outer: it names the VLAN */
 		p->vlan = bpf_ntohs(tag->tci) & 0x0fff;
 		proto = tag->proto;
@@ -375,7 +401,7 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 		rc = parse_ipv6(p, data, pos, data_end, tunnels);
 	else if (proto == bpf_htons(ETH_P_8021Q) ||
 		 proto == bpf_htons(ETH_P_8021AD))
-		return SLUICE_ST_MALFORMED_VLAN; /* a third tag */
+		return PARSE_MALFORMED_VLAN; /* a third tag */
 	else
 		return PARSE_NOT_IP;
 	/* the inner packet, by the same parse without tunnels */
@@ -387,7 +413,7 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 		 * headers no tunnel needs); the mask in asm, where clang
 		 * cannot drop it as implied by the test */
 		if (off >= SLUICE_TUNNEL_MAX_OFF)
-			return SLUICE_ST_MALFORMED_L4;
+			return PARSE_MALFORMED_L4;
 		asm volatile("%0 &= 1023" : "+r"(off));
 		pos = data + off;
 		if (rc == PARSE_INNER4)
@@ -397,8 +423,8 @@ static __always_inline int parse_packet(struct sluice_pkt *p, void *data,
 	}
 	/* a first fragment too short for its L4 header: the rest comes
 	 * with the next fragment (RFC 1858, RFC 3128) */
-	if (rc == SLUICE_ST_MALFORMED_L4 && p->frag)
-		return SLUICE_ST_FRAG_TINY;
+	if (rc == PARSE_MALFORMED_L4 && p->frag)
+		return PARSE_FRAG_TINY;
 	return rc;
 }
 

@@ -71,7 +71,7 @@ __attribute__((noinline)) int count_drop(struct xdp_md *ctx, __u32 slot)
 	struct sluice_drop_sample *s;
 	struct sluice_pkt p;
 	__u64 refused, weight;
-	int rc_parse;
+	enum parse_rc rc_parse;
 	__u32 tick;
 
 	if (!rc)
@@ -89,7 +89,7 @@ __attribute__((noinline)) int count_drop(struct xdp_md *ctx, __u32 slot)
 	 * its datagram's rule: its addresses were read */
 	rc_parse = parse_packet(&p, (void *)(long)ctx->data,
 				(void *)(long)ctx->data_end, tunnels_inner);
-	if (rc_parse != PARSE_OK && rc_parse != SLUICE_ST_FRAGMENTS)
+	if (rc_parse != PARSE_OK && rc_parse != PARSE_LATER_FRAGMENT)
 		return 0;
 	ds->tick = tick;
 	s = bpf_ringbuf_reserve(&drop_samples, sizeof(*s), 0);
@@ -187,8 +187,8 @@ int sluice_xdp(struct xdp_md *ctx)
 	const struct sluice_frag *f;
 	bool watched = false;
 	struct sluice_pkt p;
-	int rc_parse;
-	__u32 ref;
+	enum parse_rc rc_parse;
+	__u32 ref, why;
 
 	rc_parse = parse_packet(&p, data, data_end, tunnels_inner);
 	if (rc_parse == PARSE_NOT_IP) {
@@ -197,7 +197,8 @@ int sluice_xdp(struct xdp_md *ctx)
 	}
 	if (p.frag)
 		frag_key(&p);
-	if (rc_parse == SLUICE_ST_FRAGMENTS) {
+	why = rc_parse;
+	if (rc_parse == PARSE_LATER_FRAGMENT) {
 		host_stat(SLUICE_ST_FRAGMENTS);
 		f = frag_find();
 		if (f && !frag_charged(f->ref))
@@ -206,12 +207,11 @@ int sluice_xdp(struct xdp_md *ctx)
 			ref = f->ref;
 			goto charge;
 		}
-		rc_parse = SLUICE_ST_FRAG_ORPHAN;
+		why = SLUICE_ST_FRAG_ORPHAN;
 	}
-	/* the malformed codes come before the unclassified ones */
-	if (rc_parse != PARSE_OK && (rc_parse < SLUICE_ST_FRAG_ORPHAN ||
-				     rules_need(&p, rc_parse))) {
-		host_stat(rc_parse);
+	if (rc_parse != PARSE_OK &&
+	    (reason_malformed(why) || rules_need(&p, why))) {
+		host_stat(why);
 		return unclassified_verdict;
 	}
 	ref = classify(&p, &watched);

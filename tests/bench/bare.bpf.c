@@ -20,10 +20,10 @@ static __always_inline void bare_parse(struct xdp_md *ctx)
 	void *data = (void *) (long) ctx->data;
 	void *data_end = (void *) (long) ctx->data_end;
 	struct sluice_pkt p;
-	int rc;
+	enum parse_rc rc;
 
 	rc = parse_packet(&p, data, data_end, false);
-	if (rc == PARSE_OK || rc == SLUICE_ST_FRAGMENTS)
+	if (rc == PARSE_OK || rc == PARSE_LATER_FRAGMENT)
 		bare_sink = p.len ^ p.family ^ p.port_key;
 	else
 		bare_sink = rc;
