@@ -47,7 +47,8 @@ FUZZ_SRCS_rules    := $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_snapshot := user/lib/snapshot.c user/lib/digest.c $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_secrets  := user/lib/secrets.c user/lib/util.c
 FUZZ_SRCS_ctl      := user/lib/ctl.c $(FUZZ_RULE_SRCS)
-FUZZ_SRCS_etcd     := user/svc/etcd.c user/lib/util.c user/svc/manifest.c \
+FUZZ_SRCS_etcd     := $(addprefix user/svc/,etcd.c etcd_kv.c etcd_watch.c) \
+		      user/lib/util.c user/svc/manifest.c \
 		      user/lib/digest.c
 FUZZ_NAMES := proto rules snapshot secrets ctl etcd
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
