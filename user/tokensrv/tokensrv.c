@@ -577,13 +577,6 @@ static void stats_sum(const struct sl_tokend *td, struct sl_tokend_stats *st)
 	st->nodes_freed = td->nodes_freed;
 }
 
-void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st)
-{
-	ts_lock_all(td);
-	stats_sum(td, st);
-	ts_unlock_all(td);
-}
-
 int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 {
 	uint64_t now = sl_now_ms();
