@@ -58,18 +58,24 @@ static struct holder *get_holder(struct flow *f, uint32_t node)
 	return &f->h[node];
 }
 
+/* An array of node numbers twice as large (first: its first size). */
+int ts_grow_nodes(uint32_t **v, uint32_t *cap, uint32_t first)
+{
+	uint32_t n = *cap ? 2 * *cap : first;
+	uint32_t *to = realloc(*v, n * sizeof(*to));
+
+	if (!to)
+		return -ENOMEM;
+	*v = to;
+	*cap = n;
+	return 0;
+}
+
 /* The index of node in s, or -ENOMEM. */
 static int set_add(struct node_set *s, uint32_t node)
 {
-	if (s->n == s->cap) {
-		uint32_t cap = s->cap ? 2 * s->cap : 16;
-		uint32_t *v = realloc(s->node, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		s->node = v;
-		s->cap = cap;
-	}
+	if (s->n == s->cap && ts_grow_nodes(&s->node, &s->cap, 16))
+		return -ENOMEM;
 	s->node[s->n] = node;
 	return s->n++;
 }

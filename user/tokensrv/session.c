@@ -321,15 +321,9 @@ int ts_free_node(struct ns *ns, uint32_t id)
 {
 	struct node *nd = ts_node_at(ns, id);
 
-	if (ns->n_free == ns->free_cap) {
-		uint32_t cap = ns->free_cap ? 2 * ns->free_cap : 64;
-		uint32_t *v = realloc(ns->free_ids, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		ns->free_ids = v;
-		ns->free_cap = cap;
-	}
+	if (ns->n_free == ns->free_cap &&
+	    ts_grow_nodes(&ns->free_ids, &ns->free_cap, 64))
+		return -ENOMEM;
 	sl_index_del(&ns->by_name, sl_fnv1a_str(nd->name), id);
 	memset(nd, 0, sizeof(*nd));
 	ns->free_ids[ns->n_free++] = id;

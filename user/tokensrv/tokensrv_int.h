@@ -227,6 +227,7 @@ void ts_accept_resume(struct worker *w);
 void ts_on_accept(struct worker *w, uint64_t now);
 
 /* flows.c */
+int ts_grow_nodes(uint32_t **v, uint32_t *cap, uint32_t first);
 struct node *ts_node_at(const struct ns *ns, uint32_t id);
 struct flow *ts_find_flow(struct ns *ns, uint32_t id);
 void ts_forget_flow(struct flow *f);
