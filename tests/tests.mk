@@ -44,10 +44,11 @@ FUZZ_RULE_SRCS     := $(addprefix user/lib/,rules_parse.c rules.c rules_json.c \
 		        json_text.c util.c)
 FUZZ_SRCS_proto    := user/lib/proto.c
 FUZZ_SRCS_rules    := $(FUZZ_RULE_SRCS)
-FUZZ_SRCS_snapshot := user/lib/snapshot.c user/lib/digest.c $(FUZZ_RULE_SRCS)
+FUZZ_SRCS_snapshot := user/lib/snapshot.c user/lib/snapshot_store.c user/lib/digest.c $(FUZZ_RULE_SRCS)
 FUZZ_SRCS_secrets  := user/lib/secrets.c user/lib/util.c
 FUZZ_SRCS_ctl      := user/lib/ctl.c $(FUZZ_RULE_SRCS)
-FUZZ_SRCS_etcd     := user/svc/etcd.c user/lib/util.c user/svc/manifest.c \
+FUZZ_SRCS_etcd     := $(addprefix user/svc/,etcd.c etcd_kv.c etcd_watch.c) \
+		      user/lib/util.c user/svc/manifest.c \
 		      user/lib/digest.c
 FUZZ_NAMES := proto rules snapshot secrets ctl etcd
 FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)

@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 	CPU_ZERO(&cpus);
 	CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &cpus);
 	sched_setaffinity(0, sizeof(cpus), &cpus);
-	sl_log_set_level(SL_LOG_WARN);
+	sl_log_daemon(&(struct sl_log_opts){ .level = SL_LOG_WARN }, NULL);
 	err = sl_dp_load(&dp, &o);
 	if (err) {
 		fprintf(stderr, "admit_shape: load the data plane: %s\n",

@@ -235,7 +235,7 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		usage();
-	sl_log_set_level(SL_LOG_WARN);
+	sl_log_daemon(&(struct sl_log_opts){ .level = SL_LOG_WARN }, NULL);
 	err = sl_dp_load(&dp, &o);
 	if (err) {
 		fprintf(stderr, "bench_gc: load the data plane: %s\n",

@@ -353,7 +353,7 @@ int bench_scale(int threads, int runs, const char *only)
 			threads, n);
 		return 2;
 	}
-	sl_log_set_level(SL_LOG_WARN);
+	sl_log_daemon(&(struct sl_log_opts){ .level = SL_LOG_WARN }, NULL);
 
 	printf("sluice XDP scaling: BPF_PROG_TEST_RUN on one data plane per "
 	       "path, 1 thread on each CPU\nin turn, then %d at once, pinned "

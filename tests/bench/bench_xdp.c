@@ -463,7 +463,7 @@ int main(int argc, char **argv)
 	if (bo.threads)
 		return bench_scale(bo.threads, bo.runs_set ? bo.runs : 3,
 				   bo.path);
-	sl_log_set_level(SL_LOG_WARN);
+	sl_log_daemon(&(struct sl_log_opts){ .level = SL_LOG_WARN }, NULL);
 	cpu = pin_cpu(bo.cpu);
 	if (cpu < 0)
 		die("pinning to CPU %d: %s", bo.cpu, strerror(-cpu));

@@ -128,7 +128,7 @@ int h_begin(struct sl_dataplane *d)
 	int err;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	sl_log_set_level(SL_LOG_WARN);
+	sl_log_daemon(&(struct sl_log_opts){ .level = SL_LOG_WARN }, NULL);
 	pin_cpu();
 	err = h_load(d, &o);
 	/* only a missing privilege skips: a verifier's refusal fails */

@@ -46,11 +46,6 @@ static struct {
 	pthread_mutex_t lock;
 } lg = { .level = SL_LOG_INFO, .lock = PTHREAD_MUTEX_INITIALIZER };
 
-void sl_log_set_level(enum sl_log_level level)
-{
-	lg.level = level;
-}
-
 /* Whether f is the journal's stream: JOURNAL_STREAM is its "dev:ino"
  * (systemd.exec(5)); inherited by a child whose stderr went elsewhere,
  * it no longer matches. */

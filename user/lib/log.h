@@ -59,7 +59,6 @@ struct sl_log_opts {
 /* Log as a daemon to out (NULL: stderr) from now on. */
 void sl_log_daemon(const struct sl_log_opts *o, FILE *out);
 
-void sl_log_set_level(enum sl_log_level level);
 void sl_log(enum sl_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

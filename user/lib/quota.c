@@ -85,28 +85,3 @@ int sl_quota_global_level(uint64_t count, const uint64_t *demand, size_t n,
 	level_sorted(count, demand, n, scratch, out);
 	return 0;
 }
-
-int sl_quota_global(uint64_t count, const uint64_t *demand, size_t n,
-		    uint64_t *scratch, uint64_t *grant)
-{
-	struct sl_quota_level l;
-	uint64_t sum = 0;
-	size_t i;
-	int ret;
-
-	ret = sl_quota_global_level(count, demand, n, scratch, &l);
-	if (ret)
-		return ret;
-	for (i = 0; i < n; i++) {
-		grant[i] = sl_quota_grant(&l, demand[i]);
-		sum += grant[i];
-	}
-	/* The floor's remainder: less than one unit per holder above level. */
-	for (i = 0; i < n && sum < count && l.level != UINT64_MAX; i++) {
-		if (demand[i] > grant[i]) {
-			grant[i]++;
-			sum++;
-		}
-	}
-	return 0;
-}

@@ -52,15 +52,6 @@ static inline uint64_t sl_quota_grant(const struct sl_quota_level *l,
 }
 
 /*
- * Every holder's grant for a global count, exactly: the level above, and
- * the units the floor left over go one each, to the holders above the
- * level in index order. Sum of grants <= count (== count when any holder
- * is short); no holder above its demand while another is short.
- */
-int sl_quota_global(uint64_t count, const uint64_t *demand, size_t n,
-		    uint64_t *scratch, uint64_t *grant);
-
-/*
  * The most a holder may be granted now so that outstanding leases never
  * sum above count: others is the sum of the other holders' unexpired
  * grants.

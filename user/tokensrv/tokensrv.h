@@ -191,9 +191,6 @@ int sl_tokend_set_secrets(struct sl_tokend *td,
 int sl_tokend_set_rules(struct sl_tokend *td, const struct sl_ruleset *rs,
 			char *err, size_t errlen);
 
-/* Safe from any thread: the server's lock is held while it copies. */
-void sl_tokend_get_stats(struct sl_tokend *td, struct sl_tokend_stats *st);
-
 /* From any thread: the role from now on. A new term (or leadership after
  * following) starts a learn period, as a restart does. */
 void sl_tokend_set_role(struct sl_tokend *td, const struct sl_tokend_role *r);
