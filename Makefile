@@ -59,7 +59,8 @@ all: $(SLUICE) $(BPF_OBJ) completion
 DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    libcjson-dev libcmocka-dev libssl-dev libsystemd-dev pkg-config \
 	    iproute2 libclang-rt-14-dev python3 jq redis-server scdoc man-db \
-	    bsdextrautils systemd python3-yaml libmicrohttpd-dev prometheus \
+	    bsdextrautils systemd python3-yaml python3-jsonschema \
+	    libmicrohttpd-dev prometheus \
 	    curl libncurses-dev tmux libcurl4-openssl-dev etcd-server \
 	    etcd-client nftables iptables gnuplot-nox libmnl-dev zsh debhelper \
 	    lintian

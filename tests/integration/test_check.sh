@@ -138,6 +138,40 @@ check $? "a rule file may carry \"\$schema\""
 jq -e '."$id" and .properties."$schema".type == "string"' rules/schema.json >/dev/null
 check $? "rules/schema.json has an \$id and allows \"\$schema\""
 
+# the schema (generated from the field table) against the shipped files,
+# which it must accept, and rules the parser refuses for what a schema
+# can say, which it must refuse too
+if python3 -c 'import jsonschema' 2>/dev/null; then
+	python3 - rules/schema.json rules/demo.json rules/examples/*.json >"$T/schema.out" 2>&1 <<'PY'
+import json, sys
+from jsonschema import Draft202012Validator
+v = Draft202012Validator(json.load(open(sys.argv[1])))
+for f in sys.argv[2:]:
+    errs = list(v.iter_errors(json.load(open(f))))
+    print(f"{f} {len(errs)}", *[e.message[:100] for e in errs], sep="\n# ")
+bad = {
+    "allow with a count": {"action": "allow", "count": 5},
+    "deny with per_source": {"action": "deny", "per_source": {"max_sources": 9}},
+    "shadow allow": {"action": "allow", "mode": "shadow"},
+    "a limit without a grade": {"count": 5},
+    "cps on udp": {"match": {"proto": "udp"}, "grade": "cps", "count": 5},
+    "an unknown action": {"action": "block"},
+}
+for what, r in bad.items():
+    rule = {"name": "x", "match": {}}
+    rule.update(r)
+    print(f"bad {what!r} {len(list(v.iter_errors({'rules': [rule]})))}")
+PY
+	awk '(!/^(bad|#)/ && $2 != 0) || (/^bad/ && $NF == 0)' "$T/schema.out" |
+		sed 's/^/#   /' | head -20
+	check $(awk '!/^(bad|#)/ && $2 != 0 { bad = 1 } END { exit bad }' "$T/schema.out"; echo $?) \
+		"rules/schema.json accepts demo.json and every example ($(grep -vc '^bad\|^#' "$T/schema.out") files)"
+	check $(awk '/^bad/ && $NF == 0 { bad = 1 } END { exit bad }' "$T/schema.out"; echo $?) \
+		"rules/schema.json refuses allow with a count, deny with per_source, shadow allow, a limit without a grade, cps on udp, an unknown action"
+else
+	skip "rules/schema.json against the examples" "no python3-jsonschema"
+fi
+
 # errors carry the documented prefix
 "$SLUICE" check "$T/typo.json" 2>&1 >/dev/null | head -1 | grep -q '^sluice: error: '
 check $? "an invalid file: the error starts with 'sluice: error:'"
