@@ -129,6 +129,28 @@ check $(( $(wc -l <"$T/err") == 2 ? 0 : 1 )) \
 	"a cps rule before a pps rule of the same match shadows only SYNs: no warning"
 check $(grep -q warning "$T/out"; echo $((!$?))) "warnings stay off stdout"
 
+# a deny that a more specific limit of the same priority outranks on the
+# packets both match: a warning naming it and how many more; none for
+# the limits of another family or port, a higher priority, or an allow
+# that wins by its priority (rules/examples/allow-deny.json)
+printf '{"rules":[%s,%s,%s,%s,%s,%s]}\n' \
+	'{"name":"bad-net","match":{"src":"198.19.0.0/16"},"action":"deny"}' \
+	'{"name":"https","match":{"proto":"tcp","dport":443},"grade":"cps","count":4000}' \
+	'{"name":"dns","match":{"proto":"udp","dport":53},"grade":"pps","count":100}' \
+	'{"name":"v6-only","match":{"proto":"udp","dst":"2001:db8::/32"},"grade":"pps","count":100}' \
+	'{"name":"other-net","match":{"proto":"tcp","src":"198.18.0.0/16"},"grade":"pps","count":100}' \
+	'{"name":"boss","match":{"proto":"tcp","dport":22},"grade":"pps","count":100,"priority":5}' \
+	>"$T/outranked.json"
+"$SLUICE" check "$T/outranked.json" >"$T/out" 2>"$T/err"
+rc=$?
+show "$T/err"
+grep -qx "sluice: warning: rule 'bad-net' (deny) does not judge the packets that 'https' (rank 4) and 1 more limit also match: more specific, they rank first; give 'bad-net' a priority to judge them all" "$T/err"
+check $(( rc == 0 && $? == 0 && $(wc -l <"$T/err") == 1 ? 0 : 1 )) \
+	"a deny outranked by more specific limits: one warning naming the first and how many more, exit $rc"
+"$SLUICE" check rules/examples/allow-deny.json >"$T/out" 2>"$T/err"
+check $(( $? == 0 && $(wc -l <"$T/err") == 0 ? 0 : 1 )) \
+	"allow and deny rules with a priority: no warning"
+
 # "$schema" for editors: accepted (a string), and the schema has an $id
 printf '{"$schema":"rules/schema.json","rules":[%s]}\n' \
 	'{"name":"dns","match":{"proto":"udp","dport":53},"grade":"pps","count":100}' \

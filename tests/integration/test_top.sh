@@ -9,6 +9,8 @@
 #   light   enforce, 5000 pkt/s, offered  500
 #   persrc  per_source, 40 pkt/s each; 16 sources at 25 pkt/s, over half
 #           their count, so each has an entry: 16 of max_sources 64 (25 %)
+#   denied  a deny rule, offered 400        -> dropped 400
+#   allowed an allow rule, offered 300      -> admitted 300
 # Checked: the rows in order of drops; offered, admitted and dropped within
 # 10 % of what was sent; threshold, its source and the cluster state; the
 # header's clock moves (it refreshes); the source each rule drops most
@@ -48,7 +50,11 @@ cat >"$T/rules.json" <<'EOF'
   "count": 40, "per_source": {"max_sources": 64}},
  {"name": "fleet", "match": {"proto": "udp", "dport": 9004}, "grade": "pps",
   "count": 2000, "cluster": {"namespace": "web", "flow_id": 1,
-  "threshold_type": "global", "fallback": "share"}}
+  "threshold_type": "global", "fallback": "share"}},
+ {"name": "denied", "match": {"proto": "udp", "dport": 9005},
+  "action": "deny"},
+ {"name": "allowed", "match": {"proto": "udp", "dport": 9006},
+  "action": "allow"}
 ]}
 EOF
 AGENT_ARGS=(--rules "$T/rules.json" --serve-tokens 127.0.0.1:$TD_PORT
@@ -108,6 +114,8 @@ send light 9001 500
 send shadow 9002 800
 send persrc 9003 400 --sources 16
 send fleet 9004 300
+send denied 9005 400
+send allowed 9006 300
 sleep 2 # the windows fill
 
 pane_run top "'$SLUICE' top --state-dir '$SL_STATE' --interval 1"
@@ -137,7 +145,7 @@ PY
 }
 rows "$T/screen2" >"$T/rows"
 order=$(cut -d'|' -f1 "$T/rows" | tr '\n' ' ')
-check $([ "$order" = "flood shadow fleet light persrc " ] && echo 0 || echo 1) \
+check $([ "$order" = "flood shadow denied allowed fleet light persrc " ] && echo 0 || echo 1) \
 	"rows by drops, then by name: $order"
 
 # near ACTUAL WANT: within 10 %
@@ -160,7 +168,9 @@ for want in "flood enforce 1000_pkt static 3000 1000 2000 - -" \
 	    "shadow shadow 200_pkt static 800 800 600 - -" \
 	    "fleet enforce 2000_pkt lease 300 300 0 cluster -" \
 	    "light enforce 5000_pkt static 500 500 0 - -" \
-	    "persrc enforce 40_pkt static 400 400 0 - 16/64_(25%)"; do
+	    "persrc enforce 40_pkt static 400 400 0 - 16/64_(25%)" \
+	    "denied enforce deny - 400 0 400 - -" \
+	    "allowed enforce allow - 300 300 0 - -"; do
 	read -r -a w <<<"$want"
 	row_is "${w[@]//_/ }"
 	check $? "${w[0]}: $(grep "^${w[0]}|" "$T/rows" || echo 'no row') (want ${want//_/ })"
@@ -170,7 +180,7 @@ check $? "shadow: its would-drop rate in brackets"
 # the source each rule drops most (sampled drops): flood's and shadow's one
 # sender; the rules that drop nothing show none
 most=$(cut -d'|' -f1,10 "$T/rows" | tr '\n' ' ')
-check $([ "$most" = "flood|198.18.0.1 100% shadow|198.18.0.1 100% fleet|- light|- persrc|- " ]
+check $([ "$most" = "flood|198.18.0.1 100% shadow|198.18.0.1 100% denied|198.18.0.1 100% allowed|- fleet|- light|- persrc|- " ]
 	echo $?) "most dropped source: $most"
 
 # the header's clock: two captures 2 s apart differ, and both are frames
@@ -217,17 +227,17 @@ check $? "agent restarted: rows again, flood's rates right"
 tm resize-window -t top -y 10
 sleep 0.5
 tm capture-pane -p -t top >"$T/screen5"
-grep -q 'rules 1-4 of 5' "$T/screen5"
+grep -q 'rules 1-4 of 7' "$T/screen5"
 check $? "10 lines: $(grep -o 'rules [0-9]*-[0-9]* of [0-9]*' "$T/screen5")"
 tm send-keys -t top End
 sleep 0.5
 tm capture-pane -p -t top >"$T/screen6"
-grep -q 'rules 2-5 of 5' "$T/screen6" && ! grep -q '^flood ' "$T/screen6"
+grep -q 'rules 4-7 of 7' "$T/screen6" && ! grep -q '^flood ' "$T/screen6"
 check $? "End: $(grep -o 'rules [0-9]*-[0-9]* of [0-9]*' "$T/screen6"), flood scrolled off"
 
 tm send-keys -t top q
 rc=$(pane_exit top 3)
 check $([ "$rc" = 0 ] && echo 0 || echo 1) "q quits: exit $rc"
 
-for g in flood light shadow persrc fleet; do netns_stop "gen-$g" >/dev/null; done
+for g in flood light shadow persrc fleet denied allowed; do netns_stop "gen-$g" >/dev/null; done
 echo "1..$n"

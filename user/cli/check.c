@@ -118,6 +118,70 @@ static bool matches_all(const struct sl_rule *r)
 	       !r->src.family && !r->has_vlan;
 }
 
+/* A packet can be in both prefixes (an absent one: any). */
+static bool prefixes_meet(const struct sl_prefix *a, const struct sl_prefix *b)
+{
+	return sl_prefix_contains(a, b) || sl_prefix_contains(b, a);
+}
+
+static int rule_family(const struct sl_rule *r)
+{
+	return r->dst.family ? r->dst.family : r->src.family;
+}
+
+/* Some packet matches both rules. */
+static bool overlaps(const struct sl_rule *a, const struct sl_rule *b)
+{
+	int fa = rule_family(a), fb = rule_family(b);
+
+	return (a->proto == b->proto || a->proto == SL_PROTO_ANY ||
+		b->proto == SL_PROTO_ANY) &&
+	       (!a->dport_lo || !b->dport_lo ||
+		(a->dport_lo <= b->dport_hi && b->dport_lo <= a->dport_hi)) &&
+	       (!a->has_vlan || !b->has_vlan || a->vlan == b->vlan) &&
+	       (!fa || !fb || fa == fb) && prefixes_meet(&a->dst, &b->dst) &&
+	       prefixes_meet(&a->src, &b->src);
+}
+
+static uint32_t priority_of(const struct sl_rule *r)
+{
+	return r->has_priority ? r->priority : 0;
+}
+
+/*
+ * An allow or deny rule that a limit of the same priority outranks on
+ * the packets both match (by specificity: "drop this /16" loses to a tcp
+ * rule): likely meant to judge them all.
+ */
+static void warn_outranked(const struct sl_ruleset *rs, const size_t *order,
+			   size_t i)
+{
+	const struct sl_rule *r = &rs->rules[order[i]];
+	size_t first = 0, n = 0;
+	char more[48] = "";
+
+	for (size_t j = 0; r->action != SL_ACTION_LIMIT && j < i; j++) {
+		const struct sl_rule *a = &rs->rules[order[j]];
+
+		if (a->action != SL_ACTION_LIMIT ||
+		    priority_of(a) != priority_of(r) || !overlaps(a, r))
+			continue;
+		if (!n++)
+			first = j;
+	}
+	if (!n)
+		return;
+	if (n > 1)
+		snprintf(more, sizeof(more), " and %zu more limit%s", n - 1,
+			 n > 2 ? "s" : "");
+	pr_warn("rule '%s' (%s) does not judge the packets that '%s' (rank "
+		"%zu)%s also match%s: more specific, they rank first; give "
+		"'%s' a priority to judge them all",
+		r->name, sl_action_str(r->action),
+		rs->rules[order[first]].name, first + 1, more,
+		n > 1 ? "" : "es", r->name);
+}
+
 /* Rules that are valid but likely mistakes, on stderr. */
 static void warn_rules(const struct sl_ruleset *rs, const size_t *order)
 {
@@ -138,6 +202,7 @@ static void warn_rules(const struct sl_ruleset *rs, const size_t *order)
 				"first", r->name, a->name, j + 1);
 			break;
 		}
+		warn_outranked(rs, order, i);
 	}
 }
 
