@@ -658,6 +658,27 @@ static __always_inline bool admit_rule(__u32 slot, struct sluice_rule_cpu *rc,
 	return true;
 }
 
+/*
+ * allow and deny take the fast path as a limit's packets do: an allow
+ * rule's CPU holds tokens without end (SLUICE_ALLOW_TOKENS, refilled here
+ * at each tick's first packet), a deny's a refusal of a whole batch,
+ * renewed here when its tick has passed, so judge_fast() blocks the rest
+ * and holds their counts as it does a flood's. Whether the packet passes.
+ */
+static __always_inline bool admit_action(struct sluice_rule_cpu *rc,
+					 const struct sluice_rule_cfg *cfg)
+{
+	if (cfg->flags & SLUICE_RULE_ALLOW) {
+		rc->tokens = SLUICE_ALLOW_TOKENS;
+		return true;
+	}
+	rc->refusal.left = SLUICE_DENY_BATCH;
+	rc->refusal.tick = sluice_tick();
+	rc->refused_verdict = cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS
+							     : XDP_DROP;
+	return false;
+}
+
 /* The first plen bits of a 32-bit word of an address, in network order;
  * plen may be out of 0..32 (the prefix ends before or after the word). */
 static __always_inline __u32 prefix_mask(__s32 plen)

@@ -83,6 +83,10 @@
 #define SLUICE_DENY_BATCH 1024
 #endif
 
+/* An allow rule's tokens on a CPU, refilled at each tick: more than any
+ * CPU passes in one (2^40 bytes, 1 TB). */
+#define SLUICE_ALLOW_TOKENS (1ULL << 40)
+
 /* Per-CPU caches of destination-trie answers: 2^bits direct-mapped
  * entries (a host's services sit on few addresses). */
 #ifndef SLUICE_DST_CACHE_BITS

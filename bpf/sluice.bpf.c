@@ -154,11 +154,9 @@ static __always_inline int judge(struct xdp_md *ctx,
 	}
 
 	cost = cfg->grade == SLUICE_GRADE_BPS ? p->len : 1;
-	/* allow and deny hold no tokens: judge_fast() sends every packet
-	 * here. A limit's flood drops are held: counted in bulk
-	 * (flush_held()). */
+	/* a flood's drops are held: counted in bulk (flush_held()) */
 	if (cfg->flags & (SLUICE_RULE_ALLOW | SLUICE_RULE_DENY)) {
-		passed = cfg->flags & SLUICE_RULE_ALLOW;
+		passed = admit_action(rc, cfg);
 	} else if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
 		enum admit_result res = admit_source(slot, p, rc, cfg, cost);
 

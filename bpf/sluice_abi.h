@@ -90,7 +90,7 @@ enum sluice_grade {
 #define SLUICE_RULE_SHADOW     (1u << 0)
 #define SLUICE_RULE_PER_SOURCE (1u << 1)
 /* the rule passes (allow) or refuses (deny) every packet it judges,
- * counted; it has no limit, and its slot never holds tokens */
+ * counted; it has no limit (bpf/admit.h: admit_action()) */
 #define SLUICE_RULE_ALLOW      (1u << 2)
 #define SLUICE_RULE_DENY       (1u << 3)
 

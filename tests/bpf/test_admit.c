@@ -569,6 +569,22 @@ static void test_allow_deny(struct sl_dataplane *dp)
 		    (unsigned long long)st.passed_pkts,
 		    (unsigned long long)st.blocked_pkts);
 	}
+	/* ticks later (a new refusal, tokens refilled) the same again */
+	set_time(test_time() + 2 * NSEC_PER_SEC);
+	for (size_t i = 1; i < 3; i++) {
+		struct sl_rule_stats st;
+
+		p = udp_to(want[i].port, NULL, 0);
+		a = burst(dp, &p, 50);
+		st = rule_stats(dp, want[i].name);
+		tap(a == want[i].pass &&
+			    (long)st.passed_pkts == 2 * want[i].passed &&
+			    (long)st.blocked_pkts == 2 * want[i].blocked,
+		    "allow/deny: 2 s later %s passes %ld of 50 (%ld), counts "
+		    "%llu passed, %llu blocked in all", want[i].name,
+		    want[i].pass, a, (unsigned long long)st.passed_pkts,
+		    (unsigned long long)st.blocked_pkts);
+	}
 	/* a limit with tokens cached on this CPU becomes a deny: its
 	 * tokens do not pass a packet */
 	p = udp_to(7204, NULL, 0);
