@@ -8,7 +8,7 @@
 #   - from a partner /24 inside it (allow, more specific): all 400;
 #   - from a /24 under a shadow deny: all 400, counted as would-drop;
 #   - from anywhere else: the limit's (at most 50 a second + one window).
-# Then sluice's own counters are compared with those: stats, explain,
+# Then sluice's own counters are compared with those: stats, drops, explain,
 # metrics (the
 # action label; promtool checks the scrape), and a rule file whose deny
 # has a count is refused with the rules in force left as they were.
@@ -128,6 +128,13 @@ if command -v promtool >/dev/null; then
 else
 	skip "promtool check metrics" "no promtool"
 fi
+
+# sluice drops: the deny's drops are sampled (one in 61: about 6 of its
+# 400), by source, its sender's 4
+sluice_cli drops bad-net -j >"$NETNS_TMP/drops.json"
+srcs=$(sluice_json 'sorted(s["addr"] for s in d["rules"][0]["sources"]) if d["rules"] and d["rules"][0]["name"] == "bad-net" else []' <"$NETNS_TMP/drops.json")
+check $(python3 -c 'import json, sys; v = json.loads(sys.argv[1]); sys.exit(not (len(v) >= 2 and set(v) <= {"198.19.200.%d" % k for k in range(1, 5)}))' "$srcs"; echo $?) \
+	"drops: the deny's sampled drops name its sender's sources ($srcs)"
 
 # sluice explain: the rule and its action's verdict
 ex=$(sluice_cli explain udp 198.19.200.1 198.18.0.2 --dport 9000)
