@@ -41,7 +41,7 @@ static void print_rule_line(const struct sl_rule *r, int rank)
 	printf("%-4d %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4u %s\n",
 	       rank, r->name, sl_proto_str(r->proto), port, vlan, dst, src,
 	       grade, count, win,
-	       sl_mode_str(r->mode), r->has_priority ? r->priority : 0, ps);
+	       sl_mode_str(r->mode), sl_rule_priority(r), ps);
 }
 
 static int rank_cmp(const void *a, const void *b, void *rs)
@@ -143,11 +143,6 @@ static bool overlaps(const struct sl_rule *a, const struct sl_rule *b)
 	       prefixes_meet(&a->src, &b->src);
 }
 
-static uint32_t priority_of(const struct sl_rule *r)
-{
-	return r->has_priority ? r->priority : 0;
-}
-
 /*
  * An allow or deny rule that a limit of the same priority outranks on
  * the packets both match (by specificity: "drop this /16" loses to a tcp
@@ -164,7 +159,8 @@ static void warn_outranked(const struct sl_ruleset *rs, const size_t *order,
 		const struct sl_rule *a = &rs->rules[order[j]];
 
 		if (a->action != SL_ACTION_LIMIT ||
-		    priority_of(a) != priority_of(r) || !overlaps(a, r))
+		    sl_rule_priority(a) != sl_rule_priority(r) ||
+		    !overlaps(a, r))
 			continue;
 		if (!n++)
 			first = j;

@@ -91,6 +91,10 @@ const char *cli_get_str(const cJSON *o, const char *key, const char *def);
 double cli_get_num(const cJSON *o, const char *key, double def);
 bool cli_get_bool(const cJSON *o, const char *key);
 
+/* Whether a rule (its canonical form, or an answer about it) is a limit:
+ * an allow or deny rule has no grade, count or threshold. */
+bool cli_is_limit(const cJSON *rule);
+
 /* {"cmd": cmd}, NULL when out of memory. */
 cJSON *cli_request(const char *cmd);
 

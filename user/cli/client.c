@@ -60,6 +60,11 @@ bool cli_get_bool(const cJSON *o, const char *key)
 	return cJSON_IsTrue(cli_get(o, key));
 }
 
+bool cli_is_limit(const cJSON *rule)
+{
+	return !strcmp(cli_get_str(rule, "action", "limit"), "limit");
+}
+
 /* Print why the agent could not be asked; returns err. */
 static int call_failed(const struct cli *c, const char *cmd, int err)
 {

@@ -12,7 +12,7 @@ static void print_explain(const cJSON *resp)
 	const char *rule = cli_get_str(resp, "rule", NULL);
 	char a[32], b[32], c[32], d[32];
 
-	if (rule && !cli_get(resp, "grade"))
+	if (rule && !cli_is_limit(resp))
 		printf("rule:    %s (%s, %s)\n", rule,
 		       cli_get_str(resp, "mode", "?"),
 		       cli_get_str(resp, "action", "?"));
@@ -28,7 +28,7 @@ static void print_explain(const cJSON *resp)
 		printf("rule:    none\n");
 	printf("verdict: %s: %s\n", cli_get_str(resp, "verdict", "?"),
 	       cli_get_str(resp, "why", "?"));
-	if (!cli_get(resp, "grade"))
+	if (!rule || !cli_is_limit(resp))
 		return;
 	printf("budget:  %s of %s used in the window, pacing credit %s, "
 	       "this packet costs %s",

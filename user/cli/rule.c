@@ -157,7 +157,8 @@ static void list_row(struct table *t, const cJSON *r)
 	table_add(t, cli_get_str(m, "dst", "any"));
 	table_add(t, cli_get_str(m, "src", "any"));
 	/* an allow or deny rule has no grade, count or behavior */
-	table_add(t, cli_get_str(r, "grade", cli_get_str(r, "action", "?")));
+	table_add(t, cli_is_limit(r) ? cli_get_str(r, "grade", "?")
+				     : cli_get_str(r, "action", "?"));
 	table_add(t, cli_cell(cli_get(r, "count"), n1, sizeof(n1)));
 	table_addf(t, "%sms/%s", cli_cell(cli_get(w, "interval_ms"), n1, sizeof(n1)),
 		   cli_cell(cli_get(w, "sample_count"), n2, sizeof(n2)));
@@ -179,7 +180,7 @@ static void list_row(struct table *t, const cJSON *r)
 		table_add(t, buf);
 	} else {
 		table_add(t, cli_get_str(r, "behavior",
-					 cli_get(r, "action") ? "-" : "reject"));
+					 cli_is_limit(r) ? "reject" : "-"));
 	}
 }
 

@@ -45,7 +45,7 @@ static bool stats_row(struct table *t, const cJSON *r,
 		table_addf(t, "%s, %s", mode, state);
 	else
 		table_add(t, mode);
-	if (cli_get(r, "count"))
+	if (cli_is_limit(r))
 		table_addf(t, "%s %s", num(r, "count", n1, sizeof(n1)),
 			   grade_unit(grade));
 	else

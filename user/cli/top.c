@@ -84,7 +84,7 @@ static void fill_row(struct row *r, const cJSON *j, const struct cli_rate *rt)
 	snprintf(r->cell[C_RULE], sizeof(r->cell[0]), "%s", r->name);
 	snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s",
 		 r->shadow ? "shadow" : "enforce");
-	if (cli_get(j, "threshold"))
+	if (cli_is_limit(j))
 		snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s %s",
 			 cli_rate_cell(cli_get_num(j, "threshold", -1), n,
 				       sizeof(n)),

@@ -16,8 +16,7 @@ static int cmp_u32(uint32_t a, uint32_t b)
 
 int sl_rule_cmp(const struct sl_rule *a, const struct sl_rule *b)
 {
-	uint32_t pa = a->has_priority ? a->priority : 0;
-	uint32_t pb = b->has_priority ? b->priority : 0;
+	uint32_t pa = sl_rule_priority(a), pb = sl_rule_priority(b);
 	uint32_t wa, wb;
 	int c;
 

@@ -186,6 +186,12 @@ struct sl_rule {
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 
+/* The rule's priority; absent counts as 0 (docs/rules.md, "Precedence"). */
+static inline uint32_t sl_rule_priority(const struct sl_rule *r)
+{
+	return r->has_priority ? r->priority : 0;
+}
+
 /* A node's manual quota (quotas are sorted by node); 0 when not listed. */
 uint64_t sl_cluster_quota(const struct sl_cluster *c, const char *node);
 
