@@ -698,14 +698,15 @@ static __always_inline void host_stat(__u32 idx)
 		*v += 1;
 }
 
-static __always_inline void source_key(struct sluice_src_key *key,
-				       __u32 slot, const struct sluice_pkt *p,
-				       const struct sluice_rule_cfg *cfg)
+/* The source key of an address a (words; IPv4 in a[0]) under a rule. */
+static __always_inline void source_key_of(struct sluice_src_key *key,
+					  __u32 slot, __u32 family,
+					  const __u32 *a,
+					  const struct sluice_rule_cfg *cfg)
 {
-	const __u32 *a = (const __u32 *)p->saddr;
 	__u32 w[4] = {};
 
-	if (p->family == 4) {
+	if (family == 4) {
 		w[0] = a[0] & prefix_mask(cfg->src_prefix_v4);
 	} else {
 		__s32 plen = cfg->src_prefix_v6;
@@ -717,8 +718,15 @@ static __always_inline void source_key(struct sluice_src_key *key,
 	}
 	__builtin_memset(key, 0, sizeof(*key));
 	key->rule = slot;
-	key->family = p->family;
+	key->family = family;
 	__builtin_memcpy(key->addr, w, sizeof(w));
+}
+
+static __always_inline void source_key(struct sluice_src_key *key,
+				       __u32 slot, const struct sluice_pkt *p,
+				       const struct sluice_rule_cfg *cfg)
+{
+	source_key_of(key, slot, p->family, (const __u32 *)p->saddr, cfg);
 }
 
 _Static_assert(sizeof(struct sluice_src_key) == 24, "source key layout");

@@ -907,6 +907,31 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 	return classify(&p, NULL);
 }
 
+/* The rule of an answer's ref whose breaker hears it: the rule, or in a
+ * chain the one layer's rule with a breaker (the compiler allows one). */
+static __always_inline __u32 breaker_ref(__u32 ref)
+{
+	struct sluice_chain *chain;
+	__u32 idx;
+
+	if (!(ref & SLUICE_REF_CHAIN))
+		return ref;
+	idx = ref & ~SLUICE_REF_CHAIN;
+	chain = bpf_map_lookup_elem(&chains, &idx);
+	if (!chain)
+		return SLUICE_REF_NONE;
+#pragma unroll
+	for (int i = 0; i < SLUICE_LAYERS; i++) {
+		__u32 slot = chain->ref[i] - 1;
+		struct sluice_breaker_cfg *cfg =
+		    bpf_map_lookup_elem(&breaker_cfg, &slot);
+
+		if (chain->ref[i] != SLUICE_REF_NONE && cfg && cfg->open_ns)
+			return chain->ref[i];
+	}
+	return SLUICE_REF_NONE;
+}
+
 /* An answer seen on egress to a request of slot; k: a SYN's connection
  * (k->family 0 for a datagram). */
 static __always_inline void breaker_answer(__u32 slot, __u32 kind,

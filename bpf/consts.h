@@ -17,6 +17,16 @@
 #define SLUICE_RULE_CPU_MIN_SHIFT 6
 #endif
 
+/* Layers of a rule set: the winner of each is judged, in order
+ * (docs/rules.md "layer"). */
+#define SLUICE_LAYERS 4
+
+/* Chains of layer winners per set (SLUICE_REF_CHAIN): distinct answers
+ * that name two layers or more. */
+#ifndef SLUICE_MAX_CHAINS
+#define SLUICE_MAX_CHAINS 16384
+#endif
+
 /* Per-CPU statistics buckets per rule (a rule's sample_count <= this). */
 #ifndef SLUICE_MAX_SAMPLES
 #define SLUICE_MAX_SAMPLES 8

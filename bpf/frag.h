@@ -68,9 +68,7 @@ static __always_inline const struct sluice_frag *frag_find(void)
 	return f;
 }
 
-/* A later fragment of an admitted datagram costs a bps rule its bytes;
- * for pps and cps the datagram was one packet, counted at its first. */
-static __always_inline bool frag_charged(__u32 ref)
+static __always_inline bool rule_bps(__u32 ref)
 {
 	__u32 slot = ref - 1;
 	struct sluice_rule_cfg *cfg;
@@ -79,6 +77,27 @@ static __always_inline bool frag_charged(__u32 ref)
 		return false;
 	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	return cfg && cfg->grade == SLUICE_GRADE_BPS;
+}
+
+/* A later fragment of an admitted datagram costs a bps rule its bytes
+ * (of a chain: each bps layer); for pps and cps the datagram was one
+ * packet, counted at its first. */
+static __always_inline bool frag_charged(__u32 ref)
+{
+	struct sluice_chain *chain;
+	__u32 idx;
+
+	if (!(ref & SLUICE_REF_CHAIN))
+		return rule_bps(ref);
+	idx = ref & ~SLUICE_REF_CHAIN;
+	chain = bpf_map_lookup_elem(&chains, &idx);
+	if (!chain)
+		return false;
+#pragma unroll
+	for (int i = 0; i < SLUICE_LAYERS; i++)
+		if (rule_bps(chain->ref[i]))
+			return true;
+	return false;
 }
 
 /*

@@ -177,6 +177,23 @@ struct {
 	__type(value, struct sluice_frag_buf);
 } frag_key_buf SEC(".maps");
 
+/* Both sets' chains of layer winners (SLUICE_REF_CHAIN), written by
+ * user space with the set's tables. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_NUM_SETS * SLUICE_MAX_CHAINS);
+	__type(key, __u32);
+	__type(value, struct sluice_chain);
+} chains SEC(".maps");
+
+/* A per-CPU place for what judge_layer() needs of the packet. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_layer_in);
+} layer_in SEC(".maps");
+
 /* Sampled sources of dropped packets, read by the agent (`sluice drops`),
  * and each CPU's sampling state per rule slot. */
 struct {
@@ -192,10 +209,11 @@ struct {
 } drop_sample_state SEC(".maps");
 
 /* sluice_explain's answer, read by the agent after each run (a map, not
- * a global: the skeleton's users need not know its type). */
+ * a global: the skeleton's users need not know its type): entry 0 the
+ * frame's, then for a chain each layer's winner and budget. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 1 + SLUICE_LAYERS);
 	__type(key, __u32);
 	__type(value, struct sluice_explain);
 } explain_out SEC(".maps");

@@ -67,6 +67,17 @@ sluice_cpu_slot(__u32 cpu, __u32 slot, __u32 shift)
  * sluice_xdp() hands a client's segment to it (bpf/breaker.h). A set's
  * class ids stay below this bit. */
 #define SLUICE_REF_WATCH 0x10000000u
+/* Never with SLUICE_REF_LPM: the answer is a chain, chains[id], the
+ * winners of two or more layers (docs/rules.md "layer"). Answers that
+ * name one rule stay its slot + 1, so a set without layers compiles to
+ * the tables it had before layers. */
+#define SLUICE_REF_CHAIN 0x40000000u
+
+/* A chain: each layer's rule slot + 1, 0 where no rule of it matches. */
+struct sluice_chain {
+	__u32 ref[SLUICE_LAYERS];
+};
+
 
 /* prefixlen counts the 32 bits of class_id plus the address bits. */
 struct sluice_lpm4_key {
@@ -255,6 +266,20 @@ struct sluice_src_key {
 	__u8 addr[16];		/* masked to the rule's source prefix */
 };
 
+/* A layer's view of the packet, which sluice_xdp writes off the stack for
+ * judge_layer() (sluice.bpf.c), a global function of scalar arguments;
+ * judge_layer() leaves a per_source rule's key and cost for sluice_xdp
+ * to admit (its frame has no room for admit_source_global()'s). */
+struct sluice_layer_in {
+	__u32 len;
+	__u32 port_key;
+	__u32 family;
+	__u32 later;		/* a later fragment: only bps rules charge it */
+	__u32 saddr[4];		/* IPv4: saddr[0] */
+	struct sluice_src_key key;
+	__u64 cost;
+};
+
 /*
  * A source's budget, shared by the CPUs: 48 bytes, so that an element of
  * src_table (htab header 48 + key 24 + value, + the allocator's 8) takes
@@ -426,7 +451,7 @@ struct sluice_frag_key {
 /* The rule that judged the first fragment of a datagram. */
 struct sluice_frag {
 	__u64 first_ns;		/* when; older than SLUICE_FRAG_TTL_NS: gone */
-	__u32 ref;		/* its slot + 1; 0: no rule */
+	__u32 ref;		/* its slot + 1 or chain; 0: no rule */
 	__u32 pad;
 };
 

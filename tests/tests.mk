@@ -112,9 +112,10 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # test_image.sh and test_units_live.sh install a package on the machine,
 # run podman and mmdebstrap, and write the build tree;
 # test_agent_control.sh is the control socket's deadlines and clients,
-# no kernel feature (4 of a guest's 11 minutes); test_actions.sh's data
-# plane is bpf_admit's allow and deny, which the guests run.
-HOST_ONLY_TESTS := %/test_actions.sh %/test_package.sh %/test_image.sh %/test_units_live.sh \
+# no kernel feature (4 of a guest's 11 minutes); test_actions.sh's and
+# test_rule_layers.sh's data plane is bpf_admit's allow, deny and layers,
+# which the guests run.
+HOST_ONLY_TESTS := %/test_actions.sh %/test_rule_layers.sh %/test_package.sh %/test_image.sh %/test_units_live.sh \
 		   %/test_agent_control.sh \
 		   %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \

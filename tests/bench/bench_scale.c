@@ -51,6 +51,7 @@ enum scale_path {
 	SP_FULL,
 	SP_BREAKER,
 	SP_NO_RULE,
+	SP_LAYERS,
 	SP_MAX,
 };
 
@@ -63,6 +64,7 @@ static const char *const path_name[SP_MAX] = {
 	[SP_FULL] = "per_source table full",
 	[SP_BREAKER] = "udp breaker closed, pass",
 	[SP_NO_RULE] = "no rule matched",
+	[SP_LAYERS] = "4 layers pass",
 };
 
 /* The measured rule of each path (rule 0 of its set). */
@@ -83,6 +85,17 @@ static const char *const path_rule[SP_MAX] = {
 		       "{\"strategy\": \"error_ratio\", \"threshold\": 0.5, "
 		       "\"open_ms\": 5000}",
 	[SP_NO_RULE] = "\"count\": 100000000000",
+	[SP_LAYERS] = "\"count\": 100000000000, \"layer\": 3",
+};
+
+#define SCALE_LAYER(n)                                                         \
+	", {\"name\": \"layer" #n "\", \"match\": {\"proto\": \"udp\", "   \
+	"\"dport\": 9000}, \"grade\": \"pps\", \"count\": 100000000000, "     \
+	"\"layer\": " #n "}"
+
+/* The rules after the measured one: its layers before it. */
+static const char *const path_more[SP_MAX] = {
+	[SP_LAYERS] = SCALE_LAYER(0) SCALE_LAYER(1) SCALE_LAYER(2),
 };
 
 struct scale_frame {
@@ -159,8 +172,8 @@ static void scale_load(struct sl_dataplane *dp, enum scale_path p,
 	snprintf(json, sizeof(json),
 		 "{\"rules\": [{\"name\": \"measured\", \"match\": "
 		 "{\"proto\": \"udp\", \"dport\": %d}, \"grade\": \"pps\", "
-		 "%s}]}\n",
-		 SCALE_PORT, path_rule[p]);
+		 "%s}%s]}\n",
+		 SCALE_PORT, path_rule[p], path_more[p] ? path_more[p] : "");
 	ret = sl_dp_load(dp, &o);
 	if (ret) {
 		fprintf(stderr, "bench_xdp: loading sluice: %s\n",

@@ -60,6 +60,9 @@ enum bench_kind {
 	BK_MANY_VLAN,
 	BK_PER_SOURCE,
 	BK_ACTION, /* pass: an allow rule; drop: a deny rule */
+	BK_LAYERS2, /* the measured rule in the last of 2-4 layers, those */
+	BK_LAYERS3, /* before it passing */
+	BK_LAYERS4,
 	BK_MAX,
 };
 
@@ -71,6 +74,9 @@ static const char *const kind_name[BK_MAX] = {
     [BK_MANY_VLAN] = "sluice, 4096 rules, VLAN stage",
     [BK_PER_SOURCE] = "sluice, per_source 100k src",
     [BK_ACTION] = "sluice, 1 allow (deny) rule",
+    [BK_LAYERS2] = "sluice, 2 layers",
+    [BK_LAYERS3] = "sluice, 3 layers",
+    [BK_LAYERS4] = "sluice, 4 layers",
 };
 
 /* Issue targets: the ratio to the bare program. */
@@ -159,6 +165,7 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 {
 	size_t cap = 256 * (BENCH_MANY_RULES + 1), len = 0;
 	char *s = malloc(cap);
+	int n_layers = kind >= BK_LAYERS2 ? 2 + (kind - BK_LAYERS2) : 1;
 	int n_port, i;
 
 	if (!s)
@@ -178,7 +185,14 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 	if (kind == BK_PER_SOURCE)
 		EMIT(", \"per_source\": {\"max_sources\": %u}",
 		     BENCH_MAX_SOURCES);
+	if (n_layers > 1)
+		EMIT(", \"layer\": %d", n_layers - 1);
 	EMIT("}");
+	for (i = 0; i < n_layers - 1; i++)
+		EMIT(",\n{\"name\": \"layer%d\", \"match\": {\"proto\": "
+		     "\"udp\", \"dport\": %d}, \"grade\": \"pps\", "
+		     "\"count\": %llu, \"layer\": %d}",
+		     i, BENCH_PORT, (unsigned long long) BENCH_PASS_COUNT, i);
 	if (kind == BK_MANY_VLAN)
 		EMIT(",\n{\"name\": \"vlan100\", \"match\": {\"proto\": "
 		     "\"udp\", \"dport\": %d, \"vlan\": 100}, \"grade\": "
@@ -596,6 +610,17 @@ int main(int argc, char **argv)
 		printf("target %s %s <= %.1f: %.2f %s\n", kind_tag[c->kind],
 		       c->drop ? "drop" : "pass", t, c->ratio_median,
 		       c->ratio_median <= t ? "OK" : "MISS");
+	}
+	/* a layer's cost: the layered cases' ns over the one rule's (cases[2]
+	 * pass, cases[3] drop), for each layer after the first */
+	for (i = 2 * BK_LAYERS2; i < 2 * (BK_LAYERS4 + 1); i++) {
+		struct bench_case *c = &cases[i];
+		double over = c->added_mean - cases[2 + c->drop].added_mean;
+		int layers = 2 + (c->kind - BK_LAYERS2);
+
+		printf("%s %s: %.2f ns over 1 rule, %.2f a layer after the "
+		       "first\n", kind_name[c->kind], c->drop ? "drop" : "pass",
+		       over, over / (layers - 1));
 	}
 	/* cases[3]: one rule, drop; cases[1]: the bare parse and drop */
 	printf("target 1-rule drop Mpps >= %.2f x parse-and-drop's: %.2f %s\n",

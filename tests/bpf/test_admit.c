@@ -602,6 +602,95 @@ static void test_allow_deny(struct sl_dataplane *dp)
 	tap(a == 0, "allow/deny: the deny passes 0 of 10 (%ld)", a);
 }
 
+/* n packets from src to port; how many passed. */
+static long from(struct sl_dataplane *dp, const char *src, uint16_t port,
+		 long n)
+{
+	struct pkt p = udp_to(port, src, 0);
+
+	return burst(dp, &p, n);
+}
+
+static bool counts(struct sl_dataplane *dp, const char *rule, long passed,
+		   long blocked)
+{
+	struct sl_rule_stats st = rule_stats(dp, rule);
+
+	if ((long)st.passed_pkts == passed && (long)st.blocked_pkts == blocked)
+		return true;
+	fprintf(stderr, "# %s: %llu passed, %llu blocked; want %ld, %ld\n",
+		rule, (unsigned long long)st.passed_pkts,
+		(unsigned long long)st.blocked_pkts, passed, blocked);
+	return false;
+}
+
+/*
+ * Layers: the winner of each layer judges, lowest layer first; a refusal
+ * stops the walk and keeps what earlier layers took; an allow stops it
+ * with a pass; a shadow layer's would-be drop goes on.
+ */
+static void test_layers(struct sl_dataplane *dp)
+{
+	static const char *const srcs[] = { "10.0.0.1", "10.0.0.2",
+					    "10.0.0.3", "10.0.0.4" };
+	long got[4];
+
+	next_scenario();
+	if (!tap(apply(dp, "{\"rules\":["
+		 UDP_RULE("src", 7300, "\"grade\":\"pps\",\"count\":5,"
+			  "\"per_source\":{\"max_sources\":100}") ","
+		 UDP_RULE("svc", 7300, "\"grade\":\"pps\",\"count\":12,"
+			  "\"layer\":1") ","
+		 "{\"name\":\"mon\",\"match\":{\"proto\":\"udp\",\"dport\":"
+		 "7301,\"src\":\"10.0.9.0/24\"},\"action\":\"allow\"},"
+		 UDP_RULE("svc2", 7301, "\"grade\":\"pps\",\"count\":3,"
+			  "\"layer\":2") ","
+		 UDP_RULE("shd", 7302, "\"action\":\"deny\","
+			  "\"mode\":\"shadow\"") ","
+		 UDP_RULE("lim3", 7302, "\"grade\":\"pps\",\"count\":4,"
+			  "\"layer\":3") ","
+		 UDP_RULE("l0", 7303, "\"grade\":\"pps\",\"count\":5") ","
+		 "{\"name\":\"dn\",\"match\":{\"proto\":\"udp\",\"dport\":"
+		 "7303,\"src\":\"10.0.7.0/24\"},\"action\":\"deny\","
+		 "\"layer\":1}]}") == 0,
+		 "layers: rules apply"))
+		return;
+
+	/* each source its 5, and the service 12 in all */
+	sources_round(dp, srcs, 4, 10, 4, 7300, got);
+	tap(got[0] + got[1] + got[2] + got[3] == 12 && got[0] <= 5 &&
+		    got[1] <= 5 && got[2] <= 5 && got[3] <= 5 &&
+		    counts(dp, "src", 20, 20) && counts(dp, "svc", 12, 8),
+	    "layers: 4 sources of 10 under 5 a source and 12 in all pass "
+	    "%ld %ld %ld %ld", got[0], got[1], got[2], got[3]);
+
+	/* an allow skips the layers after it; the others meet the limit */
+	got[0] = from(dp, "10.0.9.1", 7301, 10);
+	got[1] = from(dp, "10.0.8.1", 7301, 10);
+	tap(got[0] == 10 && got[1] == 3 && counts(dp, "mon", 10, 0) &&
+		    counts(dp, "svc2", 3, 7),
+	    "layers: an allow at layer 0 passes %ld of 10 past a limit of 3 "
+	    "at layer 2, which holds others to 3 (%ld)", got[0], got[1]);
+
+	/* a shadow layer counts and goes on */
+	tap(from(dp, "10.0.0.1", 7302, 10) == 4 && counts(dp, "shd", 0, 10) &&
+		    counts(dp, "lim3", 4, 6),
+	    "layers: a shadow deny counts 10 and the limit after it holds "
+	    "to 4");
+
+	/* a later refusal keeps what the earlier layer took */
+	tap(from(dp, "10.0.7.1", 7303, 10) == 0 &&
+		    from(dp, "10.0.6.1", 7303, 10) == 0 &&
+		    counts(dp, "l0", 5, 15) && counts(dp, "dn", 0, 5),
+	    "layers: a deny at layer 1 drops the 5 that layer 0 admitted, "
+	    "which stay spent");
+	set_time(test_time() + 2 * NSEC_PER_SEC);
+	tap(from(dp, "10.0.6.1", 7303, 10) == 5 && counts(dp, "l0", 10, 20) &&
+		    counts(dp, "dn", 0, 5),
+	    "layers: a second later others pass 5 of 10 and the deny sees "
+	    "none of them");
+}
+
 static void test_cps(struct sl_dataplane *dp)
 {
 	struct pspec syn = { .proto = TCP_, .dport = 443, .flags = PKT_SYN };
@@ -755,6 +844,7 @@ int main(void)
 	test_boundary_burst(&dp);
 	test_shadow(&dp);
 	test_allow_deny(&dp);
+	test_layers(&dp);
 	test_cps(&dp);
 	test_set_limit(&dp);
 	test_lease_expiry(&dp);

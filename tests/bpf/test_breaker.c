@@ -302,6 +302,36 @@ static void test_count_window(struct sl_dataplane *dp)
 		 "count: the probe's SYN-ACK closes it");
 }
 
+/* A breaker in layer 1 behind a limit in layer 0: the answers reach it
+ * through the chain, and while open its RST answers the SYN that layer 0
+ * passed. */
+static void test_layered(struct sl_dataplane *dp)
+{
+	next_scenario();
+	if (!tap(apply(dp, RULES("{\"name\":\"lim\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
+				 "\"count\":100000000000},"
+				 "{\"name\":\"brk\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
+				 "\"count\":100000000000,\"layer\":1,"
+				 "\"breaker\":{\"strategy\":\"error_count\","
+				 "\"threshold\":3,\"open_ms\":50,"
+				 "\"min_request_amount\":1}}")) == 0,
+		 "layered: rules apply"))
+		return;
+	tap(run_syn(dp, 4) == XDP_PASS, "layered: a SYN passes both layers");
+	answers(dp, 4, true, 4);
+	tap(brk_answers(dp, "brk") == 4,
+	    "layered: the breaker in layer 1 hears the 4 RSTs (%llu)",
+	    (unsigned long long)brk_answers(dp, "brk"));
+	is_state(dp, "brk", SLUICE_BRK_OPEN, "layered: 4 errors open it");
+	tap(run_syn(dp, 4) == XDP_TX,
+	    "layered: open, the next SYN gets a RST from layer 1");
+	tap(rule_stats(dp, "lim").passed_pkts == 2,
+	    "layered: layer 0 passed both SYNs (%llu)",
+	    (unsigned long long)rule_stats(dp, "lim").passed_pkts);
+}
+
 static void test_drop_and_others(struct sl_dataplane *dp)
 {
 	struct pspec ps = { .proto = TCP_, .sport = PORT, .dport = 40000,
@@ -1189,6 +1219,7 @@ int main(void)
 	if (!h_begin(&dp)) {
 		test_ratio(&dp);
 		test_count_window(&dp);
+		test_layered(&dp);
 		test_drop_and_others(&dp);
 		test_timeout(&dp);
 		test_conns_full(&dp);

@@ -117,6 +117,40 @@ static void test_bps_charged(struct sl_dataplane *d)
 	    passed, st.passed_bytes, st.blocked_pkts);
 }
 
+/* Layers: a datagram's later fragments are charged to its bps layers
+ * only; a pps layer counts the datagram once, at its first fragment. */
+static void test_layers_charged(struct sl_dataplane *d)
+{
+	struct sl_rule_stats dg, bytes;
+	long passed = 0;
+
+	next_scenario();
+	if (!tap(apply(d, RULES("{\"name\":\"dg\",\"match\":{\"proto\":"
+				"\"udp\",\"dport\":9200},\"grade\":\"pps\","
+				"\"count\":100},"
+				"{\"name\":\"bytes\",\"match\":{\"proto\":"
+				"\"udp\",\"dport\":9200},\"grade\":\"bps\","
+				"\"count\":3000,\"layer\":1}")) == 0,
+		 "layers: rules apply"))
+		return;
+	for (uint32_t id = 1; id <= 4; id++) {
+		int got = datagram(d, 4, 0x300 + id, 9200, 3, 1000);
+
+		passed += (got >= 0) + (got > 0 ? got : 0);
+	}
+	dg = rule_stats(d, "dg");
+	bytes = rule_stats(d, "bytes");
+	tap(passed == 3 && dg.passed_pkts == 4 && dg.blocked_pkts == 0 &&
+		    bytes.passed_bytes == 3000 && bytes.blocked_pkts == 13,
+	    "layers: 4 datagrams of 4 fragments of 1000 bytes under pps 100 "
+	    "then bps 3000: %ld fragments pass (3); the pps layer passed %"
+	    PRIu64 " (4 datagrams), blocked %" PRIu64 "; the bps layer "
+	    "passed %" PRIu64 " bytes (3000), blocked %" PRIu64
+	    " fragments (13)",
+	    passed, dg.passed_pkts, dg.blocked_pkts, bytes.passed_bytes,
+	    bytes.blocked_pkts);
+}
+
 /* A later fragment before its first is unclassified: dropped and
  * counted; the first, when it comes, is judged as usual. */
 static void test_out_of_order(struct sl_dataplane *d)
@@ -264,6 +298,7 @@ int main(void)
 	test_pps_datagrams(&dp, 4);
 	test_pps_datagrams(&dp, 6);
 	test_bps_charged(&dp);
+	test_layers_charged(&dp);
 	test_out_of_order(&dp);
 	test_tiny_first(&dp);
 	test_ipv6_chain(&dp);

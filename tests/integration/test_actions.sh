@@ -32,49 +32,20 @@ cat >"$NETNS_TMP/rules.json" <<JSON
  {"name": "udp9000", "match": {"proto": "udp", "dport": 9000}, "grade": "pps", "count": $COUNT}
 ]}
 JSON
-# sources outside the veth's /24 are delivered: no reverse-path check
-ip netns exec "$NS_RX" sysctl -qw net.ipv4.conf.all.rp_filter=0 \
-	net.ipv4.conf.veth-rx.rp_filter=0 ||
+netns_no_rp_filter "$NS_RX" ||
 	{ echo "Bail out! namespace setup failed"; exit 1; }
-
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
 
 PORT=9464
 sluice_start agent --rules "$NETNS_TMP/rules.json" --metrics "127.0.0.1:$PORT" ||
 	{ echo "Bail out! the agent did not start"; exit 1; }
 
 # datagrams at the socket by source /24, until 2 s without one
-netns_bg "$NS_RX" udprx "$PY" -c '
-import collections, json, socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-s.bind(("198.18.0.2", 9000))
-print("ready", file=sys.stderr, flush=True)
-s.settimeout(2)
-n = collections.Counter()
-try:
-    while True:
-        _, (src, _) = s.recvfrom(2048)
-        n[src.rsplit(".", 1)[0]] += 1
-except socket.timeout:
-    pass
-print(json.dumps(n))'
+netns_bg "$NS_RX" udprx tests/lib/udpcount.py 198.18.0.2 9000
 netns_wait_ready udprx 5 || { echo "Bail out! the receiver did not start"; exit 1; }
 declare -A SRC=([monitoring]=198.18.5.7 [bad]=198.19.200.1
 		[partner]=198.19.7.3 [trial]=198.18.6.9 [other]=198.18.9.4)
-for k in "${!SRC[@]}"; do
-	sl_bg "PID_$k" ip netns exec "$NS_TX" "$GEN_BIN/pktsend" \
-		--dev veth-tx --dst-mac "$RX_MAC" --src "${SRC[$k]}" \
-		--sources 4 --dst 198.18.0.2 --dport 9000 --count "$N" \
-		--rate "$RATE" >"$NETNS_TMP/send-$k.json"
-done
-for k in "${!SRC[@]}"; do
-	v=PID_$k
-	sl_wait "${!v}"
-done
-sl_wait "${NETNS_PID[udprx]}"
-got() { sluice_json "d.get('${SRC[$1]%.*}', 0)" <"$NETNS_TMP/udprx.out"; }
+sl_send_sources "$N" "$RATE"
+got() { sluice_json "d.get('9000 ${SRC[$1]%.*}', 0)" <"$NETNS_TMP/udprx.out"; }
 echo "# received by source: $(cat "$NETNS_TMP/udprx.out")"
 
 check $([ "$(got monitoring)" = "$N" ]; echo $?) \
@@ -107,8 +78,8 @@ check $(sluice_json '"count" not in [r for r in d["rules"] if r["name"] == "bad-
 	"stats -j: a deny rule has no count or threshold"
 table=$(sluice_cli stats)
 echo "$table" | grep -E "^(bad-net|monitoring) " | sed 's/^/#   /'
-check $(echo "$table" | grep -Eq "^bad-net +enforce +deny " &&
-	echo "$table" | grep -Eq "^monitoring +enforce +allow "; echo $?) \
+check $(echo "$table" | grep -Eq "^bad-net +enforce +0 +deny " &&
+	echo "$table" | grep -Eq "^monitoring +enforce +0 +allow "; echo $?) \
 	"sluice stats: the limit column says allow and deny"
 
 ip netns exec "$NS_RX" curl -sS --max-time 5 -o "$NETNS_TMP/metrics" \
@@ -116,8 +87,8 @@ ip netns exec "$NS_RX" curl -sS --max-time 5 -o "$NETNS_TMP/metrics" \
 metrics=$(cat "$NETNS_TMP/metrics")
 echo "$metrics" | grep -E '^sluice_rule_(info|dropped_packets_total|would_drop_packets_total)\{rule="(bad-net|trial|udp9000)"' |
 	sed 's/^/#   /'
-check $(echo "$metrics" | grep -q '^sluice_rule_info{rule="bad-net",mode="enforce",action="deny",grade="",per_source="false"} 1' &&
-	echo "$metrics" | grep -q '^sluice_rule_info{rule="udp9000",mode="enforce",action="limit",grade="pps",per_source="false"} 1' &&
+check $(echo "$metrics" | grep -q '^sluice_rule_info{rule="bad-net",mode="enforce",action="deny",grade="",per_source="false",layer="0"} 1' &&
+	echo "$metrics" | grep -q '^sluice_rule_info{rule="udp9000",mode="enforce",action="limit",grade="pps",per_source="false",layer="0"} 1' &&
 	echo "$metrics" | grep -q "^sluice_rule_dropped_packets_total{rule=\"bad-net\"} $N\$" &&
 	echo "$metrics" | grep -q "^sluice_rule_would_drop_packets_total{rule=\"trial\"} $N\$" &&
 	! echo "$metrics" | grep -q '^sluice_rule_threshold{rule="bad-net"}'; echo $?) \

@@ -141,15 +141,47 @@ printf '{"rules":[%s,%s,%s,%s,%s,%s]}\n' \
 	'{"name":"other-net","match":{"proto":"tcp","src":"198.18.0.0/16"},"grade":"pps","count":100}' \
 	'{"name":"boss","match":{"proto":"tcp","dport":22},"grade":"pps","count":100,"priority":5}' \
 	>"$T/outranked.json"
-"$SLUICE" check "$T/outranked.json" >"$T/out" 2>"$T/err"
-rc=$?
-show "$T/err"
-grep -qx "sluice: warning: rule 'bad-net' (deny) does not judge the packets that 'https' (rank 4) and 1 more limit also match: more specific, they rank first; give 'bad-net' a priority to judge them all" "$T/err"
-check $(( rc == 0 && $? == 0 && $(wc -l <"$T/err") == 1 ? 0 : 1 )) \
-	"a deny outranked by more specific limits: one warning naming the first and how many more, exit $rc"
+# one_warning FILE WARNING WHAT: check FILE exits 0 with WARNING alone
+one_warning()
+{
+	local rc
+
+	"$SLUICE" check "$1" >"$T/out" 2>"$T/err"
+	rc=$?
+	show "$T/err"
+	grep -qx "sluice: warning: $2" "$T/err"
+	check $(( rc == 0 && $? == 0 && $(wc -l <"$T/err") == 1 ? 0 : 1 )) \
+		"$3, exit $rc"
+}
+one_warning "$T/outranked.json" \
+	"rule 'bad-net' (deny) does not judge the packets that 'https' (rank 4) and 1 more limit also match: more specific, they rank first; give 'bad-net' a priority to judge them all" \
+	"a deny outranked by more specific limits: one warning naming the first and how many more"
 "$SLUICE" check rules/examples/allow-deny.json >"$T/out" 2>"$T/err"
 check $(( $? == 0 && $(wc -l <"$T/err") == 0 ? 0 : 1 )) \
 	"allow and deny rules with a priority: no warning"
+
+# layers: each layer's rules together, the chains counted; a same-match
+# rule in another layer is not "never matches"; an aggregate limit in a
+# layer before a per_source rule it overlaps is warned of
+"$SLUICE" check rules/examples/layers.json >"$T/out" 2>"$T/err"
+rc=$?
+show "$T/out"
+check $(( rc == 0 && $(wc -l <"$T/err") == 0 ? 0 : 1 )) \
+	"rules/examples/layers.json: no warning, exit $rc"
+check $(grep -q ', 3 chains of layers$' "$T/out" &&
+	awk '$1 ~ /^[0-9]+$/ { print $2, $3 }' "$T/out" | tr '\n' ' ' |
+	grep -qx '0 monitoring 0 syn-per-24 1 syn-service 2 syn-host '; echo $?) \
+	"check lists the rules by layer, then precedence, and counts 3 chains"
+"$SLUICE" check -j rules/examples/layers.json |
+	jq -e '.chains == 3 and ([.rules[] | .layer // 0] == [0, 0, 1, 2])' >/dev/null
+check $? "check -j: the chains, and each rule's layer in rank order"
+printf '{"rules":[%s,%s]}\n' \
+	'{"name":"service","match":{"proto":"tcp","dport":443},"grade":"cps","count":20000}' \
+	'{"name":"per-24","match":{"proto":"tcp","dport":443},"grade":"cps","count":200,"layer":1,"per_source":{"prefix_v4":24,"max_sources":1000}}' \
+	>"$T/layer-order.json"
+one_warning "$T/layer-order.json" \
+	"rule 'service' (layer 0) is charged for the packets that per_source rule 'per-24' (layer 1) then drops, so one source's flood spends it for all; put 'service' in a layer after 'per-24'" \
+	"an aggregate layer before a per_source one: one warning"
 
 # "$schema" for editors: accepted (a string), and the schema has an $id
 printf '{"$schema":"rules/schema.json","rules":[%s]}\n' \

@@ -6,7 +6,7 @@
 #   flood   enforce, 1000 pkt/s, offered 3000  -> dropped ~2000
 #   shadow  shadow,   200 pkt/s, offered  800  -> would drop ~600
 #   fleet   a cluster flow (embedded token server), offered 300
-#   light   enforce, 5000 pkt/s, offered  500
+#   light   enforce, 5000 pkt/s, offered  500, in layer 1 (mode "enforce L1")
 #   persrc  per_source, 40 pkt/s each; 16 sources at 25 pkt/s, over half
 #           their count, so each has an entry: 16 of max_sources 64 (25 %)
 #   denied  a deny rule, offered 400        -> dropped 400
@@ -43,7 +43,7 @@ cat >"$T/rules.json" <<'EOF'
  {"name": "flood", "match": {"proto": "udp", "dport": 9000}, "grade": "pps",
   "count": 1000},
  {"name": "light", "match": {"proto": "udp", "dport": 9001}, "grade": "pps",
-  "count": 5000},
+  "count": 5000, "layer": 1},
  {"name": "shadow", "match": {"proto": "udp", "dport": 9002}, "grade": "pps",
   "count": 200, "mode": "shadow"},
  {"name": "persrc", "match": {"proto": "udp", "dport": 9003}, "grade": "pps",
@@ -167,7 +167,7 @@ row_is()
 for want in "flood enforce 1000_pkt static 3000 1000 2000 - -" \
 	    "shadow shadow 200_pkt static 800 800 600 - -" \
 	    "fleet enforce 2000_pkt lease 300 300 0 cluster -" \
-	    "light enforce 5000_pkt static 500 500 0 - -" \
+	    "light enforce_L1 5000_pkt static 500 500 0 - -" \
 	    "persrc enforce 40_pkt static 400 400 0 - 16/64_(25%)" \
 	    "denied enforce deny - 400 0 400 - -" \
 	    "allowed enforce allow - 300 300 0 - -"; do

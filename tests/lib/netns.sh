@@ -141,6 +141,14 @@ netns_bg()
 	netns_on_exit "_netns_bg_kill '$name'"
 }
 
+# Deliver to NS packets from sources outside its veths' /24 (test
+# senders spoof them): no reverse-path check.
+netns_no_rp_filter()
+{
+	ip netns exec "$1" sysctl -qw net.ipv4.conf.all.rp_filter=0 \
+		net.ipv4.conf.veth-rx.rp_filter=0
+}
+
 netns_wait_ready()
 {
 	local name=$1 secs=${2:-5} pid=${NETNS_PID[$1]:-} i

@@ -194,6 +194,30 @@ sl_wait()
 	return $rc
 }
 
+# sl_send_sources N RATE: a paced pktsend for each key k of the caller's
+# associative array SRC, N datagrams at RATE/s from SRC[k] (4 sources in
+# its /24) to 198.18.0.2 port DPORT[k] (an array the caller may declare;
+# else 9000); waits for them all, then for the receiver netns_bg started
+# as udprx (tests/lib/udpcount.py)
+sl_send_sources()
+{
+	local n=$1 rate=$2 k v port pids=()
+
+	for k in "${!SRC[@]}"; do
+		port=9000
+		if declare -p DPORT >/dev/null 2>&1; then
+			port=${DPORT[$k]}
+		fi
+		sl_bg v ip netns exec "$NS_TX" "$GEN_BIN/pktsend" \
+			--dev veth-tx --dst-mac "$RX_MAC" --src "${SRC[$k]}" \
+			--sources 4 --dst 198.18.0.2 --dport "$port" \
+			--count "$n" --rate "$rate" >"$NETNS_TMP/send-$k.json"
+		pids+=("$v")
+	done
+	sl_wait "${pids[@]}"
+	sl_wait "${NETNS_PID[udprx]}"
+}
+
 # sl_until SECS CMD...: runs CMD every 50 ms until it succeeds (0) or
 # SECS pass (1)
 sl_until()

@@ -686,7 +686,8 @@ static const char list_answer[] =
 	"\"53-54\", \"vlan\": 100}, \"grade\": \"pps\", \"count\": 100, \"window\": "
 	"{\"interval_ms\": 2000, \"sample_count\": 4}, \"per_source\": "
 	"{\"prefix_v4\": 24, \"prefix_v6\": 64, \"max_sources\": 1000}, "
-	"\"mode\": \"shadow\", \"behavior\": {\"warm_up\": {\"period_s\": 60, "
+	"\"mode\": \"shadow\", \"layer\": 1, \"behavior\": {\"warm_up\": "
+	"{\"period_s\": 60, "
 	"\"cold_factor\": 3}}}]}";
 
 static void test_rule_list(void **state __maybe_unused)
@@ -700,10 +701,10 @@ static void test_rule_list(void **state __maybe_unused)
 	assert_string_equal(req_str(f.reqs[0], "cmd"), "rule.list");
 	assert_in(out, "version 5, updated 2026-11-29T18:00:00Z, 2 rules\n");
 	assert_row("name proto dport vlan dst src grade count window mode "
-		   "priority per_source behavior");
+		   "layer priority per_source behavior");
 	assert_row("web-syn tcp 443 any 198.18.0.0/15 any cps 4000 1000ms/2 "
-		   "enforce 10 - reject");
-	assert_row("dns udp 53-54 100 any any pps 100 2000ms/4 shadow - "
+		   "enforce 0 10 - reject");
+	assert_row("dns udp 53-54 100 any any pps 100 2000ms/4 shadow 1 - "
 		   "/24,/64 max 1000 warm_up 60s/3");
 	fake_free(&f);
 
@@ -843,7 +844,8 @@ static const char stats_answer[] =
 	"\"blocked_pkts\": 250000, \"blocked_bytes\": 16000000, "
 	"\"per_source\": false, \"sources\": 0, \"max_sources\": 0, "
 	"\"source_overflow\": 0},"
-	"{\"name\": \"trial\", \"mode\": \"shadow\", \"grade\": \"pps\", "
+	"{\"name\": \"trial\", \"mode\": \"shadow\", \"layer\": 2, "
+	"\"grade\": \"pps\", "
 	"\"count\": 1000, \"interval_ms\": 1000, \"passed_pps\": 900, "
 	"\"blocked_pps\": 120, \"passed_Bps\": 90000, \"blocked_Bps\": 12000, "
 	"\"passed_pkts\": 5000, \"passed_bytes\": 500000, \"blocked_pkts\": "
@@ -867,14 +869,15 @@ static void test_stats(void **state __maybe_unused)
 				    dir),
 			 0);
 	assert_string_equal(req_str(f.reqs[0], "cmd"), "stats");
-	assert_row("rule mode limit passed/s dropped/s would-drop/s passed "
-		   "dropped sources overflow");
-	assert_row("web-syn enforce 4000 SYN/s 4000 1200 - 1000000 250000 - "
+	assert_row("rule mode layer limit passed/s dropped/s would-drop/s "
+		   "passed dropped sources overflow");
+	assert_row("web-syn enforce 0 4000 SYN/s 4000 1200 - 1000000 250000 - "
 		   "-");
 	/* shadow: nothing dropped, the would-drops in their own column */
-	assert_row("trial shadow 1000 pkt/s 900 - 120 5000 (300) 123/1000 7");
+	assert_row("trial shadow 2 1000 pkt/s 900 - 120 5000 (300) 123/1000 "
+		   "7");
 	/* bps: the rates in bytes/s, like the limit */
-	assert_row("bulk enforce 125000000 B/s 120.0M 25.0k - 42 0 - -");
+	assert_row("bulk enforce 0 125000000 B/s 120.0M 25.0k - 42 0 - -");
 	assert_in(out, "shadow rules drop nothing");
 	assert_in(out, "host: packets 1555342, unmatched 300000, "
 		       "malformed_eth 0, fragments 2\n");

@@ -211,6 +211,28 @@ static uint32_t ref_best_vlan(const struct sl_ruleset *rs,
 	return best < 0 ? SLUICE_REF_NONE : slots[best] + 1;
 }
 
+/* With layers: each layer's best rule, as the tables' answer is (a rule
+ * when one layer has a winner, else the chain). */
+static void ref_layers(const struct sl_ruleset *rs, const uint32_t *slots,
+		       int slot, uint16_t dport, int fam, const uint8_t *saddr,
+		       const uint8_t *daddr, uint16_t vid,
+		       struct sluice_chain *want)
+{
+	int best[SLUICE_LAYERS] = { -1, -1, -1, -1 };
+
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct sl_rule *r = &rs->rules[i];
+
+		if (!ref_matches(r, slot, dport, fam, saddr, daddr, vid))
+			continue;
+		if (best[r->layer] < 0 ||
+		    sl_rule_cmp(r, &rs->rules[best[r->layer]]) < 0)
+			best[r->layer] = i;
+	}
+	for (int l = 0; l < SLUICE_LAYERS; l++)
+		want->ref[l] = best[l] < 0 ? 0 : slots[best[l]] + 1;
+}
+
 static uint32_t ref_best(const struct sl_ruleset *rs, const uint32_t *slots,
 			 int slot, uint16_t dport, int fam,
 			 const uint8_t *saddr, const uint8_t *daddr)
@@ -412,6 +434,8 @@ static void rnd_prefix(struct sl_prefix *p, int fam)
 
 /* rules with match.vlan too (the differential test's second half) */
 static bool rnd_vlans;
+/* rules in layers 0-3 */
+static bool rnd_layers;
 
 static struct sl_rule rnd_rule(uint32_t idx)
 {
@@ -448,6 +472,8 @@ static struct sl_rule rnd_rule(uint32_t idx)
 		r.has_vlan = true;
 		r.vlan = rnd_n(3) ? 1 + rnd_n(3) : 0; /* 0: untagged */
 	}
+	if (rnd_layers)
+		r.layer = rnd_n(2) ? 0 : rnd_n(SLUICE_LAYERS);
 	return r;
 }
 
@@ -509,7 +535,7 @@ static void test_empty(void **state)
 	struct sl_ruleset rs = parse_ok("{\"rules\":[]}");
 	struct sl_compiled c;
 
-	assert_int_equal(sl_compile(&rs, NULL, 1, 100, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, NULL, 1, 0, 100, &c, err, sizeof(err)),
 			 0);
 	for (uint32_t i = 0; i < SLUICE_SET_SPACE; i++)
 		assert_int_equal(c.port[i], 0);
@@ -544,7 +570,7 @@ static void test_port_refs(void **state)
 	struct sl_compiled c;
 	struct port_refs p;
 
-	assert_int_equal(sl_compile(&rs, slots, 1, 1000, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 1000, &c, err, sizeof(err)),
 			 0);
 	addr_of(4, "10.1.2.3", in);
 	addr_of(4, "11.1.2.3", out);
@@ -663,7 +689,7 @@ static void test_lpm_nested(void **state)
 	struct sl_compiled c;
 	uint32_t cls;
 
-	assert_int_equal(sl_compile(&rs, slots, base, 1000, &c, err,
+	assert_int_equal(sl_compile(&rs, slots, base, 0, 1000, &c, err,
 				    sizeof(err)),
 			 0);
 	/* every port of every slot holds the same class; IPv6 none */
@@ -737,18 +763,18 @@ static void test_e2big(void **state)
 	struct sl_compiled c;
 
 	/* the set needs exactly 8 IPv4 entries */
-	assert_int_equal(sl_compile(&rs, slots, 1, 8, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 8, &c, err, sizeof(err)),
 			 0);
 	sl_compiled_free(&c);
 	err[0] = 0;
-	assert_int_equal(sl_compile(&rs, slots, 1, 7, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 7, &c, err, sizeof(err)),
 			 -E2BIG);
 	assert_non_null(strstr(err, "7 IPv4 trie entries"));
 	assert_null(c.port);
 	assert_null(c.lpm);
-	assert_int_equal(sl_compile(&rs, slots, 1, 1, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 1, &c, err, sizeof(err)),
 			 -E2BIG);
-	assert_int_equal(sl_compile(&rs, slots, 1, 0, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 0, &c, err, sizeof(err)),
 			 -E2BIG);
 	free(slots);
 	sl_ruleset_free(&rs);
@@ -759,12 +785,12 @@ static void test_e2big(void **state)
 		      OPEN("y", "{\"dst\":\"2001:db8:1::/48\"}") ","
 		      OPEN("z", "{\"dst\":\"10.0.0.0/8\"}") "]}");
 	slots = make_slots(rs.n);
-	assert_int_equal(sl_compile(&rs, slots, 1, 2, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 2, &c, err, sizeof(err)),
 			 0);
 	assert_int_equal(c.n_lpm6, 2);
 	assert_int_equal(c.n_lpm4, 1);
 	sl_compiled_free(&c);
-	assert_int_equal(sl_compile(&rs, slots, 1, 1, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 1, &c, err, sizeof(err)),
 			 -E2BIG);
 	assert_non_null(strstr(err, "IPv6"));
 	free(slots);
@@ -799,12 +825,12 @@ static void test_sources_fit(void **state)
 		slots = make_slots(rs.n);
 		err[0] = 0;
 		if (!over) {
-			assert_int_equal(sl_compile(&rs, slots, 1, 8, &c, err,
+			assert_int_equal(sl_compile(&rs, slots, 1, 0, 8, &c, err,
 						    sizeof(err)),
 					 0);
 			sl_compiled_free(&c);
 		} else {
-			assert_int_equal(sl_compile(&rs, slots, 1, 8, &c, err,
+			assert_int_equal(sl_compile(&rs, slots, 1, 0, 8, &c, err,
 						    sizeof(err)),
 					 -E2BIG);
 			assert_non_null(strstr(err, "rule 'b'"));
@@ -900,6 +926,43 @@ static uint16_t rnd_port(void)
 	}
 }
 
+/*
+ * A walk's answer got against each layer's best: a rule where one layer
+ * has a winner, a chain holding them all where two or more do. Sets
+ * *want to got when they agree, so that the caller's check passes.
+ */
+static void layers_match(const struct sl_compiled *c,
+			 const struct sl_ruleset *rs, const uint32_t *slots,
+			 int slot, uint16_t port, int fam, const uint8_t *s,
+			 const uint8_t *d, uint16_t vid, uint32_t got,
+			 uint32_t *want)
+{
+	struct sluice_chain exp, has = { 0 };
+	int winners = 0;
+
+	ref_layers(rs, slots, slot, port, fam, s, d, vid, &exp);
+	for (int l = 0; l < SLUICE_LAYERS; l++)
+		winners += exp.ref[l] != 0;
+	if (got & SLUICE_REF_CHAIN) {
+		uint32_t i = (got & ~SLUICE_REF_CHAIN) - c->chain_base;
+
+		assert_true(i < c->n_chains);
+		has = c->chains[i];
+	} else {
+		for (size_t i = 0; got && i < rs->n; i++)
+			if (slots[i] + 1 == got)
+				has.ref[rs->rules[i].layer] = got;
+	}
+	if (!memcmp(&has, &exp, sizeof(exp)) &&
+	    (winners >= 2) == !!(got & SLUICE_REF_CHAIN))
+		*want = got;
+	else
+		fail_msg("layers: slot %d port %u: tables say %u/%u/%u/%u "
+			 "(ref %#x), reference says %u/%u/%u/%u", slot, port,
+			 has.ref[0], has.ref[1], has.ref[2], has.ref[3], got,
+			 exp.ref[0], exp.ref[1], exp.ref[2], exp.ref[3]);
+}
+
 static void differential(int rounds, int max_rules, int packets,
 			 uint32_t seed)
 {
@@ -910,6 +973,7 @@ static void differential(int rounds, int max_rules, int packets,
 		struct sl_ruleset rs;
 		struct sl_compiled c;
 		uint32_t *slots, base = rnd_n(2) ? 1 : 0x40000000;
+		uint32_t chain_base = base == 1 ? 0 : SLUICE_MAX_CHAINS;
 
 		rs.n = 1 + rnd_n(max_rules);
 		rs.rules = calloc(rs.n, sizeof(*rs.rules));
@@ -917,9 +981,11 @@ static void differential(int rounds, int max_rules, int packets,
 		for (size_t i = 0; i < rs.n; i++)
 			rs.rules[i] = rnd_rule(i);
 		slots = make_slots(rs.n);
-		if (sl_compile(&rs, slots, base, 1 << 20, &c, err,
+		if (sl_compile(&rs, slots, base, chain_base, 1 << 20, &c, err,
 			       sizeof(err)))
 			fail_msg("round %d: sl_compile: %s", round, err);
+		if (!rnd_layers)
+			assert_int_equal(c.n_chains, 0);
 		assert_int_equal(c.n_lpm, c.n_lpm4 + c.n_lpm6);
 		check_unique_keys(&c);
 		for (size_t i = 0; i < c.n_lpm; i++) {
@@ -940,6 +1006,9 @@ static void differential(int rounds, int max_rules, int packets,
 			want = ref_best_vlan(&rs, slots, slot, port, fam, s, d,
 					     vid);
 			got = walk_vlan(&c, slot, port, fam, s, d, vid);
+			if (rnd_layers)
+				layers_match(&c, &rs, slots, slot, port, fam, s,
+					     d, vid, got, &want);
 			if (want != got) {
 				char sb[64], db[64];
 
@@ -986,6 +1055,66 @@ static void test_differential_vlan(void **state)
 	rnd_vlans = false;
 }
 
+/* The same with rules in layers: each layer's winner, in a chain. */
+static void test_differential_layers(void **state)
+{
+	rnd_layers = true;
+	differential(400, 12, 1500, 0x1a7e0001);
+	differential(40, 200, 5000, 0x1a7e0002);
+	rnd_vlans = true;
+	differential(200, 12, 1500, 0x1a7e0003);
+	rnd_vlans = false;
+	rnd_layers = false;
+}
+
+/* A chain of layers: a port's answer names both layers' rules; a set
+ * whose chain would hold two breakers is refused, naming them; one
+ * breaker in a chain is fine. */
+static void test_chains(void **state)
+{
+#define BRK "\"breaker\":{\"strategy\":\"error_count\",\"threshold\":1,\"open_ms\":10}"
+	struct sl_ruleset rs = parse_ok(
+		"{\"rules\":["
+		"{\"name\":\"a\",\"match\":{\"proto\":\"tcp\",\"dport\":80},"
+		"\"grade\":\"cps\",\"count\":5," BRK "},"
+		"{\"name\":\"b\",\"match\":{\"proto\":\"tcp\",\"dport\":80},"
+		"\"grade\":\"cps\",\"count\":50,\"layer\":2}]}");
+	struct sl_ruleset two = parse_ok(
+		"{\"rules\":["
+		"{\"name\":\"a\",\"match\":{\"proto\":\"tcp\",\"dport\":80},"
+		"\"grade\":\"cps\",\"count\":5," BRK "},"
+		"{\"name\":\"b\",\"match\":{\"proto\":\"tcp\"},"
+		"\"grade\":\"cps\",\"count\":50,\"layer\":1," BRK "}]}");
+	uint32_t *slots = make_slots(rs.n);
+	struct sl_compiled c;
+	uint32_t ref, i;
+
+	assert_int_equal(sl_compile(&rs, slots, 1, SLUICE_MAX_CHAINS, 1000, &c,
+				    err, sizeof(err)),
+			 0);
+	ref = port_at(&c, SLUICE_SLOT_TCP_SYN, 80).v4;
+	assert_true(ref & SLUICE_REF_CHAIN);
+	i = (ref & ~SLUICE_REF_CHAIN) - SLUICE_MAX_CHAINS;
+	assert_int_equal(c.n_chains, 1);
+	assert_int_equal(i, 0);
+	assert_int_equal(c.chains[0].ref[0], slots[0] + 1);
+	assert_int_equal(c.chains[0].ref[1], 0);
+	assert_int_equal(c.chains[0].ref[2], slots[1] + 1);
+	/* another port: layer 2's rule alone, a rule's ref */
+	assert_int_equal(port_at(&c, SLUICE_SLOT_TCP_SYN, 81).v4, 0);
+	sl_compiled_free(&c);
+	assert_int_equal(sl_compile(&two, slots, 1, 0, 1000, &c, err,
+				    sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "rules 'a' (layer 0) and 'b' (layer 1) both "
+				 "have a breaker and judge the same packets: "
+				 "one breaker a packet");
+	free(slots);
+	sl_ruleset_free(&rs);
+	sl_ruleset_free(&two);
+#undef BRK
+}
+
 /* One VLAN rule: only its packets (innermost VID) see it; untagged and
  * other VLANs keep the rules without a VLAN; no VLAN rule, no stage. */
 /* slow_request_ratio breakers watch their ports' TCP data; the other
@@ -1015,7 +1144,7 @@ static void test_watch(void **state)
 	struct port_refs p;
 	uint8_t dst[16];
 
-	assert_int_equal(sl_compile(&rs, slots, 1, 1000, &c, err, sizeof(err)),
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 1000, &c, err, sizeof(err)),
 			 0);
 	/* a cps rule's port: no rule for its data, but watched: a class of
 	 * its own without entries, one for both ports */
@@ -1061,7 +1190,7 @@ static void test_watch(void **state)
 		struct sl_compiled c2;
 		struct port_refs q;
 
-		assert_int_equal(sl_compile(&rs2, s2, 1, 1000, &c2, err,
+		assert_int_equal(sl_compile(&rs2, s2, 1, 0, 1000, &c2, err,
 					    sizeof(err)), 0);
 		q = port_at(&c2, SLUICE_SLOT_TCP, 80);
 		assert_true(q.v4 & SLUICE_REF_WATCH);
@@ -1113,7 +1242,7 @@ static void test_vlan_stage(void **state)
 	addr_of(6, "2001:db8::1", s6);
 	addr_of(6, "2001:db8::2", d6);
 	addr_of(6, "2001:db9::2", o6);
-	assert_int_equal(sl_compile(&rs, slots, 1, 1 << 20, &c, err,
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 1 << 20, &c, err,
 				    sizeof(err)), 0);
 	assert_true(port_at(&c, SLUICE_SLOT_UDP, 53).v4 & SLUICE_REF_VLAN);
 	assert_true(port_at(&c, SLUICE_SLOT_UDP, 53).v6 & SLUICE_REF_VLAN);
@@ -1141,7 +1270,7 @@ static void test_vlan_stage(void **state)
 	rs = parse_ok("{\"rules\":[{\"name\":\"a\",\"match\":{\"dst\":"
 		      "\"198.18.0.0/15\"},\"grade\":\"pps\",\"count\":1}]}");
 	slots = make_slots(rs.n);
-	assert_int_equal(sl_compile(&rs, slots, 1, 1 << 20, &c, err,
+	assert_int_equal(sl_compile(&rs, slots, 1, 0, 1 << 20, &c, err,
 				    sizeof(err)), 0);
 	for (int slot = 0; slot < SLUICE_SLOT_MAX; slot++)
 		assert_false(port_at(&c, slot, 1).v4 & SLUICE_REF_VLAN);
@@ -1165,6 +1294,8 @@ int main(void)
 		cmocka_unit_test(test_differential_small),
 		cmocka_unit_test(test_differential_large),
 		cmocka_unit_test(test_differential_vlan),
+		cmocka_unit_test(test_differential_layers),
+		cmocka_unit_test(test_chains),
 		cmocka_unit_test(test_vlan_stage),
 		cmocka_unit_test(test_watch),
 	};

@@ -802,6 +802,12 @@ static void test_mode_priority_errors(void **state)
 	    one(NAME "," MATCH "," GRADE "," COUNT ", \"priority\": \"high\""),
 	    "rule 'web': field 'priority': must be an integer number, "
 	    "got string");
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"layer\": 4"),
+	    "rule 'web': field 'layer': must be between 0 and 3, got 4");
+	expect_err_in(
+	    one(NAME "," MATCH "," GRADE "," COUNT ", \"layer\": -1"),
+	    "rule 'web': field 'layer': must be between 0 and 3, got -1");
 }
 
 static void test_unknown_keys(void **state)
@@ -1440,6 +1446,8 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		add_num(ps, "max_sources", r->max_sources);
 	}
 	add_str(o, "mode", sl_mode_str(r->mode));
+	if (r->layer)
+		add_num(o, "layer", r->layer);
 	if (r->has_priority)
 		add_num(o, "priority", r->priority);
 	if (r->warm_up) {
@@ -1623,8 +1631,10 @@ static void assert_text_as_cjson(const struct sl_ruleset *a)
 
 		assert_true(cJSON_AddItemToArray(arr,
 						 tree_rule(&a->rules[i])));
-		/* the text hash (old pins' identity) leaves priority out */
+		/* the text hash (old pins' identity) leaves priority and
+		 * layer out */
 		r.has_priority = false;
+		r.layer = 0;
 		o = tree_rule(&r);
 		want = cJSON_PrintUnformatted(o);
 		h = fnv1a(want);
@@ -2026,10 +2036,13 @@ static void test_def_hash(void **state)
 	assert_true(h != 0);
 	assert_true(h == sl_rule_def_hash(&set.rules[0]));
 
-	/* Priority and file position only steer classification. */
+	/* Priority, layer and file position only steer classification. */
 	r = set.rules[0];
 	r.priority = 9;
 	assert_true(sl_rule_def_hash(&r) == h);
+	r.layer = 2;
+	assert_true(sl_rule_def_hash(&r) == h);
+	r.layer = 0;
 	r.has_priority = false;
 	r.priority = 0;
 	assert_true(sl_rule_def_hash(&r) == h);

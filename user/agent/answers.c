@@ -159,9 +159,11 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 			   const struct sl_rule_stats *st,
 			   const struct rule_threshold *th)
 {
-	sl_text_printf(t, "{\"name\":\"%s\",\"mode\":\"%s\",\"action\":\"%s\",",
+	sl_text_printf(t,
+		       "{\"name\":\"%s\",\"mode\":\"%s\",\"action\":\"%s\","
+		       "\"layer\":%u,",
 		       ru->name, sl_mode_str(ru->mode),
-		       sl_action_str(ru->action));
+		       sl_action_str(ru->action), (unsigned int)ru->layer);
 	/* an allow or deny rule has no limit */
 	if (ru->action == SL_ACTION_LIMIT)
 		sl_text_printf(t, "\"grade\":\"%s\",\"count\":%llu,",
@@ -353,20 +355,46 @@ cJSON *agent_do_drops(struct agent *a, const struct sl_ctl_req *req)
 	return r;
 }
 
-/* `sluice explain`: the data plane's answer for the request's packet. */
+/* A rule's part of an explain answer: its name, action and budget. */
+static void explain_rule(cJSON *r, const struct sl_rule *rule,
+			 const struct sl_explain_judge *j)
+{
+	cJSON_AddStringToObject(r, "rule", rule->name);
+	cJSON_AddStringToObject(r, "mode", sl_mode_str(rule->mode));
+	cJSON_AddStringToObject(r, "action", sl_action_str(rule->action));
+	cJSON_AddNumberToObject(r, "layer", rule->layer);
+	if (rule->action != SL_ACTION_LIMIT)
+		return;
+	cJSON_AddStringToObject(r, "grade", sl_grade_str(rule->grade));
+	cJSON_AddNumberToObject(r, "count", j->bpf.count);
+	cJSON_AddNumberToObject(r, "cost", j->bpf.cost);
+	cJSON_AddNumberToObject(r, "window", j->bpf.window);
+	cJSON_AddNumberToObject(r, "used", j->bpf.used);
+	cJSON_AddNumberToObject(r, "credit", j->bpf.credit);
+	if (rule->per_source)
+		cJSON_AddStringToObject(r, "source",
+					j->bpf.source ==
+						SLUICE_EXPLAIN_SRC_TRACKED
+					    ? "tracked"
+					    : "untracked");
+	else
+		cJSON_AddNumberToObject(r, "cached", j->cached);
+}
+
+/* `sluice explain`: the data plane's answer for the request's packet:
+ * the deciding rule, and with layers each layer's rule in "layers". */
 cJSON *agent_do_explain(struct agent *a, const struct sl_ctl_req *req)
 {
 	struct sl_explain_query q;
 	struct sl_explain e;
-	const struct sl_rule *rule;
-	cJSON *r;
+	const struct sl_rule *rules = a->dp.rules.rules;
+	cJSON *r, *layers;
 	int err;
 
 	if (sl_ctl_req_explain(req, &q, a->err, sizeof(a->err)))
 		return agent_request_error(a, -EINVAL);
 	pthread_mutex_lock(&a->dp_lock);
 	err = sl_dp_explain(&a->dp, &q, &e);
-	rule = e.rule >= 0 ? &a->dp.rules.rules[e.rule] : NULL;
 	r = err ? sl_ctl_error("internal", "explain: %s", strerror(-err))
 		: sl_ctl_ok();
 	if (err)
@@ -376,30 +404,26 @@ cJSON *agent_do_explain(struct agent *a, const struct sl_ctl_req *req)
 	if (e.bpf.outcome == SLUICE_EXPLAIN_UNCLASSIFIED)
 		cJSON_AddStringToObject(r, "reason",
 					sl_host_stat_name(e.bpf.reason));
-	if (rule) {
-		cJSON_AddStringToObject(r, "rule", rule->name);
-		cJSON_AddStringToObject(r, "mode", sl_mode_str(rule->mode));
-		cJSON_AddStringToObject(r, "action",
-					sl_action_str(rule->action));
-	}
-	if (rule && rule->action == SL_ACTION_LIMIT) {
-		cJSON_AddStringToObject(r, "grade", sl_grade_str(rule->grade));
-		cJSON_AddNumberToObject(r, "count", e.bpf.count);
-		cJSON_AddNumberToObject(r, "cost", e.bpf.cost);
-		cJSON_AddNumberToObject(r, "window", e.bpf.window);
-		cJSON_AddNumberToObject(r, "used", e.bpf.used);
-		cJSON_AddNumberToObject(r, "credit", e.bpf.credit);
-		if (rule->per_source)
-			cJSON_AddStringToObject(
-				r, "source",
-				e.bpf.source == SLUICE_EXPLAIN_SRC_TRACKED
-					? "tracked"
-					: "untracked");
-		else
-			cJSON_AddNumberToObject(r, "cached", e.cached);
-	}
+	if (e.rule >= 0)
+		explain_rule(r, &rules[e.rule], &e.judge[e.decider]);
 	cJSON_AddStringToObject(r, "verdict", explain_verdicts[e.verdict]);
 	cJSON_AddStringToObject(r, "why", e.why);
+	if (e.n_judges < 2)
+		goto out;
+	layers = cJSON_AddArrayToObject(r, "layers");
+	for (size_t i = 0; layers && i < e.n_judges; i++) {
+		cJSON *l = cJSON_CreateObject();
+
+		if (!l || !cJSON_AddItemToArray(layers, l))
+			break;
+		explain_rule(l, &rules[e.judge[i].rule], &e.judge[i]);
+		cJSON_AddStringToObject(l, "verdict",
+					i > e.decider
+					    ? "not_reached"
+					    : explain_verdicts[e.judge[i]
+								   .verdict]);
+		cJSON_AddStringToObject(l, "why", e.judge[i].why);
+	}
 out:
 	pthread_mutex_unlock(&a->dp_lock);
 	return r;

@@ -20,6 +20,7 @@ struct rule_row {
 	enum sl_mode mode;
 	enum sl_action action;
 	enum sl_grade grade;
+	uint32_t layer;
 	bool per_source;
 	bool warming;
 	bool shedding; /* a "system" rule below count */
@@ -91,6 +92,7 @@ static int copy_locked(const struct sl_agent_metrics_src *src,
 		memcpy(row->name, r->name, sizeof(row->name));
 		row->mode = r->mode;
 		row->action = r->action;
+		row->layer = r->layer;
 		row->grade = r->grade;
 		row->per_source = r->per_source;
 		row->flow = -1;
@@ -168,7 +170,8 @@ static const struct sl_metric
 		  "mode." },
 	rule_info = { "sluice_rule_info",
 		      "Always 1: a rule in force, its mode, action, grade (empty "
-		      "for allow and deny) and whether it is per source." },
+		      "for allow and deny), whether it is per source, and its "
+		      "layer." },
 	threshold = { "sluice_rule_threshold",
 		      "Threshold in force per second, in the rule's unit "
 		      "(packets, bytes or SYNs); per source for a per_source "
@@ -374,14 +377,17 @@ static void put_rules(struct sl_metrics *m, const struct scrape *s)
 		const struct rule_row *r = &s->rules[i];
 		const char *per_source = r->per_source ? "true" : "false";
 		bool limit = r->action == SL_ACTION_LIMIT;
+		char layer[4];
 
+		snprintf(layer, sizeof(layer), "%u", r->layer);
 		sl_metrics_gauge(m, &rule_info,
 				 SL_LABELS({ "rule", r->name },
 					   { "mode", sl_mode_str(r->mode) },
 					   { "action", sl_action_str(r->action) },
 					   { "grade",
 					     limit ? sl_grade_str(r->grade) : "" },
-					   { "per_source", per_source }),
+					   { "per_source", per_source },
+					   { "layer", layer }),
 				 1);
 	}
 	for (int k = 0; k < RULE_COUNTERS; k++)

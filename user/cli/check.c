@@ -38,18 +38,23 @@ static void print_rule_line(const struct sl_rule *r, int rank)
 	if (r->per_source)
 		snprintf(ps, sizeof(ps), "/%u,/%u max %u", r->src_prefix_v4,
 			 r->src_prefix_v6, r->max_sources);
-	printf("%-4d %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4u %s\n",
-	       rank, r->name, sl_proto_str(r->proto), port, vlan, dst, src,
-	       grade, count, win,
-	       sl_mode_str(r->mode), sl_rule_priority(r), ps);
+	printf("%-4d %-5u %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4u %s\n",
+	       rank, r->layer, r->name, sl_proto_str(r->proto), port, vlan,
+	       dst, src, grade, count, win, sl_mode_str(r->mode),
+	       sl_rule_priority(r), ps);
 }
 
 static int rank_cmp(const void *a, const void *b, void *rs)
 {
 	const struct sl_rule *rules = ((const struct sl_ruleset *)rs)->rules;
 
-	return sl_rule_cmp(&rules[*(const size_t *)a],
-			   &rules[*(const size_t *)b]);
+	const struct sl_rule *x = &rules[*(const size_t *)a];
+	const struct sl_rule *y = &rules[*(const size_t *)b];
+
+	/* each layer's rules together, in the order the layers judge */
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	return sl_rule_cmp(x, y);
 }
 
 int cli_check_rules(const char *file, char **text, size_t *len,
@@ -73,8 +78,8 @@ int cli_check_rules(const char *file, char **text, size_t *len,
 	slots = calloc(rs->n + 1, sizeof(*slots));
 	for (size_t i = 0; slots && i < rs->n; i++)
 		slots[i] = i;
-	ret = slots ? sl_compile(rs, slots, 1, SLUICE_MAX_LPM / 2, comp, err,
-				 ERRBUF)
+	ret = slots ? sl_compile(rs, slots, 1, 0, SLUICE_MAX_LPM / 2, comp,
+				 err, ERRBUF)
 		    : -ENOMEM;
 	if (ret) {
 		pr_err("%s: cannot compile: %s",
@@ -158,7 +163,7 @@ static void warn_outranked(const struct sl_ruleset *rs, const size_t *order,
 	for (size_t j = 0; r->action != SL_ACTION_LIMIT && j < i; j++) {
 		const struct sl_rule *a = &rs->rules[order[j]];
 
-		if (a->action != SL_ACTION_LIMIT ||
+		if (a->action != SL_ACTION_LIMIT || a->layer != r->layer ||
 		    sl_rule_priority(a) != sl_rule_priority(r) ||
 		    !overlaps(a, r))
 			continue;
@@ -178,6 +183,32 @@ static void warn_outranked(const struct sl_ruleset *rs, const size_t *order,
 		n > 1 ? "" : "es", r->name);
 }
 
+/*
+ * An aggregate limit in a layer before a per_source rule it overlaps: it
+ * is charged by the packets the per_source rule then drops, so one
+ * source's flood spends it for every source (docs/rules.md "layer").
+ */
+static void warn_layer_order(const struct sl_ruleset *rs, const size_t *order,
+			     size_t i)
+{
+	const struct sl_rule *r = &rs->rules[order[i]];
+
+	for (size_t j = 0; r->per_source && j < i; j++) {
+		const struct sl_rule *a = &rs->rules[order[j]];
+
+		if (a->layer >= r->layer || a->action != SL_ACTION_LIMIT ||
+		    a->per_source || !overlaps(a, r))
+			continue;
+		pr_warn("rule '%s' (layer %u) is charged for the packets that "
+			"per_source rule '%s' (layer %u) then drops, so one "
+			"source's flood spends it for all; put '%s' in a "
+			"layer after '%s'",
+			a->name, a->layer, r->name, r->layer, a->name,
+			r->name);
+		return;
+	}
+}
+
 /* Rules that are valid but likely mistakes, on stderr. */
 static void warn_rules(const struct sl_ruleset *rs, const size_t *order)
 {
@@ -191,7 +222,7 @@ static void warn_rules(const struct sl_ruleset *rs, const size_t *order)
 		for (size_t j = 0; j < i; j++) {
 			const struct sl_rule *a = &rs->rules[order[j]];
 
-			if (!shadows(a, r))
+			if (a->layer != r->layer || !shadows(a, r))
 				continue;
 			pr_warn("rule '%s' can never match: '%s' (rank %zu) "
 				"has the same match and judges its packets "
@@ -199,6 +230,7 @@ static void warn_rules(const struct sl_ruleset *rs, const size_t *order)
 			break;
 		}
 		warn_outranked(rs, order, i);
+		warn_layer_order(rs, order, i);
 	}
 }
 
@@ -267,6 +299,7 @@ static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 		cJSON_AddNumberToObject(o, "classes", comp.n_classes);
 		cJSON_AddNumberToObject(o, "lpm4_entries", comp.n_lpm4);
 		cJSON_AddNumberToObject(o, "lpm6_entries", comp.n_lpm6);
+		cJSON_AddNumberToObject(o, "chains", comp.n_chains);
 		cJSON_AddItemToObject(o, "rules", rules);
 		rules = NULL;
 		text = cJSON_Print(o);
@@ -279,11 +312,14 @@ static int run_check(const struct sl_cmd *cmd, void *opts, int argc,
 		cJSON_free(text);
 		goto out;
 	}
-	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries\n",
+	printf("%s: %zu rules, %u classes, %u IPv4 + %u IPv6 trie entries",
 	       label, rs.n, comp.n_classes, comp.n_lpm4, comp.n_lpm6);
-	printf("%-4s %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4s %s\n",
-	       "rank", "name", "proto", "dport", "vlan", "dst", "src", "grade",
-	       "count", "window", "mode", "prio", "per_source");
+	if (comp.n_chains)
+		printf(", %u chains of layers", comp.n_chains);
+	printf("\n");
+	printf("%-4s %-5s %-24s %-6s %-11s %-8s %-20s %-20s %-5s %11s %-10s %-7s %-4s %s\n",
+	       "rank", "layer", "name", "proto", "dport", "vlan", "dst", "src",
+	       "grade", "count", "window", "mode", "prio", "per_source");
 	for (size_t i = 0; i < rs.n; i++)
 		print_rule_line(&rs.rules[order[i]], (int)i + 1);
 	cli_print_settings(rules);

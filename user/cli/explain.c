@@ -6,26 +6,45 @@
 
 #include "cli.h"
 
+/* "name (mode, action)" or "name (mode, grade count)" */
+static const char *rule_desc(const cJSON *r, char *buf, size_t len)
+{
+	char a[32];
+
+	if (!cli_is_limit(r))
+		snprintf(buf, len, "%s (%s, %s)", cli_get_str(r, "rule", "?"),
+			 cli_get_str(r, "mode", "?"),
+			 cli_get_str(r, "action", "?"));
+	else
+		snprintf(buf, len, "%s (%s, %s %s)",
+			 cli_get_str(r, "rule", "?"),
+			 cli_get_str(r, "mode", "?"),
+			 cli_get_str(r, "grade", "?"),
+			 cli_cell(cli_get(r, "count"), a, sizeof(a)));
+	return buf;
+}
+
 static void print_explain(const cJSON *resp)
 {
 	const char *outcome = cli_get_str(resp, "outcome", "?");
 	const char *rule = cli_get_str(resp, "rule", NULL);
-	char a[32], b[32], c[32], d[32];
+	const cJSON *layer;
+	char a[32], b[32], c[32], d[32], desc[160];
 
-	if (rule && !cli_is_limit(resp))
-		printf("rule:    %s (%s, %s)\n", rule,
-		       cli_get_str(resp, "mode", "?"),
-		       cli_get_str(resp, "action", "?"));
-	else if (rule)
-		printf("rule:    %s (%s, %s %s)\n", rule,
-		       cli_get_str(resp, "mode", "?"),
-		       cli_get_str(resp, "grade", "?"),
-		       cli_cell(cli_get(resp, "count"), a, sizeof(a)));
+	if (rule)
+		printf("rule:    %s\n", rule_desc(resp, desc, sizeof(desc)));
 	else if (cli_get(resp, "reason"))
 		printf("rule:    none: %s (%s)\n", outcome,
 		       cli_get_str(resp, "reason", "?"));
 	else
 		printf("rule:    none\n");
+	/* a chain: every layer's rule, in the order they judge */
+	cJSON_ArrayForEach(layer, cli_get(resp, "layers"))
+		printf("layer %s: %s: %s: %s\n",
+		       cli_cell(cli_get(layer, "layer"), a, sizeof(a)),
+		       rule_desc(layer, desc, sizeof(desc)),
+		       cli_get_str(layer, "verdict", "?"),
+		       cli_get_str(layer, "why", "?"));
 	printf("verdict: %s: %s\n", cli_get_str(resp, "verdict", "?"),
 	       cli_get_str(resp, "why", "?"));
 	if (!rule || !cli_is_limit(resp))

@@ -163,6 +163,8 @@ static void list_row(struct table *t, const cJSON *r)
 	table_addf(t, "%sms/%s", cli_cell(cli_get(w, "interval_ms"), n1, sizeof(n1)),
 		   cli_cell(cli_get(w, "sample_count"), n2, sizeof(n2)));
 	table_add(t, cli_get_str(r, "mode", "enforce"));
+	table_add(t, cli_get(r, "layer") ? cli_cell(cli_get(r, "layer"), n1, sizeof(n1))
+				      : "0");
 	table_add(t, cli_cell(cli_get(r, "priority"), n1, sizeof(n1)));
 	if (cJSON_IsObject(ps))
 		table_addf(t, "/%s,/%s max %s",
@@ -188,11 +190,12 @@ static void print_list(const cJSON *resp)
 {
 	static const char *const heads[] = {
 		"name", "proto", "dport", "vlan", "dst", "src", "grade",
-		"count", "window", "mode", "priority", "per_source",
+		"count", "window", "mode", "layer", "priority", "per_source",
 		"behavior",
 	};
 	struct table t = {
-		.ncols = 13, .heads = heads, .right = 1u << 7 | 1u << 10
+		.ncols = 14, .heads = heads,
+		.right = 1u << 7 | 1u << 10 | 1u << 11
 	};
 	const cJSON *rules = cli_get(resp, "rules"), *r;
 	char v[32];

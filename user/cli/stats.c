@@ -45,6 +45,7 @@ static bool stats_row(struct table *t, const cJSON *r,
 		table_addf(t, "%s, %s", mode, state);
 	else
 		table_add(t, mode);
+	table_addf(t, "%.0f", cli_get_num(r, "layer", 0));
 	if (cli_is_limit(r))
 		table_addf(t, "%s %s", num(r, "count", n1, sizeof(n1)),
 			   grade_unit(grade));
@@ -124,10 +125,10 @@ static void print_host(const cJSON *host)
 static void print_stats(const cJSON *resp, const struct cli_rates *rates)
 {
 	static const char *const heads[] = {
-		"rule", "mode", "limit", "passed/s", "dropped/s",
+		"rule", "mode", "layer", "limit", "passed/s", "dropped/s",
 		"would-drop/s", "passed", "dropped", "sources", "overflow",
 	};
-	struct table t = { .ncols = 10, .heads = heads, .right = 0x3fc };
+	struct table t = { .ncols = 11, .heads = heads, .right = 0x7fc };
 	bool shadow = false;
 	const cJSON *r;
 	size_t k = 0;

@@ -82,8 +82,14 @@ static void fill_row(struct row *r, const cJSON *j, const struct cli_rate *rt)
 	r->passed_s = rt->passed_s;
 	r->dropped_s = rt->blocked_s;
 	snprintf(r->cell[C_RULE], sizeof(r->cell[0]), "%s", r->name);
-	snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s",
-		 r->shadow ? "shadow" : "enforce");
+	/* a rule of a layer above 0 says so: which layer drops */
+	if (cli_get_num(j, "layer", 0) > 0)
+		snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s L%.0f",
+			 r->shadow ? "shadow" : "enforce",
+			 cli_get_num(j, "layer", 0));
+	else
+		snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s",
+			 r->shadow ? "shadow" : "enforce");
 	if (cli_is_limit(j))
 		snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s %s",
 			 cli_rate_cell(cli_get_num(j, "threshold", -1), n,

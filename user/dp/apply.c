@@ -435,6 +435,27 @@ static int fit_rule_cpu(struct sl_dataplane *dp, const uint32_t *slots,
 	return ret;
 }
 
+/* The set's chains, at its part of the chains map (keys: scratch of
+ * SLUICE_MAX_RULE_SLOTS). */
+static int write_chains(struct sl_dataplane *dp, const struct sl_compiled *c,
+			uint32_t *keys)
+{
+	int fd = bpf_map__fd(dp->skel->maps.chains), ret = 0;
+
+	for (uint32_t off = 0; off < c->n_chains && !ret;
+	     off += SLUICE_MAX_RULE_SLOTS) {
+		uint32_t n = c->n_chains - off;
+
+		if (n > SLUICE_MAX_RULE_SLOTS)
+			n = SLUICE_MAX_RULE_SLOTS;
+		for (uint32_t i = 0; i < n; i++)
+			keys[i] = c->chain_base + off + i;
+		ret = write_batch(fd, keys, c->chains + off,
+				  sizeof(*c->chains), n);
+	}
+	return ret;
+}
+
 int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		char *err, size_t errlen)
 {
@@ -469,8 +490,9 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	ret = fit_rule_cpu(dp, slots, rs->n, err, errlen);
 	if (ret)
 		goto out;
-	ret = sl_compile(rs, slots, set_class_base[set], SLUICE_MAX_LPM / 2,
-			 &comp, err, errlen);
+	ret = sl_compile(rs, slots, set_class_base[set],
+			 set * SLUICE_MAX_CHAINS, SLUICE_MAX_LPM / 2, &comp,
+			 err, errlen);
 	if (ret)
 		goto out;
 	ret = sl_ruleset_copy(rs, 0, &copy);
@@ -485,6 +507,8 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 		write_port_table(dp, set, comp.port);
 		dp->skel->bss->needs_l4[set] = comp.needs_l4;
 	}
+	if (!ret)
+		ret = write_chains(dp, &comp, keys);
 	for (; written < comp.n_lpm && !ret; written++)
 		ret = lpm_write(dp, &comp.lpm[written], false);
 	if (ret) {

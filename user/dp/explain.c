@@ -59,7 +59,7 @@ static int rule_of_slot(const struct sl_dataplane *dp, uint32_t slot)
 /* The verdict a packet of the rule would get now: its action, or for a
  * limit a CPU's cached tokens or the shared budget's free window and
  * pacing credit admit it. */
-static void judge(const struct sl_rule *r, struct sl_explain *out)
+static void judge(const struct sl_rule *r, struct sl_explain_judge *out)
 {
 	const struct sluice_explain *e = &out->bpf;
 	bool admits;
@@ -91,13 +91,34 @@ static void judge(const struct sl_rule *r, struct sl_explain *out)
 						  : SL_EXPLAIN_DROP;
 }
 
+/* The judges' answers: entry 0 for one rule, entries 1 + layer for a
+ * chain's (bpf/explain_xdp.h). */
+static int read_judges(struct sl_dataplane *dp, struct sl_explain *out)
+{
+	int fd = bpf_map__fd(dp->skel->maps.explain_out);
+	struct sluice_explain e;
+
+	if (!(out->bpf.ref & SLUICE_REF_CHAIN)) {
+		out->judge[out->n_judges++].bpf = out->bpf;
+		return 0;
+	}
+	for (uint32_t key = 1; key <= SLUICE_LAYERS; key++) {
+		if (bpf_map_lookup_elem(fd, &key, &e))
+			return -errno;
+		if (e.ref != SLUICE_REF_NONE)
+			out->judge[out->n_judges++].bpf = e;
+	}
+	return out->n_judges ? 0 : -ESTALE;
+}
+
 int sl_dp_explain(struct sl_dataplane *dp, const struct sl_explain_query *q,
 		  struct sl_explain *out)
 {
 	struct pkt p;
 	int len = build_frame(q, &p);
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.buf, .repeat = 1);
-	uint32_t zero = 0, slot;
+	uint32_t zero = 0;
+	int err;
 
 	memset(out, 0, sizeof(*out));
 	out->rule = -1;
@@ -126,12 +147,32 @@ int sl_dp_explain(struct sl_dataplane *dp, const struct sl_explain_query *q,
 	default:
 		return -EPROTO;
 	}
-	slot = out->bpf.ref - 1;
-	out->rule = rule_of_slot(dp, slot);
-	if (out->rule < 0)
-		return -ESTALE;
-	for (int cpu = 0; cpu < dp->n_cpus; cpu++)
-		out->cached += sl_dp_rule_cpu(dp, cpu, slot)->tokens;
-	judge(&dp->rules.rules[out->rule], out);
+	err = read_judges(dp, out);
+	if (err)
+		return err;
+	out->decider = out->n_judges - 1;
+	for (size_t i = 0, decided = 0; i < out->n_judges; i++) {
+		struct sl_explain_judge *j = &out->judge[i];
+		uint32_t slot = j->bpf.ref - 1;
+		const struct sl_rule *r;
+
+		j->rule = rule_of_slot(dp, slot);
+		if (j->rule < 0)
+			return -ESTALE;
+		for (int cpu = 0; cpu < dp->n_cpus; cpu++)
+			j->cached += sl_dp_rule_cpu(dp, cpu, slot)->tokens;
+		r = &dp->rules.rules[j->rule];
+		judge(r, j);
+		/* the walk stops at a drop, and at an allow */
+		if (!decided && (j->verdict == SL_EXPLAIN_DROP ||
+				 r->action == SL_ACTION_ALLOW)) {
+			out->decider = i;
+			decided = 1;
+		}
+	}
+	out->rule = out->judge[out->decider].rule;
+	out->cached = out->judge[out->decider].cached;
+	out->verdict = out->judge[out->decider].verdict;
+	out->why = out->judge[out->decider].why;
 	return 0;
 }

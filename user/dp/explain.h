@@ -19,14 +19,27 @@ enum sl_explain_verdict {
 	SL_EXPLAIN_SHADOW,	/* a shadow rule would drop it: passes */
 };
 
-struct sl_explain {
-	struct sluice_explain bpf; /* the program's answer */
-	size_t frame_len;
-	int rule;		/* index in dp->rules; -1: none */
+/* One rule's view: the rule of a frame, or of one layer of its chain. */
+struct sl_explain_judge {
+	struct sluice_explain bpf; /* the program's answer for the rule */
+	int rule;		/* index in dp->rules */
 	uint64_t cached;	/* tokens the CPUs hold for the rule */
 	enum sl_explain_verdict verdict;
 	/* why, in a phrase: "window full", "no pacing credit", ... */
 	const char *why;
+};
+
+struct sl_explain {
+	struct sluice_explain bpf; /* the program's answer for the frame */
+	size_t frame_len;
+	int rule;		/* the deciding rule's index; -1: none */
+	uint64_t cached;
+	enum sl_explain_verdict verdict;
+	const char *why;
+	/* the rules that judge it, lowest layer first: one, or a chain's
+	 * (judge[decider] decides: the first that drops, or an allow) */
+	size_t n_judges, decider;
+	struct sl_explain_judge judge[SLUICE_LAYERS];
 };
 
 /* Build q's frame and explain it; 0 or -errno (-EINVAL: a bad query). */

@@ -87,6 +87,9 @@ struct ctx {
 	} *known;
 	size_t n_known, cap_known;
 	struct sl_index index;
+	/* the chains made so far, found by their refs' hash */
+	struct sl_index chain_index;
+	uint32_t cap_chains;
 	/* watch_class(): a direct answer's class, by family */
 	struct {
 		uint32_t ref;
@@ -103,6 +106,118 @@ static const struct sl_rule *by_rank(struct ctx *x, uint32_t rank)
 static uint32_t rule_ref(struct ctx *x, uint32_t rank)
 {
 	return x->slots[x->order[rank]] + 1;
+}
+
+static bool contains(const struct sl_prefix *rule_p,
+		     const struct sl_prefix *node)
+{
+	return !rule_p->family || sl_prefix_contains(rule_p, node);
+}
+
+/* Whether two of a chain's rules have a breaker: an answer on egress
+ * counts for one breaker (bpf/breaker.h breaker_ref()), so the set is
+ * refused, naming them. */
+static bool two_breakers(struct ctx *x, const uint32_t *cand, uint32_t n,
+			 const struct sluice_chain *chain)
+{
+	const struct sl_rule *first = NULL;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sl_rule *r = by_rank(x, cand[i]);
+
+		if (!r->breaker.enabled ||
+		    chain->ref[r->layer] != rule_ref(x, cand[i]))
+			continue;
+		if (first) {
+			snprintf(x->err, x->errlen,
+				 "rules '%s' (layer %u) and '%s' (layer %u) "
+				 "both have a breaker and judge the same "
+				 "packets: one breaker a packet",
+				 first->name, first->layer, r->name,
+				 r->layer);
+			return true;
+		}
+		first = r;
+	}
+	return false;
+}
+
+/*
+ * The answer for a packet that the rules of cand (ranks, in precedence
+ * order) match, those with src_node given only if their src contains it:
+ * the first of each layer. One winner is its rule; two or more, a chain.
+ */
+static int answer(struct ctx *x, const uint32_t *cand, uint32_t n,
+		  const struct sl_prefix *src_node, uint32_t *ref)
+{
+	struct sluice_chain chain = { 0 };
+	struct sl_compiled *o = x->out;
+	uint32_t winners = 0, last = 0;
+	size_t cursor = 0;
+	uint64_t hash;
+	int64_t k;
+
+	for (uint32_t i = 0; i < n && winners < SLUICE_LAYERS; i++) {
+		const struct sl_rule *r = by_rank(x, cand[i]);
+
+		if (chain.ref[r->layer] ||
+		    (src_node && !contains(&r->src, src_node)))
+			continue;
+		chain.ref[r->layer] = last = rule_ref(x, cand[i]);
+		winners++;
+	}
+	if (winners <= 1) {
+		*ref = last;
+		return 0;
+	}
+	if (two_breakers(x, cand, n, &chain))
+		return -EINVAL;
+	hash = sl_fnv1a(SL_FNV1A_INIT, &chain, sizeof(chain));
+	while ((k = sl_index_next(&x->chain_index, hash, &cursor)) >= 0) {
+		if (!memcmp(&o->chains[k], &chain, sizeof(chain))) {
+			*ref = SLUICE_REF_CHAIN | (o->chain_base + k);
+			return 0;
+		}
+	}
+	if (o->n_chains == SLUICE_MAX_CHAINS) {
+		snprintf(x->err, x->errlen,
+			 "rule set needs more than %u combinations of layer "
+			 "winners; fewer overlapping rules in layers above 0",
+			 SLUICE_MAX_CHAINS);
+		return -E2BIG;
+	}
+	if (o->n_chains == x->cap_chains) {
+		size_t cap = x->cap_chains ? 2 * x->cap_chains : 16;
+		void *p = realloc(o->chains, cap * sizeof(*o->chains));
+
+		if (!p)
+			return -ENOMEM;
+		o->chains = p;
+		x->cap_chains = cap;
+	}
+	o->chains[o->n_chains] = chain;
+	*ref = SLUICE_REF_CHAIN | (o->chain_base + o->n_chains);
+	return sl_index_add(&x->chain_index, hash, o->n_chains++);
+}
+
+/* Whether the winners among cand are the same for every address in the
+ * stage (dst: no winner has a src or dst; else no winner has a src), so
+ * that answer() is the stage's one answer and needs no trie. */
+static bool winners_fixed(struct ctx *x, const uint32_t *cand, uint32_t n,
+			  bool dst)
+{
+	bool seen[SLUICE_LAYERS] = { false };
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sl_rule *r = by_rank(x, cand[i]);
+
+		if (seen[r->layer])
+			continue;
+		seen[r->layer] = true;
+		if (r->src.family || (dst && r->dst.family))
+			return false;
+	}
+	return true;
 }
 
 static int add_lpm(struct ctx *x, int af, uint32_t class_id,
@@ -171,12 +286,6 @@ static size_t distinct_prefixes(struct ctx *x, const uint32_t *cand,
 	return k;
 }
 
-static bool contains(const struct sl_prefix *rule_p,
-		     const struct sl_prefix *node)
-{
-	return !rule_p->family || sl_prefix_contains(rule_p, node);
-}
-
 /* Source stage for the rules in cand (rank order) under one dst node. */
 static int build_src(struct ctx *x, int af, const uint32_t *cand, uint32_t n,
 		     uint32_t *ref)
@@ -190,13 +299,11 @@ static int build_src(struct ctx *x, int af, const uint32_t *cand, uint32_t n,
 		return -ENOMEM;
 	k = distinct_prefixes(x, cand, n, false, af, nodes);
 	for (size_t i = 0; i < k && !err; i++) {
-		for (uint32_t j = 0; j < n; j++) {
-			if (contains(&by_rank(x, cand[j])->src, &nodes[i])) {
-				err = add_lpm(x, af, class_id, &nodes[i],
-					      rule_ref(x, cand[j]));
-				break;
-			}
-		}
+		uint32_t node_ref;
+
+		err = answer(x, cand, n, &nodes[i], &node_ref);
+		if (!err && node_ref != SLUICE_REF_NONE)
+			err = add_lpm(x, af, class_id, &nodes[i], node_ref);
 	}
 	free(nodes);
 	*ref = SLUICE_REF_LPM | class_id;
@@ -222,10 +329,9 @@ static int build_addr(struct ctx *x, int af, const uint32_t *fam, uint32_t nf,
 		*ref = SLUICE_REF_NONE;
 		goto out;
 	}
-	if (!by_rank(x, fam[0])->dst.family &&
-	    !by_rank(x, fam[0])->src.family) {
-		/* the best rule matches every address: no trie needed */
-		*ref = rule_ref(x, fam[0]);
+	if (winners_fixed(x, fam, nf, true)) {
+		/* the best rules match every address: no trie needed */
+		err = answer(x, fam, nf, NULL, ref);
 		goto out;
 	}
 
@@ -238,8 +344,8 @@ static int build_addr(struct ctx *x, int af, const uint32_t *fam, uint32_t nf,
 		for (uint32_t j = 0; j < nf; j++)
 			if (contains(&by_rank(x, fam[j])->dst, &nodes[i]))
 				cand[nc++] = fam[j];
-		if (!by_rank(x, cand[0])->src.family)
-			node_ref = rule_ref(x, cand[0]);
+		if (winners_fixed(x, cand, nc, false))
+			err = answer(x, cand, nc, NULL, &node_ref);
 		else
 			err = build_src(x, af, cand, nc, &node_ref);
 		if (!err)
@@ -613,8 +719,9 @@ static int check_sources(const struct sl_ruleset *rs, char *err,
 }
 
 int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
-	       uint32_t class_base, uint32_t max_lpm_per_family,
-	       struct sl_compiled *out, char *err, size_t errlen)
+	       uint32_t class_base, uint32_t chain_base,
+	       uint32_t max_lpm_per_family, struct sl_compiled *out,
+	       char *err, size_t errlen)
 {
 	struct ctx x = {
 		.rs = rs,
@@ -629,6 +736,7 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	int ret = -ENOMEM;
 
 	memset(out, 0, sizeof(*out));
+	out->chain_base = chain_base;
 	ret = check_sources(rs, err, errlen);
 	if (ret)
 		return ret;
@@ -636,7 +744,8 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	out->port = calloc(SLUICE_SET_SPACE, sizeof(*out->port));
 	x.order = calloc(rs->n ? rs->n : 1, sizeof(*x.order));
 	ranks = calloc(rs->n ? rs->n : 1, sizeof(*ranks));
-	if (!out->port || !x.order || !ranks || sl_index_init(&x.index, 256))
+	if (!out->port || !x.order || !ranks ||
+	    sl_index_init(&x.index, 256) || sl_index_init(&x.chain_index, 64))
 		goto out;
 	for (uint32_t i = 0; i < rs->n; i++)
 		x.order[i] = i;
@@ -665,6 +774,7 @@ out:
 	free(x.known);
 	free(x.watch);
 	sl_index_free(&x.index);
+	sl_index_free(&x.chain_index);
 	free(x.order);
 	free(ranks);
 	if (ret)
@@ -676,6 +786,7 @@ void sl_compiled_free(struct sl_compiled *c)
 {
 	free(c->port);
 	free(c->lpm);
+	free(c->chains);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -26,6 +26,10 @@ struct sl_compiled {
 	uint32_t n_classes;
 	uint32_t n_lpm4, n_lpm6;
 	uint32_t needs_l4;	/* SLUICE_NEED_* of this set (bpf/frag.h) */
+	/* chains[i] is chains map entry chain_base + i (SLUICE_REF_CHAIN) */
+	struct sluice_chain *chains;
+	uint32_t n_chains;
+	uint32_t chain_base;
 };
 
 /*
@@ -36,13 +40,15 @@ int sl_rule_cmp(const struct sl_rule *a, const struct sl_rule *b);
 
 /*
  * Compile rs; slots[i] is the rule slot of rs->rules[i]. Class ids are
- * allocated from class_base up, so two sets can share a trie.
+ * allocated from class_base up, so two sets can share a trie, and chains
+ * from chain_base up (set * SLUICE_MAX_CHAINS).
  * Returns 0, -ENOMEM, or -E2BIG (with a message) when the tables would
  * exceed their maps.
  */
 int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
-	       uint32_t class_base, uint32_t max_lpm_per_family,
-	       struct sl_compiled *out, char *err, size_t errlen);
+	       uint32_t class_base, uint32_t chain_base,
+	       uint32_t max_lpm_per_family, struct sl_compiled *out,
+	       char *err, size_t errlen);
 
 void sl_compiled_free(struct sl_compiled *c);
 

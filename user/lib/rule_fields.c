@@ -97,6 +97,10 @@ const struct sl_field sl_rule_fields[] = {
 	{ .path = "mode", ENUM(mode, sl_mode_names), .def = SL_MODE_ENFORCE,
 	  .doc = "enforce drops over the limit (deny: every packet); shadow "
 		 "only counts what it would drop." },
+	{ .path = "layer", UINT(layer, 0, SLUICE_LAYERS - 1),
+	  .flags = SL_FF_OMIT | SL_FF_NO_ID,
+	  .doc = "The layer the rule competes in; a packet must pass the "
+		 "winner of every layer, lowest first." },
 	{ .path = "priority", UINT(priority, 1, SL_MAX_PRIORITY),
 	  .flags = SL_FF_OMIT | SL_FF_NO_ID, .present = OFF(has_priority),
 	  .doc = "Higher wins among matching rules; absent counts as 0." },

@@ -173,6 +173,7 @@ struct sl_rule {
 	uint8_t src_prefix_v6;
 	uint32_t max_sources;
 	enum sl_mode mode;
+	uint32_t layer; /* judged in order: docs/rules.md "layer" */
 	bool has_priority;
 	uint32_t priority;
 	/* behavior: "reject" (warm_up false, both 0) or a warm-up ramp of the

@@ -145,7 +145,8 @@ int sl_ruleset_diff(const struct sl_ruleset *old, const struct sl_ruleset *new,
 		if (o < 0)
 			d->added[d->n_added++] = r->name;
 		else if (sl_rule_def_hash(r) != sl_rule_def_hash(&old->rules[o]) ||
-			 r->priority != old->rules[o].priority)
+			 r->priority != old->rules[o].priority ||
+			 r->layer != old->rules[o].layer)
 			d->changed[d->n_changed++] = r->name;
 	}
 	for (size_t i = 0; i < old->n; i++)
