@@ -41,7 +41,7 @@ sleep 0.5
 netns_stop rx
 check $((rc == 0 ? 0 : 1)) "stats --watch stopped by SIGINT exits 0 (got $rc)"
 
-# rows of rule w: name mode count unit passed/s dropped/s ...
+# rows of rule w: name mode layer count unit passed/s dropped/s ...
 res=$(python3 - "$T/watch" "$T/rx.out" "$T/gen.json" <<'PY'
 import json, sys
 frames = [l.split() for l in open(sys.argv[1]) if l.startswith("w ")]
@@ -49,8 +49,8 @@ rx = json.load(open(sys.argv[2]))
 gen = json.load(open(sys.argv[3]))
 def num(s):
     return float(s[:-1]) * 1e3 if s.endswith("k") else float(s)
-passed = [num(f[4]) for f in frames[1:]]
-dropped = [num(f[5]) for f in frames[1:]]
+passed = [num(f[5]) for f in frames[1:]]
+dropped = [num(f[6]) for f in frames[1:]]
 bins = rx["per_second"]
 nz = [i for i, c in enumerate(bins) if c]
 full = bins[nz[0] + 1:nz[-1]]
