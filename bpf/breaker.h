@@ -912,12 +912,10 @@ static __always_inline __u32 answer_ref(void *l3, void *data_end,
 static __always_inline __u32 breaker_ref(__u32 ref)
 {
 	struct sluice_chain *chain;
-	__u32 idx;
 
 	if (!(ref & SLUICE_REF_CHAIN))
 		return ref;
-	idx = ref & ~SLUICE_REF_CHAIN;
-	chain = bpf_map_lookup_elem(&chains, &idx);
+	chain = chain_of(ref);
 	if (!chain)
 		return SLUICE_REF_NONE;
 #pragma unroll

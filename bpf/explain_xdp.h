@@ -85,8 +85,8 @@ __noinline int explain_layer(__u32 ref, __u32 key)
 static __always_inline void explain_chain(__u32 ref,
 					  const struct sluice_pkt *p)
 {
-	__u32 idx = ref & ~SLUICE_REF_CHAIN, zero = 0;
-	struct sluice_chain *chain = bpf_map_lookup_elem(&chains, &idx);
+	__u32 zero = 0;
+	struct sluice_chain *chain = chain_of(ref);
 	struct sluice_layer_in *in = bpf_map_lookup_elem(&layer_in, &zero);
 
 	if (!chain || !in)

@@ -85,12 +85,10 @@ static __always_inline bool rule_bps(__u32 ref)
 static __always_inline bool frag_charged(__u32 ref)
 {
 	struct sluice_chain *chain;
-	__u32 idx;
 
 	if (!(ref & SLUICE_REF_CHAIN))
 		return rule_bps(ref);
-	idx = ref & ~SLUICE_REF_CHAIN;
-	chain = bpf_map_lookup_elem(&chains, &idx);
+	chain = chain_of(ref);
 	if (!chain)
 		return false;
 #pragma unroll

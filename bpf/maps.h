@@ -186,6 +186,14 @@ struct {
 	__type(value, struct sluice_chain);
 } chains SEC(".maps");
 
+/* The chain a SLUICE_REF_CHAIN answer names, or NULL. */
+static __always_inline struct sluice_chain *chain_of(__u32 ref)
+{
+	__u32 idx = ref & ~SLUICE_REF_CHAIN;
+
+	return bpf_map_lookup_elem(&chains, &idx);
+}
+
 /* A per-CPU place for what judge_layer() needs of the packet. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

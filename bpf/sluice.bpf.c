@@ -264,9 +264,9 @@ static __always_inline int judge_chain(struct xdp_md *ctx,
 				       const struct sluice_pkt *p, __u32 ref,
 				       bool later)
 {
-	__u32 zero = 0, idx = ref & ~SLUICE_REF_CHAIN;
+	__u32 zero = 0;
 	struct sluice_layer_in *in = bpf_map_lookup_elem(&layer_in, &zero);
-	struct sluice_chain *chain = bpf_map_lookup_elem(&chains, &idx);
+	struct sluice_chain *chain = chain_of(ref);
 	int verdict;
 
 	if (!in || !chain) {
