@@ -134,6 +134,25 @@
 #define SLUICE_BRK_CONNS 16384
 #endif
 
+/* Connections that conns rules count at once, all rules together
+ * (conn_table: allocated as used), and sources of per_source conns
+ * rules (conn_sources); the rule check holds a set within both. */
+#ifndef SLUICE_MAX_CONNS
+#define SLUICE_MAX_CONNS 262144
+#endif
+#ifndef SLUICE_MAX_CONN_SOURCES
+#define SLUICE_MAX_CONN_SOURCES 65536
+#endif
+
+/* A conns rule's connection whose client has not acknowledged the
+ * handshake is forgotten this long after its last SYN: a forged SYN
+ * holds a place of count no longer (docs/rules.md "conns"). */
+#define SLUICE_CONN_SYN_TIMEOUT_NS 5000000000ULL
+
+/* A connection's idle clock is written at most this often (the sweep's
+ * resolution), not on every segment. */
+#define SLUICE_CONN_TOUCH_NS 500000000ULL
+
 /* Of a rule's refused packets on a CPU, every this many is a candidate
  * for `sluice drops` (at most one a tick is sampled): a prime, so that
  * the sources of a periodic flood are not picked in step with it. */

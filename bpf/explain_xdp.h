@@ -14,6 +14,31 @@
 #include "classify.h"
 #include "frag.h"
 
+/* A conns rule: count and the connections open (per_source: the
+ * source's; used 0 for a source without one), one place a SYN. */
+static __always_inline void explain_conns(__u32 slot,
+					  const struct sluice_rule_cfg *cfg,
+					  __u64 limit, __u32 family,
+					  const __u32 *saddr,
+					  struct sluice_explain *out)
+{
+	struct sluice_conn_count *n = bpf_map_lookup_elem(&conn_rule, &slot);
+	struct sluice_src_key key;
+
+	out->count = limit;
+	out->window = limit;
+	out->cost = 1;
+	out->credit = limit;
+	if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
+		source_key_of(&key, slot, family, saddr, cfg);
+		n = bpf_map_lookup_elem(&conn_sources, &key);
+		out->source = SLUICE_EXPLAIN_SRC_TRACKED;
+		if (n && n->epoch != cfg->conn_epoch)
+			n = NULL;
+	}
+	out->used = n ? READ_ONCE(n->open) : 0;
+}
+
 /* The budget that would judge a packet of len bytes from saddr (words;
  * IPv4 in saddr[0]) under the rule in slot, read only. */
 static __always_inline void explain_budget(__u32 slot, __u32 len,
@@ -30,6 +55,10 @@ static __always_inline void explain_budget(__u32 slot, __u32 len,
 
 	if (!cfg || !limit || !bud || !cfg->interval_ms)
 		return;
+	if (cfg->grade == SLUICE_GRADE_CONNS) {
+		explain_conns(slot, cfg, *limit, family, saddr, out);
+		return;
+	}
 	now = sluice_now();
 	out->count = sluice_effective_limit(
 		cfg,

@@ -158,6 +158,42 @@ struct {
 	__type(value, struct sluice_conn);
 } breaker_conns SEC(".maps");
 
+/* The connections conns rules count (bpf/conns.h): no LRU, so that a
+ * SYN flood evicts none; each rule holds at most count of them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_MAX_CONNS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_conn_key);
+	__type(value, struct sluice_conn_open);
+} conn_table SEC(".maps");
+
+/* A per-CPU place for a new conn_table value, off the stack that
+ * judge_conns() shares with sluice_xdp under 6.1's 512 bytes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sluice_conn_open);
+} conn_new SEC(".maps");
+
+/* Each conns rule's open connections; per_source: its sources' entries. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SLUICE_MAX_RULE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct sluice_conn_count);
+} conn_rule SEC(".maps");
+
+/* Each source's open connections under a per_source conns rule. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SLUICE_MAX_CONN_SOURCES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct sluice_src_key);
+	__type(value, struct sluice_conn_count);
+} conn_sources SEC(".maps");
+
 /* The first fragment's verdict of each fragmented datagram, for its
  * later fragments (sluice.bpf.c); written once per datagram. One LRU
  * for all CPUs: a datagram's fragments reach the CPU of its L3 hash, and

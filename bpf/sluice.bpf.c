@@ -19,6 +19,7 @@
 #include "classify.h"
 #include "admit.h"
 #include "breaker.h"
+#include "conns.h"
 #include "frag.h"
 #include "explain_xdp.h"
 
@@ -127,6 +128,15 @@ __noinline int breaker_rst_global(struct xdp_md *ctx)
 #define JUDGE_REFUSED	0x100
 #define JUDGE_ALLOWED	0x200
 #define JUDGE_SOURCE	0x400	/* a layer's per_source admission is due */
+#define JUDGE_CONNS	0x800	/* a layer's conns admission is due */
+#define JUDGE_RST	0x1000	/* refused by a RST (conns) */
+
+/* Whether a conns rule's refused SYN is dropped (or, shadow, passed)
+ * rather than answered by a RST. */
+static __always_inline bool conns_refusal_dropped(const struct sluice_rule_cfg *cfg)
+{
+	return cfg->flags & (SLUICE_RULE_SHADOW | SLUICE_RULE_CONNS_DROP);
+}
 
 /* The verdict of a rule that has judged: passed, or refused (sampled for
  * `sluice drops` here, or in a layer by judge_chain() on JUDGE_REFUSED). */
@@ -144,6 +154,34 @@ static __always_inline int judged(struct xdp_md *ctx, __u32 slot,
 		       JUDGE_REFUSED;
 	count_drop(ctx, slot);
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
+}
+
+/* judge_conns() and the close it asks for, before a RST rewrites the
+ * frame. */
+static __always_inline enum admit_result
+conns_judged(struct xdp_md *ctx, __u32 slot, __u32 port_key)
+{
+	int r = judge_conns(ctx, slot, port_key);
+
+	if (r & CONNS_CLOSE)
+		conn_close_frame(ctx);
+	return r & CONNS_PASS ? ADMIT_PASSED : ADMIT_BLOCKED;
+}
+
+/* A conns rule's verdict, for one rule: a SYN over count is answered
+ * by a RST unless the rule drops it (or is in shadow mode). */
+static __always_inline int judge_conns_slot(struct xdp_md *ctx, __u32 slot,
+					    __u32 port_key,
+					    struct sluice_rule_cpu *rc,
+					    const struct sluice_rule_cfg *cfg,
+					    __u32 len)
+{
+	enum admit_result res = conns_judged(ctx, slot, port_key);
+	int verdict = judged(ctx, slot, rc, cfg, len, res, false);
+
+	if (res == ADMIT_PASSED || conns_refusal_dropped(cfg))
+		return verdict;
+	return breaker_rst(ctx);
 }
 
 /* In a layer, a pass from judge_fast(): an allow rule's ends the walk. */
@@ -197,6 +235,11 @@ static __always_inline int judge_slot(struct xdp_md *ctx, __u32 slot,
 		return XDP_PASS;
 	}
 
+	/* in a layer, sluice_xdp calls judge_conns(): 6.1's 512 bytes
+	 * along a call chain have no room for it under judge_layer() */
+	if (cfg->grade == SLUICE_GRADE_CONNS)
+		return p ? judge_conns_slot(ctx, slot, port_key, rc, cfg, len)
+			 : JUDGE_CONNS;
 	cost = cfg->grade == SLUICE_GRADE_BPS ? len : 1;
 	/* a flood's drops are held: counted in bulk (flush_held()) */
 	if (cfg->flags & (SLUICE_RULE_ALLOW | SLUICE_RULE_DENY)) {
@@ -240,19 +283,25 @@ __noinline int judge_layer(struct xdp_md *ctx, __u32 ref)
 	return judge_slot(ctx, slot, NULL, in);
 }
 
-/* A layer's per_source rule after sluice_xdp admitted its source. */
-__noinline int judge_layer_source(__u32 ref, int res)
+/* A layer's per_source or conns rule after sluice_xdp admitted the
+ * packet (res). */
+__noinline int judge_layer_after(__u32 ref, int res)
 {
 	__u32 zero = 0, slot = ref - 1, cpu_slot;
 	struct sluice_layer_in *in = bpf_map_lookup_elem(&layer_in, &zero);
 	struct sluice_rule_cfg *cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	struct sluice_rule_cpu *rc;
+	int verdict;
 
 	cpu_slot = rule_cpu_index(bpf_get_smp_processor_id(), slot);
 	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	if (!in || !cfg || !rc)
 		return XDP_PASS;
-	return judged(NULL, slot, rc, cfg, in->len, res, true);
+	verdict = judged(NULL, slot, rc, cfg, in->len, res, true);
+	if (res == ADMIT_BLOCKED && cfg->grade == SLUICE_GRADE_CONNS &&
+	    !conns_refusal_dropped(cfg))
+		verdict |= JUDGE_RST;
+	return verdict;
 }
 
 /*
@@ -289,12 +338,17 @@ static __always_inline int judge_chain(struct xdp_md *ctx,
 			__u64 w[3];
 
 			__builtin_memcpy(w, &in->key, sizeof(w));
-			verdict = judge_layer_source(
+			verdict = judge_layer_after(
 			    r, admit_source_global(w[0], w[1], w[2], in->len,
 						   in->cost));
+		} else if (verdict & JUDGE_CONNS) {
+			verdict = judge_layer_after(
+			    r, conns_judged(ctx, r - 1, in->port_key));
 		}
 		if (verdict & JUDGE_REFUSED)
 			count_drop(ctx, r - 1);
+		if (verdict & JUDGE_RST)
+			return breaker_rst_global(ctx);
 		if ((verdict & JUDGE_VERDICT) != XDP_PASS ||
 		    (verdict & JUDGE_ALLOWED))
 			return verdict & JUDGE_VERDICT;
@@ -395,12 +449,23 @@ int sluice_egress(struct __sk_buff *skb)
 		ref = answer_ref(eth + 1, data_end, 6, &kind, &k);
 	else
 		return TC_ACT_OK;
+	conns_egress(skb);
 	ref = breaker_ref(ref);
 	if (kind >= SEG_DATA)
 		breaker_response(&k, kind == SEG_DATA);
 	else if (ref != SLUICE_REF_NONE)
 		breaker_answer(ref - 1, kind, &k);
 	return TC_ACT_OK;
+}
+
+/* Forget the connections of conns rules that went silent, and sources
+ * left without one: run by the agent every second (BPF_PROG_TEST_RUN),
+ * never attached. */
+SEC("xdp")
+int sluice_conns_sweep(struct xdp_md *ctx)
+{
+	conns_sweep();
+	return XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "GPL";

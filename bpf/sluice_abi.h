@@ -96,6 +96,7 @@ enum sluice_grade {
 	SLUICE_GRADE_PPS = 0,
 	SLUICE_GRADE_BPS,
 	SLUICE_GRADE_CPS,
+	SLUICE_GRADE_CONNS,	/* TCP connections open at once (bpf/conns.h) */
 };
 
 #define SLUICE_RULE_SHADOW     (1u << 0)
@@ -104,6 +105,8 @@ enum sluice_grade {
  * counted; it has no limit (bpf/admit.h: admit_action()) */
 #define SLUICE_RULE_ALLOW      (1u << 2)
 #define SLUICE_RULE_DENY       (1u << 3)
+/* conns: a SYN over count is dropped, not answered by a RST */
+#define SLUICE_RULE_CONNS_DROP (1u << 4)
 
 /* Configuration of one rule slot; written only by user space. */
 struct sluice_rule_cfg {
@@ -125,6 +128,11 @@ struct sluice_rule_cfg {
 	__u64 warm_start_ns;
 	__u32 warm_period_ms;
 	__u32 cold_factor;
+	/* conns: a connection silent either way this long is forgotten */
+	__u32 conn_idle_s;
+	/* conns: new with the rule in its slot, so that a connection the
+	 * slot's previous rule counted is not uncounted from this one */
+	__u32 conn_epoch;
 };
 
 /* A cluster lease as the data plane enforces it, beside rule_limit's
@@ -427,6 +435,31 @@ struct sluice_conn {
 };
 
 /*
+ * A connection conns rules count (conn_table's value, keyed by struct
+ * sluice_conn_key), from its SYN to its FIN or RST or its idle timeout:
+ * the place it holds in each rule of a chain's layers that counts it.
+ */
+struct sluice_conn_open {
+	__u64 last_ns;		/* the last segment either way, coarse */
+	__u32 slot[SLUICE_LAYERS]; /* slot + 1 of a rule counting it; 0 none */
+	__u32 epoch[SLUICE_LAYERS]; /* the rule's conn_epoch at its SYN */
+	__u8 overflow[SLUICE_LAYERS]; /* per_source: on the overflow count */
+	__u32 acked;		/* the client acknowledged: handshake done */
+};
+
+/* A conns rule's count of open connections (conn_rule, per slot), or a
+ * source's (conn_sources): a line of its own, written per SYN and per
+ * close, never per packet. */
+struct sluice_conn_count {
+	__u64 open;
+	__u64 sources;		/* conn_rule: entries in conn_sources */
+	__u64 last_ns;		/* conn_sources: its last SYN */
+	__u32 epoch;		/* conn_sources: the rule's conn_epoch */
+	__u32 pad;
+	__u64 pad2[4];
+};
+
+/*
  * needs_l4[set]: what the rules of a set need to classify a packet, per
  * family (IPv6's bits shifted by SLUICE_NEED_V6_SHIFT). A packet that
  * lacks what no rule needs is classified without it.
@@ -434,6 +467,7 @@ struct sluice_conn {
 #define SLUICE_NEED_TCP_PORT  (1u << 0) /* a TCP port or SYN flag */
 #define SLUICE_NEED_UDP_PORT  (1u << 1)
 #define SLUICE_NEED_PROTO     (1u << 2) /* the IP protocol */
+#define SLUICE_NEED_CONNS     (1u << 3) /* a conns rule: egress closes */
 #define SLUICE_NEED_V6_SHIFT  4
 
 /* A fragmented datagram: frag_table's key, as the kernel reassembles
@@ -525,6 +559,9 @@ enum sluice_stat {
 	SLUICE_ST_FRAG_ORPHAN,	/* a later fragment, its first not seen */
 	SLUICE_ST_FRAG_TINY,	/* a first fragment without its L4 header */
 	SLUICE_ST_IP6_CHAIN,	/* more IPv6 extension headers than walked */
+	/* a SYN of a conns rule refused for want of a place to count it: */
+	SLUICE_ST_CONN_UNTRACKED, /* not TCP over IPv4 or plain IPv6 */
+	SLUICE_ST_CONN_TABLE_FULL, /* conn_table full */
 	SLUICE_ST_MAX,
 };
 

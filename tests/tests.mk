@@ -6,7 +6,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Data plane tests: one binary per feature (tests/bpf/test_<feature>.c)
 # over one harness, frames from the library's packet builder, which the
 # traffic tools and `sluice explain` share (user/lib/pkt.c).
-BPF_FEATURES := pkt parse classify admit per_source swap cpu breaker frag
+BPF_FEATURES := pkt parse classify admit per_source swap cpu breaker frag conns
 BPF_TESTS  := $(if $(wildcard tests/bpf/harness.c),\
 		$(BPF_FEATURES:%=$(BUILD)/tests/bpf_%))
 BPF_OBJ_DIR := $(BUILD)/tests/bpf
@@ -114,8 +114,9 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # test_agent_control.sh is the control socket's deadlines and clients,
 # no kernel feature (4 of a guest's 11 minutes); test_actions.sh's and
 # test_rule_layers.sh's data plane is bpf_admit's allow, deny and layers,
-# which the guests run.
-HOST_ONLY_TESTS := %/test_actions.sh %/test_rule_layers.sh %/test_package.sh %/test_image.sh %/test_units_live.sh \
+# which the guests run; test_conns.sh times real connections against
+# idle timeouts of seconds, and its data plane is bpf_conns.
+HOST_ONLY_TESTS := %/test_actions.sh %/test_rule_layers.sh %/test_conns.sh %/test_package.sh %/test_image.sh %/test_units_live.sh \
 		   %/test_agent_control.sh \
 		   %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \

@@ -52,6 +52,7 @@ enum scale_path {
 	SP_BREAKER,
 	SP_NO_RULE,
 	SP_LAYERS,
+	SP_CONNS,
 	SP_MAX,
 };
 
@@ -65,6 +66,7 @@ static const char *const path_name[SP_MAX] = {
 	[SP_BREAKER] = "udp breaker closed, pass",
 	[SP_NO_RULE] = "no rule matched",
 	[SP_LAYERS] = "4 layers pass",
+	[SP_CONNS] = "conns, a connection's segments",
 };
 
 /* The measured rule of each path (rule 0 of its set). */
@@ -86,6 +88,7 @@ static const char *const path_rule[SP_MAX] = {
 		       "\"open_ms\": 5000}",
 	[SP_NO_RULE] = "\"count\": 100000000000",
 	[SP_LAYERS] = "\"count\": 100000000000, \"layer\": 3",
+	[SP_CONNS] = "\"count\": 100000",
 };
 
 #define SCALE_LAYER(n)                                                         \
@@ -113,8 +116,9 @@ struct scale_thread {
 	int err;
 };
 
+/* UDP to dport; or with tcp_flags, TCP (the conns path). */
 static void scale_frame_build(struct scale_frame *f, uint32_t saddr,
-			      uint16_t dport)
+			      uint16_t dport, uint8_t tcp_flags)
 {
 	struct pkt_ipv4_hdr h = { .src.s_addr = htonl(saddr),
 				  .dst.s_addr = htonl(SCALE_DST) };
@@ -123,8 +127,31 @@ static void scale_frame_build(struct scale_frame *f, uint32_t saddr,
 	pkt_init(&p);
 	pkt_eth(&p, NULL, NULL);
 	pkt_ipv4_hdr(&p, &h);
-	pkt_udp(&p, 10000, dport);
+	if (tcp_flags)
+		pkt_tcp(&p, 10000, dport, tcp_flags);
+	else
+		pkt_udp(&p, 10000, dport);
 	memcpy(f->data, p.buf, pkt_finish(&p, sizeof(f->data)));
+}
+
+/* conns: the connection of each frame opened (its SYN) before its
+ * segments are measured. */
+static void scale_open(int prog_fd, const struct scale_frame *frames, int n)
+{
+	for (int t = 0; t < n; t++) {
+		struct scale_frame syn = frames[t];
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = syn.data,
+			    .data_size_in = sizeof(syn.data), .repeat = 1);
+
+		/* the ACK's flags byte made a SYN's (the checksum is not
+		 * read) */
+		syn.data[14 + 20 + 13] = PKT_SYN;
+		if (bpf_prog_test_run_opts(prog_fd, &o) ||
+		    o.retval != XDP_PASS) {
+			fprintf(stderr, "bench_xdp: conns: a SYN refused\n");
+			exit(1);
+		}
+	}
 }
 
 /* The source of thread t's frames: one for all, or one each, 257 apart
@@ -171,9 +198,11 @@ static void scale_load(struct sl_dataplane *dp, enum scale_path p,
 
 	snprintf(json, sizeof(json),
 		 "{\"rules\": [{\"name\": \"measured\", \"match\": "
-		 "{\"proto\": \"udp\", \"dport\": %d}, \"grade\": \"pps\", "
+		 "{\"proto\": \"%s\", \"dport\": %d}, \"grade\": \"%s\", "
 		 "%s}%s]}\n",
-		 SCALE_PORT, path_rule[p], path_more[p] ? path_more[p] : "");
+		 p == SP_CONNS ? "tcp" : "udp", SCALE_PORT,
+		 p == SP_CONNS ? "conns" : "pps", path_rule[p],
+		 path_more[p] ? path_more[p] : "");
 	ret = sl_dp_load(dp, &o);
 	if (ret) {
 		fprintf(stderr, "bench_xdp: loading sluice: %s\n",
@@ -289,7 +318,10 @@ static void scale_measure(enum scale_path p, bool shared, const int *cpus,
 	for (int t = 0; t < n; t++)
 		scale_frame_build(&frames[t], scale_source(t, shared),
 				  p == SP_NO_RULE ? SCALE_OTHER_PORT
-						  : SCALE_PORT);
+						  : SCALE_PORT,
+				  p == SP_CONNS ? PKT_ACK : 0);
+	if (p == SP_CONNS)
+		scale_open(prog_fd, frames, shared ? 1 : n);
 
 	/* warm-up on every thread, and the length of a 0.5 s call */
 	if (scale_round(prog_fd, cpus, n, shared, frames, 1000000, ns) ||

@@ -63,6 +63,8 @@ enum bench_kind {
 	BK_LAYERS2, /* the measured rule in the last of 2-4 layers, those */
 	BK_LAYERS3, /* before it passing */
 	BK_LAYERS4,
+	BK_CONNS, /* pass: an open connection's segment; drop: a SYN over
+		   * count (refuse drop) */
 	BK_MAX,
 };
 
@@ -77,6 +79,7 @@ static const char *const kind_name[BK_MAX] = {
     [BK_LAYERS2] = "sluice, 2 layers",
     [BK_LAYERS3] = "sluice, 3 layers",
     [BK_LAYERS4] = "sluice, 4 layers",
+    [BK_CONNS] = "sluice, 1 conns rule (TCP)",
 };
 
 /* Issue targets: the ratio to the bare program. */
@@ -146,8 +149,10 @@ static void die(const char *fmt, ...)
 	exit(1);
 }
 
-/* A 64-byte Ethernet/IPv4/UDP frame, saddr -> BENCH_DST:BENCH_PORT. */
-static void frame_build(struct frame *f, uint32_t saddr)
+/* A 64-byte Ethernet/IPv4 frame, saddr -> BENCH_DST:BENCH_PORT: UDP
+ * from port 10000, or with tcp_flags TCP from sport (the conns case). */
+static void frame_build_l4(struct frame *f, uint32_t saddr, uint16_t sport,
+			   uint8_t tcp_flags)
 {
 	struct pkt_ipv4_hdr h = { .src.s_addr = htonl(saddr),
 				  .dst.s_addr = htonl(BENCH_DST) };
@@ -156,8 +161,16 @@ static void frame_build(struct frame *f, uint32_t saddr)
 	pkt_init(&p);
 	pkt_eth(&p, NULL, NULL);
 	pkt_ipv4_hdr(&p, &h);
-	pkt_udp(&p, 10000, BENCH_PORT);
+	if (tcp_flags)
+		pkt_tcp(&p, sport, BENCH_PORT, tcp_flags);
+	else
+		pkt_udp(&p, 10000, BENCH_PORT);
 	memcpy(f->data, p.buf, pkt_finish(&p, sizeof(f->data)));
+}
+
+static void frame_build(struct frame *f, uint32_t saddr)
+{
+	frame_build_l4(f, saddr, 0, 0);
 }
 
 /* One rule document; count is the measured rule's threshold. */
@@ -165,7 +178,9 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 {
 	size_t cap = 256 * (BENCH_MANY_RULES + 1), len = 0;
 	char *s = malloc(cap);
-	int n_layers = kind >= BK_LAYERS2 ? 2 + (kind - BK_LAYERS2) : 1;
+	int n_layers = kind >= BK_LAYERS2 && kind <= BK_LAYERS4
+			   ? 2 + (kind - BK_LAYERS2)
+			   : 1;
 	int n_port, i;
 
 	if (!s)
@@ -174,11 +189,16 @@ static char *rules_json(enum bench_kind kind, uint64_t count)
 	/* VLAN stage: the measured (untagged) frame's port has VLAN rules,
 	 * so it takes one lookup more before it finds its rule */
 	EMIT("{\"rules\": [\n{\"name\": \"measured\", \"match\": "
-	     "{\"proto\": \"udp\", \"dport\": %d%s}, ",
-	     BENCH_PORT, kind == BK_MANY_VLAN ? ", \"vlan\": \"untagged\"" : "");
+	     "{\"proto\": \"%s\", \"dport\": %d%s}, ",
+	     kind == BK_CONNS ? "tcp" : "udp", BENCH_PORT,
+	     kind == BK_MANY_VLAN ? ", \"vlan\": \"untagged\"" : "");
 	if (kind == BK_ACTION)
 		EMIT("\"action\": \"%s\"",
 		     count == BENCH_DROP_COUNT ? "deny" : "allow");
+	else if (kind == BK_CONNS)
+		EMIT("\"grade\": \"conns\", \"count\": %u, \"conns\": "
+		     "{\"refuse\": \"drop\"}",
+		     count == BENCH_DROP_COUNT ? 1 : 100000);
 	else
 		EMIT("\"grade\": \"pps\", \"count\": %llu",
 		     (unsigned long long) count);
@@ -306,6 +326,31 @@ static void prefill_sources(struct bench_case *c, uint32_t n)
 		    (unsigned long long) st.sources, want);
 }
 
+/*
+ * conns: one connection open, from port 10001 (the drop case's one place
+ * of count, so that its measured SYN from 10000 is always refused), or
+ * from 10000 (the pass case's, whose measured ACK is its segment).
+ */
+static void open_connection(struct bench_case *c)
+{
+	uint16_t sport = c->drop ? 10001 : 10000;
+	struct frame f;
+
+	for (int k = 0; k < 2; k++) {
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f.data,
+			    .data_size_in = sizeof(f.data), .repeat = 1);
+
+		frame_build_l4(&f, BENCH_SRC_BASE, sport,
+				k ? PKT_ACK : PKT_SYN);
+		if (bpf_prog_test_run_opts(c->prog_fd, &o) ||
+		    o.retval != XDP_PASS)
+			die("conns: opening a connection: %s",
+			    strerror(errno));
+	}
+	frame_build_l4(&c->frames[0], BENCH_SRC_BASE, 10000,
+			c->drop ? PKT_SYN : PKT_ACK);
+}
+
 static void setup_case(struct bench_case *c, const struct bench_opts *bo)
 {
 	uint32_t n_src = c->kind == BK_PER_SOURCE ? BENCH_SRC_FRAMES : 1;
@@ -352,6 +397,8 @@ static void setup_case(struct bench_case *c, const struct bench_opts *bo)
 	c->prog_fd = bpf_program__fd(c->dp.skel->progs.sluice_xdp);
 	if (c->kind == BK_PER_SOURCE)
 		prefill_sources(c, bo->sources);
+	if (c->kind == BK_CONNS)
+		open_connection(c);
 }
 
 static int pin_cpu(int cpu)
@@ -622,6 +669,12 @@ int main(int argc, char **argv)
 		       "first\n", kind_name[c->kind], c->drop ? "drop" : "pass",
 		       over, over / (layers - 1));
 	}
+	/* the conns rule's added ns over the one pps rule's, same path */
+	for (i = 2 * BK_CONNS; i < 2 * (BK_CONNS + 1); i++)
+		printf("%s %s: %.2f ns over 1 pps rule\n", kind_name[BK_CONNS],
+		       cases[i].drop ? "drop (a SYN over count)"
+				     : "pass (a connection's segment)",
+		       cases[i].added_mean - cases[2 + cases[i].drop].added_mean);
 	/* cases[3]: one rule, drop; cases[1]: the bare parse and drop */
 	printf("target 1-rule drop Mpps >= %.2f x parse-and-drop's: %.2f %s\n",
 	       BENCH_DROP_RATE_TARGET, 1 / cases[3].ratio_median,

@@ -54,7 +54,11 @@ static const char all_fields[] =
 	"\"198.18.0.1\"}, \"grade\": \"pps\", \"count\": 1, \"cluster\": "
 	"{\"namespace\": \"x\", \"flow_id\": 1, \"threshold_type\": "
 	"\"avg_local\", \"fallback\": \"last_lease\"}},"
-	"{\"name\": \"h\", \"match\": {}, \"grade\": \"pps\", \"count\": 3}"
+	"{\"name\": \"h\", \"match\": {}, \"grade\": \"pps\", \"count\": 3},"
+	"{\"name\": \"i\", \"match\": {\"proto\": \"tcp\", \"dport\": 22}, "
+	"\"grade\": \"conns\", \"count\": 4, \"per_source\": "
+	"{\"max_sources\": 50}, \"conns\": {\"idle_timeout_s\": 60, "
+	"\"refuse\": \"drop\"}, \"layer\": 2}"
 	"]}";
 
 static void parse_all(struct sl_ruleset *set)
@@ -63,7 +67,7 @@ static void parse_all(struct sl_ruleset *set)
 
 	assert_int_equal(sl_rules_parse(all_fields, strlen(all_fields), set,
 					err, sizeof(err)), 0);
-	assert_int_equal(set->n, 7);
+	assert_int_equal(set->n, 8);
 }
 
 /* Every field prints to canonical text that reads back to the same
@@ -213,6 +217,7 @@ static void test_identity_covers_fields(void **state)
 			     !r.cluster.enabled) ||
 			    (!strncmp(f->path, "per_source.", 11) &&
 			     !r.per_source) ||
+			    (!strncmp(f->path, "conns.", 6) && !r.conns) ||
 			    (!strncmp(f->path, "behavior.", 9) && !r.warm_up))
 				continue;
 			v = sl_field_uint(f, &r);

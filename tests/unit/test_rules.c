@@ -640,7 +640,7 @@ static void test_grade_errors(void **state)
 		      "rule 'web': field 'grade': required");
 	expect_err_in(
 	    one(NAME "," MATCH ", \"grade\": \"qps\"," COUNT),
-	    "rule 'web': field 'grade': must be one of pps, bps, cps; "
+	    "rule 'web': field 'grade': must be one of pps, bps, cps, conns; "
 	    "got 'qps'");
 	expect_err_in(
 	    one(NAME ", \"match\": {\"proto\": \"udp\"}, "
@@ -1495,6 +1495,12 @@ static cJSON *tree_rule(const struct sl_rule *r)
 		add_num(br, "stat_interval_ms", b->stat_interval_ms);
 		add_num(br, "probes", b->probes);
 		add_str(br, "open_action", sl_open_action_names[b->open_action]);
+	}
+	if (r->conns) {
+		cJSON *cn = add_obj(o, "conns");
+
+		add_num(cn, "idle_timeout_s", r->conn_idle_s);
+		add_str(cn, "refuse", sl_open_action_names[r->conn_refuse]);
 	}
 	if (r->system.enabled) {
 		const struct sl_system *y = &r->system;
@@ -2411,6 +2417,73 @@ static void test_system(void **state)
 	}
 }
 
+#define CONNS "\"grade\": \"conns\", \"count\": 50"
+
+/* grade conns: its section's defaults, its forms, what it refuses */
+static void test_conns(void **state)
+{
+	static const struct {
+		const char *extra;
+		const char *msg;
+	} bad[] = {
+	    {", \"conns\": {\"idle_timeout_s\": 0}",
+	     "field 'conns.idle_timeout_s': must be between 1 and 604800, "
+	     "got 0"},
+	    {", \"conns\": {\"refuse\": \"reset\"}",
+	     "field 'conns.refuse': must be one of rst, drop; got 'reset'"},
+	    {", \"conns\": {\"idle\": 5}",
+	     "field 'conns': unknown field 'idle'"},
+	    {", \"behavior\": {\"warm_up\": {\"period_s\": 10}}",
+	     "field 'behavior.warm_up': cannot be combined with grade "
+	     "\"conns\" (it counts connections open at once, not a rate)"},
+	    {", \"cluster\": {" CLUSTER_OK "}",
+	     "field 'cluster': cannot be combined with grade \"conns\""},
+	    {", \"breaker\": {\"strategy\": \"error_count\", "
+	     "\"threshold\": 5, \"open_ms\": 100}",
+	     "field 'breaker': cannot be combined with grade \"conns\""},
+	    {", \"system\": {\"load\": 2}",
+	     "field 'system': cannot be combined with grade \"conns\""},
+	};
+	struct sl_ruleset set;
+	char m[1024];
+
+	(void) state;
+	expect_ok(one(NAME "," MATCH "," CONNS), &set);
+	assert_int_equal(set.rules[0].grade, SL_GRADE_CONNS);
+	assert_false(set.rules[0].conns);
+	assert_int_equal(set.rules[0].conn_idle_s, 300);
+	assert_int_equal(set.rules[0].conn_refuse, SL_OPEN_RST);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+	expect_ok(one(NAME "," MATCH "," CONNS ", \"per_source\": "
+		      "{\"max_sources\": 10}, \"conns\": {\"idle_timeout_s\": "
+		      "30, \"refuse\": \"drop\"}, \"mode\": \"shadow\", "
+		      "\"layer\": 1, \"window\": {\"interval_ms\": 500}"),
+		  &set);
+	assert_true(set.rules[0].conns);
+	assert_int_equal(set.rules[0].conn_idle_s, 30);
+	assert_int_equal(set.rules[0].conn_refuse, SL_OPEN_DROP);
+	assert_true(set.rules[0].per_source);
+	assert_round_trip(&set);
+	sl_ruleset_free(&set);
+
+	expect_err_in(one(NAME ", \"match\": {\"proto\": \"udp\"}," CONNS),
+		      "rule 'web': field 'grade': conns counts TCP connections "
+		      "and needs match.proto \"tcp\" (proto is 'udp')");
+	expect_err_in(one(NAME "," MATCH "," GRADE "," COUNT
+			  ", \"conns\": {\"idle_timeout_s\": 30}"),
+		      "rule 'web': field 'conns': only with grade \"conns\" "
+		      "(this rule's grade is \"pps\")");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(m, sizeof(m), NAME "," MATCH "," CONNS "%s",
+			 bad[i].extra);
+		expect_err_in(one(m), bad[i].msg);
+	}
+	/* an allow rule has no grade: nothing to refuse */
+	expect_ok(one(NAME "," MATCH ", \"action\": \"allow\""), &set);
+	sl_ruleset_free(&set);
+}
+
 static void test_system_errors(void **state)
 {
 	static const struct {
@@ -2522,6 +2595,7 @@ int main(void)
 	    cmocka_unit_test(test_breaker_errors),
 	    cmocka_unit_test(test_system),
 	    cmocka_unit_test(test_system_errors),
+	    cmocka_unit_test(test_conns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

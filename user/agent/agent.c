@@ -141,6 +141,20 @@ static void collect_sources(struct agent *a, struct sl_src_victims *victims)
 			strerror(-err));
 }
 
+/* Forget the silent connections of conns rules; the lock keeps a rule
+ * set from changing under the sweep's read of the rules in force. */
+static void sweep_conns(struct agent *a)
+{
+	int err;
+
+	pthread_mutex_lock(&a->dp_lock);
+	err = sl_dp_sweep_conns(&a->dp);
+	pthread_mutex_unlock(&a->dp_lock);
+	if (err)
+		pr_warn("sweeping the connections of conns rules: %s",
+			strerror(-err));
+}
+
 /* A line for each breaker that changed state since the last call. */
 static void log_breakers(struct agent *a)
 {
@@ -243,6 +257,7 @@ static int run(const struct sl_cmd *cmd, void *opts, int argc, char **argv)
 		}
 		if (now - last_gc >= 1.0) {
 			collect_sources(a, &victims);
+			sweep_conns(a);
 			log_breakers(a);
 			last_gc = now;
 		}

@@ -190,6 +190,9 @@ static void add_rule_stats(struct sl_text *t, const struct sl_rule *ru,
 		       (unsigned long long)st->sources,
 		       (unsigned long long)ru->max_sources,
 		       (unsigned long long)st->source_overflow);
+	if (ru->action == SL_ACTION_LIMIT && ru->grade == SL_GRADE_CONNS)
+		sl_text_printf(t, ",\"conns_open\":%llu",
+			       (unsigned long long)st->conns_open);
 	if (ru->action == SL_ACTION_LIMIT)
 		sl_text_printf(t,
 			       ",\"threshold\":%llu,\"threshold_source\":\"%s\"",

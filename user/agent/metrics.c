@@ -183,6 +183,8 @@ static const struct sl_metric
 			     "rule shedding (adaptive)." },
 	sources = { "sluice_rule_sources",
 		    "Live per-source entries of a per_source rule." },
+	conns_open = { "sluice_rule_connections_open",
+		       "TCP connections a conns rule counts open now." },
 	overflow = { "sluice_rule_source_overflow_packets_total",
 		     "Packets of a per_source rule at max_sources, judged on "
 		     "its shared overflow budget." },
@@ -298,6 +300,12 @@ static const char *const host_help[SLUICE_ST_MAX] = {
 				  "configuration; should stay 0.",
 	[SLUICE_ST_SRC_TABLE_FULL] = "Packets blocked because the source "
 				     "table was full; should stay 0.",
+	[SLUICE_ST_CONN_UNTRACKED] = "SYNs of conns rules refused because "
+				     "sluice cannot track their connection "
+				     "(IPv6 extension headers, tunnels).",
+	[SLUICE_ST_CONN_TABLE_FULL] = "SYNs of conns rules refused because "
+				      "the connection table was full; should "
+				      "stay 0.",
 };
 
 static uint64_t rule_counter(const struct scrape *s, size_t i,
@@ -415,6 +423,10 @@ static void put_rules(struct sl_metrics *m, const struct scrape *s)
 	for (size_t i = 0; i < s->n; i++)
 		if (s->rules[i].per_source)
 			rule_gauge(m, &sources, s, i, s->st[i].sources);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->rules[i].grade == SL_GRADE_CONNS &&
+		    s->rules[i].action == SL_ACTION_LIMIT)
+			rule_gauge(m, &conns_open, s, i, s->st[i].conns_open);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->rules[i].per_source)
 			rule_count(m, &overflow, s, i,

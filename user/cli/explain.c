@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* `sluice explain`: which rule judges a packet, and what it would do now. */
 #include <stdio.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -49,6 +50,13 @@ static void print_explain(const cJSON *resp)
 	       cli_get_str(resp, "why", "?"));
 	if (!rule || !cli_is_limit(resp))
 		return;
+	if (!strcmp(cli_get_str(resp, "grade", ""), "conns")) {
+		printf("conns:   %s of %s open%s\n",
+		       cli_cell(cli_get(resp, "used"), a, sizeof(a)),
+		       cli_cell(cli_get(resp, "window"), b, sizeof(b)),
+		       cli_get(resp, "source") ? " from its source" : "");
+		return;
+	}
 	printf("budget:  %s of %s used in the window, pacing credit %s, "
 	       "this packet costs %s",
 	       cli_cell(cli_get(resp, "used"), a, sizeof(a)),

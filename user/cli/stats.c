@@ -22,6 +22,8 @@ static const char *grade_unit(const char *grade)
 		return "B/s";
 	if (!strcmp(grade, "cps"))
 		return "SYN/s";
+	if (!strcmp(grade, "conns"))
+		return "conns";
 	return "pkt/s";
 }
 
@@ -71,6 +73,20 @@ static bool stats_row(struct table *t, const cJSON *r,
 		table_add(t, "-");
 	}
 	return shadow;
+}
+
+/* One line per conns rule: its connections open now, of its count. */
+static void print_conns(const cJSON *resp)
+{
+	const cJSON *r;
+	char a[32], b[32];
+
+	cJSON_ArrayForEach(r, cli_get(resp, "rules"))
+		if (cli_get(r, "conns_open"))
+			printf("conns %s: %s of %s open\n",
+			       cli_get_str(r, "name", "?"),
+			       num(r, "conns_open", a, sizeof(a)),
+			       num(r, "threshold", b, sizeof(b)));
 }
 
 /* One line per rule with a breaker: its state and since when, and the
@@ -146,6 +162,7 @@ static void print_stats(const cJSON *resp, const struct cli_rates *rates)
 		printf("no rules in force\n");
 	}
 	print_breakers(resp);
+	print_conns(resp);
 	print_host(cli_get(resp, "host"));
 	fflush(stdout);
 }

@@ -90,7 +90,16 @@ static void fill_row(struct row *r, const cJSON *j, const struct cli_rate *rt)
 	else
 		snprintf(r->cell[C_MODE], sizeof(r->cell[0]), "%s",
 			 r->shadow ? "shadow" : "enforce");
-	if (cli_is_limit(j))
+	if (cli_is_limit(j) && !strcmp(grade, "conns")) {
+		char m[32];
+
+		/* connections open now, of the count */
+		snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s/%s conns",
+			 cli_rate_cell(cli_get_num(j, "conns_open", -1), m,
+				       sizeof(m)),
+			 cli_rate_cell(cli_get_num(j, "threshold", -1), n,
+				       sizeof(n)));
+	} else if (cli_is_limit(j))
 		snprintf(r->cell[C_LIMIT], sizeof(r->cell[0]), "%s %s",
 			 cli_rate_cell(cli_get_num(j, "threshold", -1), n,
 				       sizeof(n)),

@@ -131,7 +131,7 @@ struct slot_map {
 	size_t value_size; /* as user space reads and writes it */
 };
 
-#define N_SLOT_STATE_MAPS 5
+#define N_SLOT_STATE_MAPS 6
 
 /* What packets and the source collector write for a slot, besides
  * rule_cpu (written through its mmap): zero before the slot serves a new
@@ -150,6 +150,8 @@ static void slot_state_maps(const struct sl_dataplane *dp,
 				    sizeof(struct sluice_lease) };
 	out[4] = (struct slot_map){ s->maps.rule_breaker,
 				    sizeof(struct sluice_breaker) };
+	out[5] = (struct slot_map){ s->maps.conn_rule,
+				    sizeof(struct sluice_conn_count) };
 }
 
 static bool map_pinned(const struct bpf_map *map)
@@ -226,6 +228,17 @@ static void fill_meta(struct sluice_rule_meta *meta, const char *name,
 	meta->set_mask = set_mask;
 }
 
+/* A conn_epoch no rule had: the clock in microseconds, so that an agent
+ * restarted on a pinned data plane does not repeat its predecessor's. */
+static uint32_t next_conn_epoch(struct sl_dataplane *dp)
+{
+	uint32_t t = (uint32_t)(sl_now_ns() / 1000);
+
+	dp->conn_epoch = (int32_t)(t - dp->conn_epoch) > 0 ? t
+							   : dp->conn_epoch + 1;
+	return dp->conn_epoch;
+}
+
 /*
  * Fresh state for the new slots: configuration and zeroed counters. Most
  * were zeroed when they left a set (sl_dp_retire); the rest are here.
@@ -267,6 +280,8 @@ static int init_slots(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 			cfg[n].warm_period_ms = 0;
 		else if (r->warm_up)
 			cfg[n].warm_start_ns = sl_dp_now(dp);
+		/* this rule's, not a connection of the slot's last rule */
+		cfg[n].conn_epoch = next_conn_epoch(dp);
 		limit[n] = dp->first_limit ? dp->first_limit(r,
 							     dp->first_limit_arg)
 					   : r->count;

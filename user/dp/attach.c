@@ -35,10 +35,13 @@ const char *sl_xdp_mode_str(enum sl_xdp_mode mode)
 	return mode <= SL_XDP_GENERIC ? sl_xdp_mode_names[mode] : "auto";
 }
 
-static bool any_breaker(const struct sl_ruleset *rs)
+/* The egress program hears the answers of breakers and the closes of
+ * conns rules' connections. */
+static bool wants_egress(const struct sl_ruleset *rs)
 {
 	for (size_t i = 0; i < rs->n; i++)
-		if (rs->rules[i].breaker.enabled)
+		if (rs->rules[i].breaker.enabled ||
+		    rs->rules[i].grade == SL_GRADE_CONNS)
 			return true;
 	return false;
 }
@@ -104,7 +107,7 @@ static bool tc_attached(const struct sl_iface *ifc)
 
 int sl_dp_sync_egress(struct sl_dataplane *dp)
 {
-	bool want = any_breaker(&dp->rules);
+	bool want = wants_egress(&dp->rules);
 	int err = 0, e;
 
 	for (int i = 0; i < dp->n_ifaces; i++) {
@@ -214,7 +217,7 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 			dp->n_ifaces++;
 			/* an earlier agent's filter runs its program:
 			 * ours replaces it */
-			if (!any_breaker(&dp->rules))
+			if (!wants_egress(&dp->rules))
 				sl_tc_detach(ifindex);
 			else if ((fd = sl_tc_attach(dp, ifc)))
 				pr_warn("%s: egress program: %s", ifname,

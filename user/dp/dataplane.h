@@ -86,6 +86,8 @@ struct sl_dataplane {
 	 * rule starts at its fallback, agent/cluster.c) */
 	uint64_t (*first_limit)(const struct sl_rule *r, void *arg);
 	void *first_limit_arg;
+	uint32_t conn_epoch; /* the last rule_cfg.conn_epoch given */
+	bool conns_swept; /* conns rules were in force at the last sweep */
 	/* what the set before the last flip leaves to clear once no
 	 * program runs with it (sl_dp_retire) */
 	struct sl_lpm_entry *retired_lpm;

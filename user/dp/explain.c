@@ -58,8 +58,9 @@ static int rule_of_slot(const struct sl_dataplane *dp, uint32_t slot)
 
 /* The verdict a packet of the rule would get now: its action, or for a
  * limit a CPU's cached tokens or the shared budget's free window and
- * pacing credit admit it. */
-static void judge(const struct sl_rule *r, struct sl_explain_judge *out)
+ * pacing credit admit it; for conns, a place of count for a SYN. */
+static void judge(const struct sl_rule *r, bool syn,
+		  struct sl_explain_judge *out)
 {
 	const struct sluice_explain *e = &out->bpf;
 	bool admits;
@@ -69,6 +70,13 @@ static void judge(const struct sl_rule *r, struct sl_explain_judge *out)
 				   ? "an allow rule passes every packet"
 				   : "a deny rule drops every packet";
 		admits = r->action == SL_ACTION_ALLOW;
+	} else if (r->grade == SL_GRADE_CONNS) {
+		/* the frame's connection is not one the rule counts */
+		admits = !syn || e->used < e->window;
+		out->why = !syn ? "a segment of a connection: a conns rule "
+				  "refuses only new connections (SYNs)"
+			   : admits ? "count has room for a new connection"
+				    : "count connections are open";
 	} else if (e->source == SLUICE_EXPLAIN_SRC_UNTRACKED) {
 		out->why = "a light source: no entry until the sketch counts "
 			   "half its count in a second";
@@ -162,7 +170,7 @@ int sl_dp_explain(struct sl_dataplane *dp, const struct sl_explain_query *q,
 		for (int cpu = 0; cpu < dp->n_cpus; cpu++)
 			j->cached += sl_dp_rule_cpu(dp, cpu, slot)->tokens;
 		r = &dp->rules.rules[j->rule];
-		judge(r, j);
+		judge(r, q->proto == IPPROTO_TCP && q->syn, j);
 		/* the walk stops at a drop, and at an allow */
 		if (!decided && (j->verdict == SL_EXPLAIN_DROP ||
 				 r->action == SL_ACTION_ALLOW)) {

@@ -11,6 +11,7 @@
 
 #include "apply.h"
 #include "attach.h"
+#include "conns.h"
 #include "dataplane.h"
 #include "pins.h"
 #include "rule_cpu.h"

@@ -7,6 +7,7 @@
 #include <bpf/libbpf.h>
 
 #include "sluice.skel.h"
+#include "conns.h"
 #include "stats.h"
 
 const char *sl_breaker_state_str(unsigned int state)
@@ -68,6 +69,7 @@ static void sum_rule(const struct sl_dataplane *dp, size_t rule, uint64_t now,
 	const struct sl_rule *r = &dp->rules.rules[rule];
 	uint32_t slot = dp->slots[rule];
 	uint64_t bucket_ns, cur, added = 0, freed = 0;
+	struct sluice_conn_count conns;
 	double span_s;
 
 	memset(st, 0, sizeof(*st));
@@ -108,7 +110,11 @@ static void sum_rule(const struct sl_dataplane *dp, size_t rule, uint64_t now,
 	}
 	if (r->breaker.enabled)
 		read_breaker(dp, slot, st);
-	if (r->per_source &&
+	if (r->grade == SL_GRADE_CONNS &&
+	    !sl_dp_conns_count(dp, slot, &conns)) {
+		st->conns_open = conns.open;
+		st->sources = r->per_source ? conns.sources : 0;
+	} else if (r->per_source &&
 	    !bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_src_added),
 				 &slot, &added) &&
 	    !bpf_map_lookup_elem(bpf_map__fd(dp->skel->maps.rule_src_freed),
@@ -193,6 +199,8 @@ const char *sl_host_stat_name(int stat)
 		[SLUICE_ST_FRAG_ORPHAN] = "unclassified_fragment_orphan",
 		[SLUICE_ST_FRAG_TINY] = "unclassified_fragment_tiny",
 		[SLUICE_ST_IP6_CHAIN] = "unclassified_ipv6_chain",
+		[SLUICE_ST_CONN_UNTRACKED] = "conns_untracked",
+		[SLUICE_ST_CONN_TABLE_FULL] = "conns_table_full",
 	};
 
 	return stat >= 0 && stat < SLUICE_ST_MAX ? names[stat] : "?";

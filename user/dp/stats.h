@@ -21,6 +21,7 @@ struct sl_rule_stats {
 	double passed_Bps;
 	double blocked_Bps;
 	uint64_t sources;	/* live per_source entries */
+	uint64_t conns_open;	/* grade conns: connections counted open */
 	/* a rule with a breaker: its state word and counters (rule_breaker) */
 	bool has_breaker;
 	struct sl_breaker_stats {

@@ -687,35 +687,75 @@ static int watch_ports(struct ctx *x)
 	return err;
 }
 
-/*
- * The per_source rules of a set share one table of SLUICE_MAX_SOURCES
- * entries: each rule's max_sources and its overflow entry must fit, or
- * sources past the table would be blocked as source_table_full while
- * every rule is under its max_sources.
- */
-static int check_sources(const struct sl_ruleset *rs, char *err,
-			 size_t errlen)
+/* One of the tables the rules of a set share, which must hold what they
+ * need of it together (never evicting, for conns). */
+struct shared_table {
+	const char *what;  /* "per_source: ... need %llu " what */
+	const char *of;	   /* what each rule needs */
+	const char *table; /* the table's name */
+	const char *lower; /* what to lower */
+	uint64_t cap, need;
+};
+
+/* Add a rule's need to t: 0, or -E2BIG with the error. */
+static int need_of(struct shared_table *t, const struct sl_rule *r,
+		   uint64_t n, char *err, size_t errlen)
 {
-	uint64_t need = 0;
+	t->need += n;
+	if (t->need <= t->cap)
+		return 0;
+	snprintf(err, errlen,
+		 "%s: with rule '%s' the rules need %llu %s (%s), more than "
+		 "the %s's %llu; lower %s",
+		 r->grade == SL_GRADE_CONNS ? "conns" : "per_source", r->name,
+		 (unsigned long long)t->need, t->what, t->of, t->table,
+		 (unsigned long long)t->cap, t->lower);
+	return -E2BIG;
+}
 
-	for (size_t i = 0; i < rs->n; i++) {
+/*
+ * The rules of a set share the source table (per_source rates:
+ * max_sources and an overflow entry each, or sources past the table
+ * would be blocked as source_table_full while every rule is under its
+ * max_sources), and conns rules the connection table and its source
+ * table, which never evict: every place of every rule's count must fit,
+ * so that a SYN flood at one rule cannot refuse another's. Sets whether
+ * any rule is a conns rule.
+ */
+static int check_tables(const struct sl_ruleset *rs, bool *conns, char *err,
+			size_t errlen)
+{
+	struct shared_table sources = {
+		"source entries", "max_sources + 1 each, for the overflow",
+		"source table", "max_sources", SLUICE_MAX_SOURCES, 0 };
+	struct shared_table conn = {
+		"connections", "count, times max_sources + 1 for per_source",
+		"connection table", "count or max_sources", SLUICE_MAX_CONNS,
+		0 };
+	struct shared_table conn_src = {
+		"source entries", "max_sources + 1 each, for the overflow",
+		"connections' source table", "max_sources",
+		SLUICE_MAX_CONN_SOURCES, 0 };
+	int ret = 0;
+
+	*conns = false;
+	for (size_t i = 0; i < rs->n && !ret; i++) {
 		const struct sl_rule *r = &rs->rules[i];
+		uint64_t n = r->per_source ? r->max_sources + 1ULL : 1;
 
-		if (!r->per_source)
+		if (r->action != SL_ACTION_LIMIT)
 			continue;
-		need += r->max_sources + 1ULL;
-		if (need > SLUICE_MAX_SOURCES) {
-			snprintf(err, errlen,
-				 "per_source: with rule '%s' the rules' "
-				 "max_sources need %llu source entries (one "
-				 "more each for the overflow), more than the "
-				 "source table's %u; lower max_sources",
-				 r->name, (unsigned long long)need,
-				 SLUICE_MAX_SOURCES);
-			return -E2BIG;
+		if (r->grade != SL_GRADE_CONNS) {
+			if (r->per_source)
+				ret = need_of(&sources, r, n, err, errlen);
+			continue;
 		}
+		*conns = true;
+		ret = need_of(&conn, r, r->count * n, err, errlen);
+		if (!ret && r->per_source)
+			ret = need_of(&conn_src, r, n, err, errlen);
 	}
-	return 0;
+	return ret;
 }
 
 int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
@@ -734,10 +774,11 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	};
 	uint32_t *ranks = NULL;
 	int ret = -ENOMEM;
+	bool conns;
 
 	memset(out, 0, sizeof(*out));
 	out->chain_base = chain_base;
-	ret = check_sources(rs, err, errlen);
+	ret = check_tables(rs, &conns, err, errlen);
 	if (ret)
 		return ret;
 	ret = -ENOMEM;
@@ -759,7 +800,8 @@ int sl_compile(const struct sl_ruleset *rs, const uint32_t *slots,
 	if (!ret)
 		ret = watch_ports(&x);
 	if (!ret)
-		out->needs_l4 = needs_l4(out->port);
+		out->needs_l4 = needs_l4(out->port) |
+				(conns ? SLUICE_NEED_CONNS : 0);
 	out->n_classes = x.next_class - class_base;
 	if (!ret && out->n_classes >= SLUICE_REF_WATCH) {
 		/* unreachable while the tries bound the classes */
@@ -798,9 +840,14 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 	cfg->interval_ns = (uint64_t)r->interval_ms * 1000000ULL;
 	cfg->bucket_ns = cfg->interval_ns / r->sample_count;
 	cfg->slot_ns = cfg->interval_ns / SLUICE_ADMIT_SLOTS;
-	cfg->grade = r->grade == SL_GRADE_BPS ? SLUICE_GRADE_BPS
-		     : r->grade == SL_GRADE_CPS ? SLUICE_GRADE_CPS
-						: SLUICE_GRADE_PPS;
+	static const uint32_t grade[SL_GRADE_COUNT] = {
+		[SL_GRADE_PPS] = SLUICE_GRADE_PPS,
+		[SL_GRADE_BPS] = SLUICE_GRADE_BPS,
+		[SL_GRADE_CPS] = SLUICE_GRADE_CPS,
+		[SL_GRADE_CONNS] = SLUICE_GRADE_CONNS,
+	};
+
+	cfg->grade = grade[r->grade];
 	if (r->mode == SL_MODE_SHADOW)
 		cfg->flags |= SLUICE_RULE_SHADOW;
 	if (r->action == SL_ACTION_ALLOW)
@@ -817,6 +864,11 @@ void sl_rule_cfg(const struct sl_rule *r, struct sluice_rule_cfg *cfg)
 		cfg->src_prefix_v4 = r->src_prefix_v4;
 		cfg->src_prefix_v6 = r->src_prefix_v6;
 		cfg->sketch_seed = sl_rule_def_hash(r);
+	}
+	if (r->grade == SL_GRADE_CONNS) {
+		cfg->conn_idle_s = r->conn_idle_s;
+		if (r->conn_refuse == SL_OPEN_DROP)
+			cfg->flags |= SLUICE_RULE_CONNS_DROP;
 	}
 }
 

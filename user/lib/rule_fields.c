@@ -63,12 +63,15 @@ const struct sl_field sl_rule_fields[] = {
 	  .doc = "limit: admit up to count; allow: pass every packet the "
 		 "rule judges; deny: drop them. Both counted." },
 	{ .path = "grade", ENUM(grade, sl_grade_names),
-	  .flags = SL_FF_REQUIRED | SL_FF_LIMIT, .hint = " (pps, bps or cps)",
+	  .flags = SL_FF_REQUIRED | SL_FF_LIMIT,
+	  .hint = " (pps, bps, cps or conns)",
 	  .doc = "pps: packets/s; bps: bytes/s of the Ethernet frame as XDP "
-		 "sees it (no FCS); cps: TCP SYNs without ACK per second." },
+		 "sees it (no FCS); cps: TCP SYNs without ACK per second; "
+		 "conns: TCP connections open at once." },
 	{ .path = "count", UINT(count, 1, SL_MAX_COUNT),
 	  .flags = SL_FF_REQUIRED | SL_FF_LIMIT, .hint = " (the limit per second)",
-	  .doc = "The limit per second, in the unit of grade." },
+	  .doc = "The limit per second, in the unit of grade; for conns, "
+		 "the connections open at once." },
 	{ .path = "window", .type = SL_FT_SECTION,
 	  .doc = "The window the limit holds over, and the statistics' "
 		 "buckets." },
@@ -211,6 +214,19 @@ const struct sl_field sl_rule_fields[] = {
 	  ENUM(breaker.open_action, sl_open_action_names),
 	  .def = SL_OPEN_RST, .flags = SL_FF_DEF_VARIES,
 	  .doc = "rst (tcp's default) or drop (udp's, always)." },
+	{ .path = "conns", .type = SL_FT_SECTION,
+	  .flags = SL_FF_OPTIONAL | SL_FF_LIMIT, .present = OFF(conns),
+	  .protos = SL_P(SL_PROTO_TCP), .grades = SL_G(SL_GRADE_CONNS),
+	  .doc = "How a conns rule forgets a connection and refuses a SYN "
+		 "over count." },
+	{ .path = "conns.idle_timeout_s", .depth = 1,
+	  UINT(conn_idle_s, 1, SL_MAX_CONN_IDLE_S), .def = SL_DEF_CONN_IDLE_S,
+	  .doc = "A connection with no segment either way this long is "
+		 "forgotten (as if it had closed)." },
+	{ .path = "conns.refuse", .depth = 1,
+	  ENUM(conn_refuse, sl_open_action_names), .def = SL_OPEN_RST,
+	  .doc = "rst: answer a SYN over count by a RST from XDP; drop: "
+		 "drop it (the client retries)." },
 	{ .path = "system", .type = SL_FT_SECTION,
 	  .flags = SL_FF_OPTIONAL | SL_FF_LIMIT,
 	  .present = OFF(system.enabled),
@@ -261,7 +277,8 @@ const char sl_rule_schema_extra[] =
 	"\"not\": {\"description\": \"A cluster grant is one budget, not "
 	"one per source.\", \"required\": [\"per_source\", "
 	"\"cluster\"]}, \"if\": {\"properties\": {\"grade\": "
-	"{\"const\": \"cps\"}}, \"required\": [\"grade\"]}, \"then\": "
+	"{\"enum\": [\"cps\", \"conns\"]}}, \"required\": [\"grade\"]}, "
+	"\"then\": "
 	"{\"properties\": {\"match\": {\"required\": [\"proto\"], "
 	"\"properties\": {\"proto\": {\"const\": \"tcp\"}}}}}}";
 

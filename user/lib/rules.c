@@ -18,6 +18,7 @@ const char *const sl_grade_names[SL_GRADE_COUNT] = {
     [SL_GRADE_PPS] = "pps",
     [SL_GRADE_BPS] = "bps",
     [SL_GRADE_CPS] = "cps",
+    [SL_GRADE_CONNS] = "conns",
 };
 const char *const sl_mode_names[SL_MODE_COUNT] = {
     [SL_MODE_ENFORCE] = "enforce",

@@ -18,6 +18,8 @@
 #define SL_MAX_COUNT	     100000000000ULL /* 1e11/s: 800 Gbit/s for bps */
 #define SL_MAX_PRIORITY	     65535
 #define SL_MAX_WARM_PERIOD_S 3600
+#define SL_MAX_CONN_IDLE_S   604800 /* conns.idle_timeout_s: a week */
+#define SL_DEF_CONN_IDLE_S   300
 #define SL_MIN_COLD_FACTOR   2
 #define SL_MAX_COLD_FACTOR   100
 #define SL_DEF_COLD_FACTOR   3 /* Sentinel's coldFactor default */
@@ -52,6 +54,7 @@ enum sl_grade {
 	SL_GRADE_PPS = 0,
 	SL_GRADE_BPS,
 	SL_GRADE_CPS,
+	SL_GRADE_CONNS, /* TCP connections open at once, not a rate */
 };
 
 enum sl_mode {
@@ -184,6 +187,11 @@ struct sl_rule {
 	struct sl_cluster cluster;
 	struct sl_breaker breaker;
 	struct sl_system system;
+	/* grade conns: forget a connection silent this long; refuse a SYN
+	 * over count by a RST or by dropping it (conns: the section given) */
+	bool conns;
+	uint32_t conn_idle_s;
+	enum sl_open_action conn_refuse;
 	uint32_t file_index; /* position in the file, the last tie-break */
 };
 
@@ -218,7 +226,7 @@ void sl_ruleset_free(struct sl_ruleset *set);
 
 /* The enums as rule files spell them, indexed by value. */
 #define SL_PROTO_COUNT	   (SL_PROTO_ICMPV6 + 1)
-#define SL_GRADE_COUNT	   (SL_GRADE_CPS + 1)
+#define SL_GRADE_COUNT	   (SL_GRADE_CONNS + 1)
 #define SL_MODE_COUNT	   (SL_MODE_SHADOW + 1)
 #define SL_ACTION_COUNT	   (SL_ACTION_DENY + 1)
 #define SL_THRESHOLD_COUNT (SL_THRESH_MANUAL + 1)

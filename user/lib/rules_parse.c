@@ -34,7 +34,8 @@
  */
 enum {
 	AT_PROTO, AT_DPORT, AT_DST, AT_SRC, AT_ACTION, AT_PERIOD, AT_COLD,
-	AT_THRESH, AT_STRATEGY, AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD, AT_N
+	AT_THRESH, AT_STRATEGY, AT_QUEUE, AT_PSI, AT_SOFTIRQ, AT_LOAD, AT_GRADE,
+	AT_N
 };
 static const char *const at_paths[AT_N] = {
 	[AT_ACTION] = "action",
@@ -46,6 +47,7 @@ static const char *const at_paths[AT_N] = {
 	[AT_STRATEGY] = "breaker.strategy",
 	[AT_QUEUE] = "system.accept_queue", [AT_PSI] = "system.cpu_pressure",
 	[AT_SOFTIRQ] = "system.softirq",	[AT_LOAD] = "system.load",
+	[AT_GRADE] = "grade",
 };
 
 struct field_hook;
@@ -307,12 +309,55 @@ static void check_match(struct pctx *p, struct sl_rule *r)
 
 static void check_grade(struct pctx *p, struct sl_rule *r)
 {
-	if (r->grade == SL_GRADE_CPS && at_ok(p, AT_PROTO) &&
-	    r->proto != SL_PROTO_TCP)
+	if ((r->grade == SL_GRADE_CPS || r->grade == SL_GRADE_CONNS) &&
+	    at_ok(p, AT_PROTO) && r->proto != SL_PROTO_TCP)
 		rule_err(p->rc, "grade",
-			 "cps counts TCP SYNs and needs match.proto \"tcp\" "
+			 "%s counts TCP %s and needs match.proto \"tcp\" "
 			 "(proto is '%s')",
+			 sl_grade_str(r->grade),
+			 r->grade == SL_GRADE_CPS ? "SYNs" : "connections",
 			 sl_proto_str(r->proto));
+}
+
+/*
+ * A conns rule counts connections open at once: no ramp, no lease of a
+ * rate, no breaker or controller on its threshold (its window only
+ * buckets its statistics). Its conns section is its own, at its
+ * defaults when absent.
+ */
+static void check_conns(struct pctx *p, struct sl_rule *r)
+{
+	struct rule_ctx *rc = p->rc;
+	static const struct {
+		const char *what;
+		size_t off;
+	} not_with[] = {
+		{ "behavior.warm_up", offsetof(struct sl_rule, warm_up) },
+		{ "cluster", offsetof(struct sl_rule, cluster.enabled) },
+		{ "breaker", offsetof(struct sl_rule, breaker.enabled) },
+		{ "system", offsetof(struct sl_rule, system.enabled) },
+	};
+
+	if (!at_ok(p, AT_GRADE) || r->action != SL_ACTION_LIMIT)
+		return;
+	if (r->grade != SL_GRADE_CONNS) {
+		if (r->conns)
+			rule_err(rc, "conns",
+				 "only with grade \"conns\" (this rule's "
+				 "grade is \"%s\")",
+				 sl_grade_str(r->grade));
+		return;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(not_with); i++)
+		if (*(bool *)((char *)r + not_with[i].off))
+			rule_err(rc, not_with[i].what,
+				 "cannot be combined with grade \"conns\" "
+				 "(it counts connections open at once, not a "
+				 "rate)");
+	if (!r->conns) {
+		r->conn_idle_s = SL_DEF_CONN_IDLE_S;
+		r->conn_refuse = SL_OPEN_RST;
+	}
 }
 
 /* shadow counts what a rule would drop */
@@ -588,6 +633,7 @@ static void parse_rule(struct rule_ctx *rc, const struct plan *pl,
 		return;
 	}
 	parse_section(&p, sl_n_rule_fields, obj, r);
+	check_conns(&p, r);
 	if (r->cluster.enabled && r->per_source)
 		rule_err(rc, "cluster",
 			 "cannot be combined with per_source (a cluster "
