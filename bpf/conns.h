@@ -247,20 +247,19 @@ static __always_inline int conn_place(const struct sluice_conn_open *c,
 	return free;
 }
 
-/* judge_conns()'s answer: the segment passes, and its connection is
- * to be closed (conn_close_frame()) */
+/* judge_conns()'s answer: the segment passes; its connection ends here
+ * (a FIN or RST: the caller's conn_close_frame()); it took a new place
+ * (a SYN), which a later layer's refusal gives back */
 #define CONNS_PASS  0x1
 #define CONNS_CLOSE 0x2
+#define CONNS_TOOK  0x4
 
 /*
  * A TCP segment of a conns rule in slot: CONNS_PASS to pass it, not for
- * a SYN refused (count reached, or no place to count it); CONNS_CLOSE
- * when its connection ends here (a FIN or RST) or will not open (a
- * refused SYN: an earlier layer's place for it comes back now, not at
- * the handshake's timeout). A global function, verified once, of scalar
- * arguments; it parses the frame itself. The close is the caller's, in
- * a frame of its own: 6.1's 512 bytes along a call chain have no room
- * for it here.
+ * a SYN refused (count reached, or no place to count it). A global
+ * function, verified once, of scalar arguments; it parses the frame
+ * itself. The close is the caller's, in a frame of its own: 6.1's 512
+ * bytes along a call chain have no room for it here.
  */
 __noinline int judge_conns(struct xdp_md *ctx, __u32 slot, __u32 port_key)
 {
@@ -303,11 +302,9 @@ __noinline int judge_conns(struct xdp_md *ctx, __u32 slot, __u32 port_key)
 	/* a segment of a connection the rule did not see open */
 	if ((flags & (TCPF_SYN | TCPF_ACK)) != TCPF_SYN)
 		return CONNS_PASS;
-	/* refused: the entry an earlier layer made for it goes (a flood's
-	 * SYNs, with none, skip the close) */
 	if (i < 0 || i >= SLUICE_LAYERS ||
 	    !conn_take(&k, cfg, slot, &overflow, now))
-		return e ? CONNS_CLOSE : 0;
+		return 0;
 	if (e) {
 		/* another layer's rule counted this SYN first; the mask
 		 * for 6.1's verifier, which loses i's bounds in a spill */
@@ -316,11 +313,11 @@ __noinline int judge_conns(struct xdp_md *ctx, __u32 slot, __u32 port_key)
 		e->slot[i] = slot + 1;
 		e->epoch[i] = cfg->conn_epoch;
 		e->overflow[i] = overflow;
-		return CONNS_PASS;
+		return CONNS_PASS | CONNS_TOOK;
 	}
 	return conn_open(&k, slot, cfg->conn_epoch, overflow, now)
-		       ? CONNS_PASS
-		       : CONNS_CLOSE;
+		       ? CONNS_PASS | CONNS_TOOK
+		       : 0;
 }
 
 /* Close the connection of the segment in ctx (judge_conns() says when):

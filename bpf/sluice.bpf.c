@@ -156,16 +156,15 @@ static __always_inline int judged(struct xdp_md *ctx, __u32 slot,
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
 }
 
-/* judge_conns() and the close it asks for, before a RST rewrites the
- * frame. */
-static __always_inline enum admit_result
-conns_judged(struct xdp_md *ctx, __u32 slot, __u32 port_key)
+/* judge_conns() and the close it asks for; its answer (CONNS_*). */
+static __always_inline int conns_judged(struct xdp_md *ctx, __u32 slot,
+					__u32 port_key)
 {
 	int r = judge_conns(ctx, slot, port_key);
 
 	if (r & CONNS_CLOSE)
 		conn_close_frame(ctx);
-	return r & CONNS_PASS ? ADMIT_PASSED : ADMIT_BLOCKED;
+	return r;
 }
 
 /* A conns rule's verdict, for one rule: a SYN over count is answered
@@ -176,7 +175,9 @@ static __always_inline int judge_conns_slot(struct xdp_md *ctx, __u32 slot,
 					    const struct sluice_rule_cfg *cfg,
 					    __u32 len)
 {
-	enum admit_result res = conns_judged(ctx, slot, port_key);
+	enum admit_result res = conns_judged(ctx, slot, port_key) & CONNS_PASS
+					? ADMIT_PASSED
+					: ADMIT_BLOCKED;
 	int verdict = judged(ctx, slot, rc, cfg, len, res, false);
 
 	if (res == ADMIT_PASSED || conns_refusal_dropped(cfg))
@@ -316,7 +317,8 @@ static __always_inline int judge_chain(struct xdp_md *ctx,
 	__u32 zero = 0;
 	struct sluice_layer_in *in = bpf_map_lookup_elem(&layer_in, &zero);
 	struct sluice_chain *chain = chain_of(ref);
-	int verdict;
+	bool took = false;
+	int verdict, c;
 
 	if (!in || !chain) {
 		host_stat(SLUICE_ST_NO_RULE_CFG);
@@ -342,11 +344,17 @@ static __always_inline int judge_chain(struct xdp_md *ctx,
 			    r, admit_source_global(w[0], w[1], w[2], in->len,
 						   in->cost));
 		} else if (verdict & JUDGE_CONNS) {
+			c = conns_judged(ctx, r - 1, in->port_key);
+			took |= c & CONNS_TOOK;
 			verdict = judge_layer_after(
-			    r, conns_judged(ctx, r - 1, in->port_key));
+			    r, c & CONNS_PASS ? ADMIT_PASSED : ADMIT_BLOCKED);
 		}
 		if (verdict & JUDGE_REFUSED)
 			count_drop(ctx, r - 1);
+		/* a SYN that will not open gives an earlier conns layer
+		 * its place back now, not at the handshake's timeout */
+		if (took && (verdict & JUDGE_VERDICT) != XDP_PASS)
+			conn_close_frame(ctx);
 		if (verdict & JUDGE_RST)
 			return breaker_rst_global(ctx);
 		if ((verdict & JUDGE_VERDICT) != XDP_PASS ||

@@ -6,7 +6,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # Data plane tests: one binary per feature (tests/bpf/test_<feature>.c)
 # over one harness, frames from the library's packet builder, which the
 # traffic tools and `sluice explain` share (user/lib/pkt.c).
-BPF_FEATURES := pkt parse classify admit per_source swap cpu breaker frag conns
+BPF_FEATURES := pkt parse classify admit per_source swap cpu breaker frag conns chain
 BPF_TESTS  := $(if $(wildcard tests/bpf/harness.c),\
 		$(BPF_FEATURES:%=$(BUILD)/tests/bpf_%))
 BPF_OBJ_DIR := $(BUILD)/tests/bpf

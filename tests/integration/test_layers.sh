@@ -48,7 +48,7 @@ for part in $PARTS; do
 done
 
 # user/dp: the order of its parts (docs/architecture.md's map)
-ORDER="dataplane layout pins attach sources rule_cpu upgrade apply stats
+ORDER="dataplane layout pins attach sources conns rule_cpu upgrade apply stats
        explain drop_ring loader"
 bad=""
 for f in user/dp/*.[ch]; do

@@ -10,6 +10,7 @@
 
 #include "apply.h"
 #include "attach.h"
+#include "conns.h"
 #include "log.h"
 #include "rule_cpu.h"
 #include "rules_json.h"
@@ -591,6 +592,13 @@ int sl_dp_apply(struct sl_dataplane *dp, const struct sl_ruleset *rs,
 	if (sl_dp_sync_egress(dp))
 		pr_warn("breakers: the egress program could not be attached "
 			"on every interface: their SYN answers go uncounted");
+	/* the connections of rules that left go now, not at the next
+	 * second's sweep: their tuples are free for the rules in force */
+	ret = sl_dp_sweep_conns(dp);
+	if (ret)
+		pr_warn("sweeping the connections of conns rules: %s",
+			strerror(-ret));
+	ret = 0;
 out:
 	sl_compiled_free(&comp);
 	if (ret)
