@@ -167,64 +167,59 @@ conn_source(const struct sluice_conn_key *k,
 	return n;
 }
 
-/* A place of count for a new connection k of slot; *overflow: a
- * per_source rule's, on its overflow count. */
-static __always_inline bool conn_take(const struct sluice_conn_key *k,
-				      const struct sluice_rule_cfg *cfg,
-				      __u32 slot, bool *overflow, __u64 now)
+/* A place of count for a new connection k of slot: the count it went
+ * to (the rule's, or a per_source rule's source's, *overflow when that
+ * is the overflow's; *rule the rule's, which counts it too), or NULL. */
+static __always_inline struct sluice_conn_count *
+conn_take(const struct sluice_conn_key *k, const struct sluice_rule_cfg *cfg,
+	  __u32 slot, bool *overflow, __u64 now,
+	  struct sluice_conn_count **rule)
 {
-	struct sluice_conn_count *rule = bpf_map_lookup_elem(&conn_rule, &slot);
 	__u64 *limit = bpf_map_lookup_elem(&rule_limit, &slot);
-	struct sluice_conn_count *n = rule;
+	struct sluice_conn_count *n;
 	struct sluice_src_key src;
 
 	*overflow = false;
-	if (!rule || !limit)
-		return false;
+	*rule = bpf_map_lookup_elem(&conn_rule, &slot);
+	n = *rule;
+	if (!n || !limit)
+		return NULL;
 	if (cfg->flags & SLUICE_RULE_PER_SOURCE) {
-		n = conn_source(k, cfg, slot, rule, &src, now);
+		n = conn_source(k, cfg, slot, *rule, &src, now);
 		*overflow = src.family == SLUICE_SRC_OVERFLOW_FAMILY;
 	}
 	if (!n)
-		return false;
+		return NULL;
 	/* a plain read first: a SYN flood at a full rule writes nothing */
 	if (READ_ONCE(n->open) >= *limit)
-		return false;
+		return NULL;
 	if (__sync_fetch_and_add(&n->open, 1) >= *limit) {
 		count_down(&n->open);
-		return false;
+		return NULL;
 	}
-	if (n != rule)
-		__sync_fetch_and_add(&rule->open, 1);
-	return true;
+	if (n != *rule)
+		__sync_fetch_and_add(&(*rule)->open, 1);
+	return n;
 }
 
-/* A new entry for connection k, its place in slot's rule the first:
- * 1, or 0 (its place given back) when the table is full. */
-static __always_inline int conn_open(const struct sluice_conn_key *k,
-				     __u32 slot, __u32 epoch, bool overflow,
-				     __u64 now)
+/* A new entry for connection k with its place in slot's rule, taken
+ * before: 0, or -EEXIST when another CPU's copy of this SYN made it
+ * first, or another error (the table full). */
+static __always_inline long conn_entry_new(const struct sluice_conn_key *k,
+					   __u32 slot, __u32 epoch,
+					   bool overflow, __u64 now)
 {
 	__u32 zero = 0;
 	struct sluice_conn_open *c = bpf_map_lookup_elem(&conn_new, &zero);
-	long err = -ENOMEM;
 
-	if (c) {
-		__builtin_memset(c, 0, sizeof(*c));
-		c->last_ns = now;
-		c->slot[0] = slot + 1;
-		c->epoch[0] = epoch;
-		c->overflow[0] = overflow;
-		err = bpf_map_update_elem(&conn_table, k, c, BPF_NOEXIST);
-	}
-	if (!err)
-		return 1;
-	uncount(k, slot, epoch, overflow);
-	/* another CPU's copy of this SYN counted it */
-	if (err == -EEXIST)
-		return 1;
-	host_stat(SLUICE_ST_CONN_TABLE_FULL);
-	return 0;
+	if (!c)
+		return -ENOMEM;
+	__builtin_memset(c, 0, sizeof(*c));
+	c->last_ns = now;
+	c->slot[0] = slot + 1;
+	c->epoch[0] = epoch;
+	c->overflow[0] = overflow;
+	return bpf_map_update_elem(&conn_table, k, c, BPF_NOEXIST);
 }
 
 /* The layer index of slot's place in c, or of a free one (stale places
@@ -265,11 +260,13 @@ __noinline int judge_conns(struct xdp_md *ctx, __u32 slot, __u32 port_key)
 {
 	struct sluice_rule_cfg *cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	struct sluice_conn_key k = {};
+	struct sluice_conn_count *n, *rule;
 	struct sluice_conn_open *e;
-	struct tcphdr *th;
 	bool held, overflow;
+	struct tcphdr *th;
 	__u64 now;
 	__s32 len;
+	long err;
 	__u8 flags;
 	int i;
 
@@ -302,8 +299,10 @@ __noinline int judge_conns(struct xdp_md *ctx, __u32 slot, __u32 port_key)
 	/* a segment of a connection the rule did not see open */
 	if ((flags & (TCPF_SYN | TCPF_ACK)) != TCPF_SYN)
 		return CONNS_PASS;
-	if (i < 0 || i >= SLUICE_LAYERS ||
-	    !conn_take(&k, cfg, slot, &overflow, now))
+	if (i < 0 || i >= SLUICE_LAYERS)
+		return 0;
+	n = conn_take(&k, cfg, slot, &overflow, now, &rule);
+	if (!n)
 		return 0;
 	if (e) {
 		/* another layer's rule counted this SYN first; the mask
@@ -315,9 +314,17 @@ __noinline int judge_conns(struct xdp_md *ctx, __u32 slot, __u32 port_key)
 		e->overflow[i] = overflow;
 		return CONNS_PASS | CONNS_TOOK;
 	}
-	return conn_open(&k, slot, cfg->conn_epoch, overflow, now)
-		       ? CONNS_PASS | CONNS_TOOK
-		       : 0;
+	err = conn_entry_new(&k, slot, cfg->conn_epoch, overflow, now);
+	if (!err)
+		return CONNS_PASS | CONNS_TOOK;
+	/* the place just taken, back on the counts it came from */
+	count_down(&n->open);
+	if (n != rule)
+		count_down(&rule->open);
+	if (err == -EEXIST)
+		return CONNS_PASS;
+	host_stat(SLUICE_ST_CONN_TABLE_FULL);
+	return 0;
 }
 
 /* Close the connection of the segment in ctx (judge_conns() says when):
