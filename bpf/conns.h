@@ -32,6 +32,20 @@ static __always_inline void count_down(__u64 *open)
 		__sync_fetch_and_add(open, 1);
 }
 
+/* The configuration of the conns rule that counted with epoch in slot,
+ * while it is in a rule set; else NULL. */
+static __always_inline struct sluice_rule_cfg *conns_rule_live(__u32 slot,
+							      __u32 epoch)
+{
+	struct sluice_rule_cfg *cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
+	struct sluice_rule_meta *meta = bpf_map_lookup_elem(&rule_meta, &slot);
+
+	if (!cfg || !meta || !meta->set_mask ||
+	    cfg->grade != SLUICE_GRADE_CONNS || cfg->conn_epoch != epoch)
+		return NULL;
+	return cfg;
+}
+
 /*
  * The place of a deleted connection from client (family, address words
  * a01, a23), given back to the rule in slot (and its source, or the
@@ -42,13 +56,12 @@ static __always_inline void count_down(__u64 *open)
 __noinline int conn_uncount(__u64 a01, __u64 a23, __u32 family, __u32 slot,
 			    __u64 epoch_overflow)
 {
-	struct sluice_rule_cfg *cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	__u32 epoch = epoch_overflow, a[4];
+	struct sluice_rule_cfg *cfg = conns_rule_live(slot, epoch);
 	struct sluice_conn_count *n;
 	struct sluice_src_key key;
 
-	if (!cfg || cfg->grade != SLUICE_GRADE_CONNS ||
-	    cfg->conn_epoch != epoch)
+	if (!cfg)
 		return 0;
 	/* a per_source rule counts its sources' connections too */
 	n = bpf_map_lookup_elem(&conn_rule, &slot);
@@ -379,20 +392,6 @@ __noinline int conns_egress(struct __sk_buff *skb)
 }
 
 /* ---- the sweep: run by the agent every second ----------------------- */
-
-/* The configuration of the conns rule that counted with epoch in slot,
- * while it is in a rule set; else NULL. */
-static __always_inline struct sluice_rule_cfg *conns_rule_live(__u32 slot,
-							      __u32 epoch)
-{
-	struct sluice_rule_cfg *cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
-	struct sluice_rule_meta *meta = bpf_map_lookup_elem(&rule_meta, &slot);
-
-	if (!cfg || !meta || !meta->set_mask ||
-	    cfg->grade != SLUICE_GRADE_CONNS || cfg->conn_epoch != epoch)
-		return NULL;
-	return cfg;
-}
 
 struct conns_sweep {
 	__u64 now;
