@@ -928,6 +928,22 @@ static __always_inline void owe(struct sluice_src_cached *c, __u64 cost)
 		c->light_owed += cost;
 }
 
+/* A cached source's passes, which need neither the rule's state nor its
+ * configuration: its tokens, or its light credit of this tick. */
+static __always_inline bool source_cached_pass(struct sluice_src_cached *c,
+					       __u64 cost)
+{
+	if (c->tokens >= cost) {
+		c->tokens -= cost;
+		return true;
+	}
+	if (c->tick != sluice_tick() || c->light_left < cost)
+		return false;
+	c->light_left -= cost;
+	owe(c, cost);
+	return true;
+}
+
 static __always_inline void cache_reset(struct sluice_src_cached *c)
 {
 	c->tokens = 0;
@@ -1087,38 +1103,25 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
  */
 static __always_inline enum admit_result
 admit_source_key(const struct sluice_src_key *pkey, __u32 len,
+		 struct sluice_src_cached *c, __u32 idx,
 		 struct sluice_rule_cpu *rc, const struct sluice_rule_cfg *cfg,
 		 __u64 cost)
 {
 	__u64 slot_ns = cfg->interval_ns / SLUICE_SRC_SLOTS;
-	struct sluice_src_cached *c, *oc = NULL;
+	struct sluice_src_cached *oc = NULL;
 	struct sluice_src_state *st;
 	struct sluice_refusal *refusal;
 	struct sluice_src_key key;
 	__u64 *limit, now, count, chunk, grant;
 	enum source_tier tier;
 	bool overflow;
-	__u32 idx;
 
 	__u32 slot = pkey->rule;
 
 	key = *pkey;
-	idx = source_cache_index(&key);
-	c = bpf_map_lookup_elem(&src_cache, &idx);
-	if (!c)
-		return ADMIT_BLOCKED;
 	if (same_source(&c->key, &key)) {
-		if (c->tokens >= cost) {
-			c->tokens -= cost;
-			return ADMIT_PASSED;
-		}
 		refusal = &c->refusal;
 		if (c->tick == sluice_tick()) {
-			if (c->light_left >= cost) {
-				c->light_left -= cost;
-				owe(c, cost);
-				return ADMIT_PASSED;
-			}
 			oc = c->overflow ? overflow_entry(slot, c) : NULL;
 			if (oc && oc->tokens >= cost) {
 				oc->tokens -= cost;
@@ -1200,13 +1203,20 @@ admit_source_key(const struct sluice_src_key *pkey, __u32 len,
 __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 				   __u64 cost)
 {
+	struct sluice_src_cached *c;
 	struct sluice_src_key key;
 	struct sluice_rule_cpu *rc;
 	struct sluice_rule_cfg *cfg;
 	__u64 w[3] = { k0, k1, k2 };
-	__u32 slot, cpu_slot;
+	__u32 slot, cpu_slot, idx;
 
 	__builtin_memcpy(&key, w, sizeof(key));
+	idx = source_cache_index(&key);
+	c = bpf_map_lookup_elem(&src_cache, &idx);
+	if (!c)
+		return ADMIT_BLOCKED;
+	if (same_source(&c->key, &key) && source_cached_pass(c, cost))
+		return ADMIT_PASSED;
 	slot = key.rule;
 	cpu_slot = sluice_cpu_slot(bpf_get_smp_processor_id(), slot,
 					 rule_cpu_shift);
@@ -1214,7 +1224,31 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	if (!rc || !cfg)
 		return ADMIT_BLOCKED;
-	return admit_source_key(&key, len, rc, cfg, cost);
+	return admit_source_key(&key, len, c, idx, rc, cfg, cost);
+}
+
+/*
+ * A per_source rule's common cases, decided inline as judge_fast()
+ * decides a rule's, without a call: a cached source with tokens or light
+ * credit passes, one under its own refusal is held. ADMIT_PASSED,
+ * ADMIT_HELD, or -1 for admit_source_global().
+ */
+static __always_inline int admit_source_fast(struct sluice_rule_cpu *rc,
+					     const struct sluice_rule_cfg *cfg,
+					     const struct sluice_src_key *key,
+					     __u32 len, __u64 cost)
+{
+	__u32 idx = source_cache_index(key);
+	struct sluice_src_cached *c = bpf_map_lookup_elem(&src_cache, &idx);
+
+	if (!c || !same_source(&c->key, key))
+		return -1;
+	if (source_cached_pass(c, cost))
+		return ADMIT_PASSED;
+	/* an overflowed source's refusal is the budget's */
+	if (!c->overflow && hold_refused(rc, cfg, &c->refusal, len))
+		return ADMIT_HELD;
+	return -1;
 }
 
 /* The key is made here, in the caller's frame. */
@@ -1224,8 +1258,12 @@ admit_source(__u32 slot, const struct sluice_pkt *p, struct sluice_rule_cpu *rc,
 {
 	struct sluice_src_key key;
 	__u64 w[3];
+	int fast;
 
 	source_key(&key, slot, p, cfg);
+	fast = admit_source_fast(rc, cfg, &key, p->len, cost);
+	if (fast >= 0)
+		return fast;
 	__builtin_memcpy(w, &key, sizeof(w));
 	return admit_source_global(w[0], w[1], w[2], p->len, cost);
 }

@@ -152,7 +152,12 @@ static __always_inline int judged(struct xdp_md *ctx, __u32 slot,
 	if (layer)
 		return (cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP) |
 		       JUDGE_REFUSED;
-	count_drop(ctx, slot);
+	/* the countdown inline, as judge_fast() keeps it: a call only for
+	 * the sample */
+	if (rc->drop_countdown > 1)
+		rc->drop_countdown--;
+	else
+		count_drop(ctx, slot);
 	return cfg->flags & SLUICE_RULE_SHADOW ? XDP_PASS : XDP_DROP;
 }
 
