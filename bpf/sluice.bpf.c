@@ -129,7 +129,7 @@ __noinline int breaker_rst_global(struct xdp_md *ctx)
 #define JUDGE_ALLOWED	0x200
 #define JUDGE_SOURCE	0x400	/* a layer's per_source admission is due */
 #define JUDGE_CONNS	0x800	/* a layer's conns admission is due */
-#define JUDGE_RST	0x1000	/* refused by a RST (conns) */
+#define JUDGE_RST	0x1000	/* refused by a RST (conns, a breaker) */
 
 /* Whether a conns rule's refused SYN is dropped (or, shadow, passed)
  * rather than answered by a RST. */
@@ -223,9 +223,11 @@ static __always_inline int judge_slot(struct xdp_md *ctx, __u32 slot,
 		if (rc->has_breaker &&
 		    breaker_asked(rc->has_breaker, port_key)) {
 			verdict = breaker_request(ctx, slot);
+			/* in a layer the chain answers, after it gave back
+			 * the places earlier layers took for the SYN */
 			if (verdict == XDP_TX)
 				return p ? breaker_rst(ctx)
-					 : breaker_rst_global(ctx);
+					 : XDP_DROP | JUDGE_RST;
 			if (verdict >= 0)
 				return verdict;
 		}

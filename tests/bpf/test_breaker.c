@@ -332,6 +332,39 @@ static void test_layered(struct sl_dataplane *dp)
 	    (unsigned long long)rule_stats(dp, "lim").passed_pkts);
 }
 
+/* A conns rule in layer 0 and a breaker in layer 1: while the breaker
+ * is open, its RST answers a SYN that layer 0 counted, and the place
+ * comes back at once, not at the handshake's timeout. */
+static void test_layered_conns(struct sl_dataplane *dp)
+{
+	next_scenario();
+	if (!tap(apply(dp, RULES("{\"name\":\"cap\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"conns\","
+				 "\"count\":10},"
+				 "{\"name\":\"brk2\",\"match\":{\"proto\":"
+				 "\"tcp\",\"dport\":8080},\"grade\":\"cps\","
+				 "\"count\":100000000000,\"layer\":1,"
+				 "\"breaker\":{\"strategy\":\"error_count\","
+				 "\"threshold\":1,\"open_ms\":50,"
+				 "\"min_request_amount\":1}}")) == 0,
+		 "layered conns: rules apply"))
+		return;
+	tap(run_syn(dp, 4) == XDP_PASS && rule_stats(dp, "cap").conns_open == 1,
+	    "layered conns: a SYN passes both layers, one place taken");
+	answers(dp, 4, true, 2);
+	is_state(dp, "brk2", SLUICE_BRK_OPEN,
+		 "layered conns: the service's RSTs open the breaker");
+	tap(rule_stats(dp, "cap").conns_open == 0,
+	    "layered conns: and the service's RST gave the place back");
+	for (int i = 0; i < 3; i++)
+		tap(run_syn(dp, 4) == XDP_TX,
+		    "layered conns: open, SYN %d gets layer 1's RST", i + 1);
+	tap(rule_stats(dp, "cap").conns_open == 0,
+	    "layered conns: the SYNs answered by the breaker hold no place "
+	    "(%llu open)",
+	    (unsigned long long)rule_stats(dp, "cap").conns_open);
+}
+
 static void test_drop_and_others(struct sl_dataplane *dp)
 {
 	struct pspec ps = { .proto = TCP_, .sport = PORT, .dport = 40000,
@@ -1220,6 +1253,7 @@ int main(void)
 		test_ratio(&dp);
 		test_count_window(&dp);
 		test_layered(&dp);
+		test_layered_conns(&dp);
 		test_drop_and_others(&dp);
 		test_timeout(&dp);
 		test_conns_full(&dp);
