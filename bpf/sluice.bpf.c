@@ -390,8 +390,12 @@ static __always_inline int judge(struct xdp_md *ctx,
 	return judge_slot(ctx, ref - 1, p, NULL);
 }
 
-SEC("xdp")
-int sluice_xdp(struct xdp_md *ctx)
+/*
+ * A frame's verdict. frags: the frame may come in several buffers (a
+ * multi-buffer program), whose headers are in the first, which is all
+ * data_end reaches: its length is then the helper's.
+ */
+static __always_inline int judge_frame(struct xdp_md *ctx, bool frags)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -402,6 +406,8 @@ int sluice_xdp(struct xdp_md *ctx)
 	__u32 ref, why;
 
 	rc_parse = parse_packet(&p, data, data_end, tunnels_inner);
+	if (frags)
+		p.len = bpf_xdp_get_buff_len(ctx);
 	if (rc_parse == PARSE_NOT_IP) {
 		host_stat(SLUICE_ST_UNMATCHED);
 		return XDP_PASS;
@@ -434,6 +440,22 @@ int sluice_xdp(struct xdp_md *ctx)
 		frag_note(ref);
 charge:
 	return judge(ctx, &p, ref, rc_parse == PARSE_LATER_FRAGMENT);
+}
+
+SEC("xdp")
+int sluice_xdp(struct xdp_md *ctx)
+{
+	return judge_frame(ctx, false);
+}
+
+/* The same for an interface whose driver refuses sluice_xdp because its
+ * frames may not fit one buffer (jumbo frames: an MTU above about a
+ * page, or header split). A program of its own so that the one-buffer
+ * path does not pay the helper's call; loaded on 5.18 and later. */
+SEC("xdp.frags")
+int sluice_xdp_frags(struct xdp_md *ctx)
+{
+	return judge_frame(ctx, true);
 }
 
 /* What sluice_xdp would make of a frame, for `sluice explain`: run by

@@ -216,15 +216,25 @@ void host_stats(const struct sl_dataplane *d, uint64_t out[SLUICE_ST_MAX])
 
 /* ---- frames through the program ---------------------------------------- */
 
-int run_len(struct sl_dataplane *d, const void *buf, size_t len)
+static int run_prog(const struct bpf_program *prog, const void *buf,
+		    size_t len)
 {
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = buf,
 		    .data_size_in = len, .repeat = 1);
-	int fd = bpf_program__fd(d->skel->progs.sluice_xdp);
 
-	if (bpf_prog_test_run_opts(fd, &o))
+	if (bpf_prog_test_run_opts(bpf_program__fd(prog), &o))
 		return -errno;
 	return o.retval;
+}
+
+int run_len(struct sl_dataplane *d, const void *buf, size_t len)
+{
+	return run_prog(d->skel->progs.sluice_xdp, buf, len);
+}
+
+int run_frags_len(struct sl_dataplane *d, const void *buf, size_t len)
+{
+	return run_prog(d->skel->progs.sluice_xdp_frags, buf, len);
 }
 
 int run(struct sl_dataplane *d, const struct pkt *p)

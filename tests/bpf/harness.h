@@ -96,6 +96,9 @@ void host_stats(const struct sl_dataplane *d, uint64_t out[SLUICE_ST_MAX]);
 
 /* One frame through the program: its XDP verdict or -errno. */
 int run_len(struct sl_dataplane *d, const void *buf, size_t len);
+/* The same through sluice_xdp_frags (loaded with sl_dp_opts.frags): a
+ * frame past about a page comes in several buffers. */
+int run_frags_len(struct sl_dataplane *d, const void *buf, size_t len);
 int run(struct sl_dataplane *d, const struct pkt *p);
 /* n copies of a frame; returns how many got XDP_PASS (-errno on error). */
 long burst(struct sl_dataplane *d, const struct pkt *p, long n);

@@ -826,6 +826,49 @@ static void test_lease_expiry(struct sl_dataplane *dp)
 	tap(a == 1000, "lease: cleared, 1000 again (%ld)", a);
 }
 
+/*
+ * A jumbo frame in several buffers: sluice_xdp_frags, which a driver
+ * takes where it refuses sluice_xdp (its MTU), charges the whole frame,
+ * although data_end reaches only the first buffer (BPF_PROG_TEST_RUN
+ * puts what passes about a page in fragments, as such a driver does).
+ */
+static void test_multi_buffer(void)
+{
+	static uint8_t frame[9000];
+	struct sl_dp_opts o = { .test_clock = true, .frags = true };
+	struct pkt p = udp_to(7003, NULL, 0);
+	struct sl_rule_stats st;
+	struct sl_dataplane d;
+	int v[3];
+
+	if (!tap(h_load(&d, &o) == 0, "multi-buffer: a data plane with "
+				      "sluice_xdp_frags loads"))
+		return;
+	if (!d.frags) {
+		tap_skip("the kernel has no multi-buffer XDP (5.18)",
+			 "multi-buffer: a 9000-byte frame is charged whole");
+		h_unload(&d);
+		return;
+	}
+	next_scenario();
+	if (tap(apply_one(&d, "jumbo", 7003, "bps", 20000, NULL) == 0,
+		"multi-buffer: a bps rule of 20000 applies")) {
+		memcpy(frame, p.buf, p.len);
+		for (int i = 0; i < 3; i++)
+			v[i] = run_frags_len(&d, frame, sizeof(frame));
+		st = rule_stats(&d, "jumbo");
+		tap(v[0] == XDP_PASS && v[1] == XDP_PASS && v[2] == XDP_DROP &&
+			    st.passed_bytes == 2 * sizeof(frame) &&
+			    st.blocked_bytes == sizeof(frame),
+		    "multi-buffer: 9000-byte frames are charged whole: 2 "
+		    "pass (%s, %s; %llu bytes), the third is over 20000 (%s, "
+		    "%llu bytes blocked)", verdict_str(v[0]),
+		    verdict_str(v[1]), (unsigned long long)st.passed_bytes,
+		    verdict_str(v[2]), (unsigned long long)st.blocked_bytes);
+	}
+	h_unload(&d);
+}
+
 int main(void)
 {
 	struct sl_dataplane dp;
@@ -848,6 +891,7 @@ int main(void)
 	test_cps(&dp);
 	test_set_limit(&dp);
 	test_lease_expiry(&dp);
+	test_multi_buffer();
 	h_unload(&dp);
 	return h_end();
 }

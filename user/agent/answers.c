@@ -104,6 +104,7 @@ cJSON *agent_do_status(struct agent *a)
 		cJSON_AddStringToObject(o, "name", ifc->name);
 		cJSON_AddNumberToObject(o, "ifindex", ifc->ifindex);
 		cJSON_AddStringToObject(o, "mode", sl_xdp_mode_str(ifc->mode));
+		cJSON_AddBoolToObject(o, "multi_buffer", ifc->frags);
 		cJSON_AddBoolToObject(o, "attached", up);
 		cJSON_AddBoolToObject(o, "adopted", ifc->adopted);
 		cJSON_AddBoolToObject(o, "egress", ifc->egress);

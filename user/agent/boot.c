@@ -129,6 +129,8 @@ int agent_start(struct agent *a)
 			return err;
 	}
 
+	for (int i = 0; i < a->ifaces.n; i++)
+		o.frags |= sl_dp_iface_jumbo(a->ifaces.name[i]);
 	err = sl_dp_load(&a->dp, &o);
 	if (err) {
 		pr_err("loading the XDP program (pins in %s): %s", a->pin_dir,
@@ -184,6 +186,7 @@ int agent_start(struct agent *a)
 
 	for (int i = 0; i < a->ifaces.n; i++) {
 		const char *name = a->ifaces.name[i];
+		const struct sl_iface *ifc;
 
 		err = sl_dp_attach(&a->dp, name, a->mode);
 		if (err) {
@@ -191,11 +194,13 @@ int agent_start(struct agent *a)
 			       sl_xdp_mode_str(a->mode), strerror(-err));
 			return err;
 		}
-		pr_info("%s: %s in %s mode, %zu rules in force (snapshot "
+		ifc = &a->dp.ifaces[a->dp.n_ifaces - 1];
+		pr_info("%s: %s in %s mode%s, %zu rules in force (snapshot "
 			"version %llu)", name,
-			a->dp.ifaces[a->dp.n_ifaces - 1].adopted ? "adopted"
-								 : "attached",
-			sl_xdp_mode_str(a->dp.ifaces[a->dp.n_ifaces - 1].mode),
+			ifc->adopted ? "adopted" : "attached",
+			sl_xdp_mode_str(ifc->mode),
+			ifc->frags ? " (multi-buffer: frames in several "
+				     "buffers)" : "",
 			a->dp.rules.n, (unsigned long long)a->snap.version);
 	}
 	if (a->metrics_addr) {

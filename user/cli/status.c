@@ -26,7 +26,11 @@ static void print_ifaces(const cJSON *ifs, const char *snap_rules)
 	cJSON_ArrayForEach(i, ifs) {
 		table_add(&t, cli_get_str(i, "name", "?"));
 		table_add(&t, cli_cell(cli_get(i, "ifindex"), n, sizeof(n)));
-		table_add(&t, cli_get_str(i, "mode", "-"));
+		if (cli_get_bool(i, "multi_buffer"))
+			table_addf(&t, "%s (multi-buffer)",
+				   cli_get_str(i, "mode", "-"));
+		else
+			table_add(&t, cli_get_str(i, "mode", "-"));
 		table_add(&t, cli_cell(cli_get(i, "attached"), n, sizeof(n)));
 		table_add(&t, cli_cell(cli_get(i, "adopted"), n, sizeof(n)));
 		table_addf(&t, "%s/%s",

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <linux/if_ether.h>
 #include <linux/if_link.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,13 +139,67 @@ int sl_dp_sync_egress(struct sl_dataplane *dp)
 	return err;
 }
 
-static int link_xdp(struct sl_dataplane *dp, int ifindex, __u32 flags)
+/* skel's XDP program: the multi-buffer one or the other; -ENOENT when
+ * it was not loaded */
+static int xdp_prog_fd(const struct sluice_bpf *skel, bool frags)
+{
+	int fd = bpf_program__fd(frags ? skel->progs.sluice_xdp_frags
+				       : skel->progs.sluice_xdp);
+
+	return fd < 0 ? -ENOENT : fd;
+}
+
+/* sluice_xdp first: a driver refuses it where frames may come in several
+ * buffers (its MTU), and then takes sluice_xdp_frags if loaded. The
+ * first error is the one to report. */
+static int link_xdp(struct sl_dataplane *dp, int ifindex, __u32 flags,
+		    bool *frags)
 {
 	LIBBPF_OPTS(bpf_link_create_opts, lopts, .flags = flags);
-	int fd = bpf_link_create(bpf_program__fd(dp->skel->progs.sluice_xdp),
-				 ifindex, BPF_XDP, &lopts);
+	int fd = bpf_link_create(xdp_prog_fd(dp->skel, false), ifindex,
+				 BPF_XDP, &lopts), err = -errno;
 
-	return fd < 0 ? -errno : fd;
+	*frags = false;
+	if (fd >= 0)
+		return fd;
+	if (!dp->frags)
+		return err;
+	fd = bpf_link_create(xdp_prog_fd(dp->skel, true), ifindex, BPF_XDP,
+			     &lopts);
+	*frags = fd >= 0;
+	return fd >= 0 ? fd : err;
+}
+
+int sl_dp_link_update(const struct sl_dataplane *dp,
+		      const struct sluice_bpf *skel, int link_fd, bool *frags)
+{
+	int err;
+
+	if (!bpf_link_update(link_fd, xdp_prog_fd(skel, false), NULL)) {
+		*frags = false;
+		return 0;
+	}
+	err = -errno;
+	if (!dp->frags ||
+	    bpf_link_update(link_fd, xdp_prog_fd(skel, true), NULL))
+		return err;
+	*frags = true;
+	return 0;
+}
+
+bool sl_dp_iface_jumbo(const char *ifname)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool jumbo = false;
+
+	if (fd < 0)
+		return false;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	if (!ioctl(fd, SIOCGIFMTU, &ifr))
+		jumbo = ifr.ifr_mtu > ETH_DATA_LEN;
+	close(fd);
+	return jumbo;
 }
 
 static enum sl_xdp_mode attached_mode(int ifindex)
@@ -159,11 +217,12 @@ static enum sl_xdp_mode attached_mode(int ifindex)
  * program instance (same maps; one atomic swap, no gap) and keep it.
  * Returns the fd, or -ENOENT when there is none to adopt.
  */
-static int adopt_link(struct sl_dataplane *dp, const char *path, int ifindex)
+static int adopt_link(struct sl_dataplane *dp, const char *path, int ifindex,
+		      bool *frags)
 {
 	struct bpf_link_info info = { 0 };
 	__u32 len = sizeof(info);
-	int fd = bpf_obj_get(path);
+	int fd = bpf_obj_get(path), err;
 
 	if (fd < 0)
 		return -ENOENT;
@@ -174,10 +233,8 @@ static int adopt_link(struct sl_dataplane *dp, const char *path, int ifindex)
 		unlink(path);
 		return -ENOENT;
 	}
-	if (bpf_link_update(fd, bpf_program__fd(dp->skel->progs.sluice_xdp),
-			    NULL)) {
-		int err = -errno;
-
+	err = sl_dp_link_update(dp, dp->skel, fd, frags);
+	if (err) {
 		close(fd);
 		return err;
 	}
@@ -203,7 +260,7 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 
 	if (dp->pin_dir[0]) {
 		sl_pins_link_path(dp->pin_dir, ifname, path, sizeof(path));
-		fd = adopt_link(dp, path, ifindex);
+		fd = adopt_link(dp, path, ifindex, &ifc->frags);
 		if (fd >= 0) {
 			ifc->link_fd = fd;
 			ifc->adopted = true;
@@ -228,18 +285,23 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 			return fd;
 	}
 
-	fd = mode == SL_XDP_GENERIC ? -EOPNOTSUPP
-				    : link_xdp(dp, ifindex, XDP_FLAGS_DRV_MODE);
+	fd = mode == SL_XDP_GENERIC
+		     ? -EOPNOTSUPP
+		     : link_xdp(dp, ifindex, XDP_FLAGS_DRV_MODE, &ifc->frags);
 	if (fd >= 0) {
 		ifc->mode = SL_XDP_NATIVE;
 	} else if (mode == SL_XDP_NATIVE) {
 		return fd;
 	} else {
 		if (mode == SL_XDP_AUTO)
-			pr_warn("%s: native XDP unavailable (%s), using generic "
-				"XDP: slower, runs after the kernel allocates "
-				"an skb", ifname, strerror(-fd));
-		fd = link_xdp(dp, ifindex, XDP_FLAGS_SKB_MODE);
+			pr_warn("%s: native XDP unavailable (%s%s), using "
+				"generic XDP: slower, runs after the kernel "
+				"allocates an skb", ifname, strerror(-fd),
+				!dp->frags && sl_dp_iface_jumbo(ifname)
+					? "; its MTU may need multi-buffer "
+					  "XDP, which this kernel lacks"
+					: "");
+		fd = link_xdp(dp, ifindex, XDP_FLAGS_SKB_MODE, &ifc->frags);
 		if (fd < 0)
 			return fd;
 		ifc->mode = SL_XDP_GENERIC;

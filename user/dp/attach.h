@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The data plane on interfaces: sluice_xdp through a (pinned) bpf_link,
- * and sluice_egress as a tc filter on clsact egress while a breaker needs
+ * The data plane on interfaces: sluice_xdp (or sluice_xdp_frags, for
+ * frames in several buffers) through a (pinned) bpf_link, and
+ * sluice_egress as a tc filter on clsact egress while a breaker needs
  * it.
  */
 #ifndef SLUICE_ATTACH_H
@@ -11,6 +12,18 @@
 
 int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 		 enum sl_xdp_mode mode);
+
+/*
+ * Point an XDP link at skel's program: sluice_xdp, or where the driver
+ * refuses it and dp loaded it, sluice_xdp_frags (*frags says which).
+ * 0 or -errno (sluice_xdp's).
+ */
+int sl_dp_link_update(const struct sl_dataplane *dp,
+		      const struct sluice_bpf *skel, int link_fd, bool *frags);
+
+/* An MTU above Ethernet's 1500: a driver may then need sluice_xdp_frags
+ * (load it: sl_dp_opts.frags). */
+bool sl_dp_iface_jumbo(const char *ifname);
 
 /* The interface's link still points at it (0 once it went away). */
 bool sl_dp_iface_attached(const struct sl_iface *ifc);

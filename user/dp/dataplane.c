@@ -20,6 +20,21 @@ size_t sl_dp_slots_in_force(const struct sl_dataplane *dp)
 	return n;
 }
 
+/* BPF_F_XDP_HAS_FRAGS came with bpf_xdp_get_buff_len(), which
+ * sluice_xdp_frags calls. */
+bool sl_dp_frags_supported(void)
+{
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_XDP,
+				       BPF_FUNC_xdp_get_buff_len, NULL) == 1;
+}
+
+/* A second copy of the judge: verified only when an interface may need
+ * it (in a TCG guest it made every load half as long again). */
+void sl_dp_autoload(const struct sl_dataplane *dp, struct sluice_bpf *skel)
+{
+	bpf_program__set_autoload(skel->progs.sluice_xdp_frags, dp->frags);
+}
+
 /* XDP runs in an RCU read-side section and MEMBARRIER_CMD_GLOBAL waits
  * for a grace period. */
 void sl_dp_wait_for_readers(void)

@@ -39,6 +39,10 @@ struct sl_dp_opts {
 	/* size rule_cpu for this many CPUs when more than the possible
 	 * ones (a test of a big host's memory); 0: the possible CPUs */
 	int sized_cpus;
+	/* load sluice_xdp_frags too (if the kernel has multi-buffer XDP),
+	 * for an interface whose driver may refuse sluice_xdp: frames in
+	 * several buffers (sl_dp_iface_jumbo()) */
+	bool frags;
 };
 
 struct sl_iface {
@@ -48,6 +52,7 @@ struct sl_iface {
 	enum sl_xdp_mode mode; /* native or generic, as attached */
 	bool adopted;	       /* the link was already there */
 	bool egress;	       /* sluice_egress attached (tc clsact egress) */
+	bool frags;	       /* it runs sluice_xdp_frags */
 };
 
 /* A rule slot in force, as the maps know it. */
@@ -70,6 +75,7 @@ struct sl_dataplane {
 	uint64_t layout;	 /* the id of this build's pinned layout */
 	bool adopted;		 /* maps were pinned by an earlier agent */
 	bool upgraded;		 /* ... of another layout, carried over */
+	bool frags;		 /* sluice_xdp_frags is loaded */
 	struct sl_iface ifaces[SL_MAX_IFACES];
 	int n_ifaces;
 	int n_cpus;
@@ -98,6 +104,12 @@ struct sl_dataplane {
 	bool retire_pending;
 	uint64_t rules_gen; /* applies so far: slots may have changed hands */
 };
+
+/* Whether the kernel takes multi-buffer XDP programs (5.18). */
+bool sl_dp_frags_supported(void);
+
+/* Which programs skel loads: sluice_xdp_frags only where dp has it. */
+void sl_dp_autoload(const struct sl_dataplane *dp, struct sluice_bpf *skel);
 
 /* Test builds: the clock the data plane reads. */
 void sl_dp_set_test_time(struct sl_dataplane *dp, uint64_t now_ns);

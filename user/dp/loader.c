@@ -197,6 +197,12 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	dp->skel->rodata->unclassified_verdict =
 		opts->pass_unclassified ? XDP_PASS : XDP_DROP;
 	dp->skel->rodata->tunnels_inner = opts->tunnels_inner;
+	if (opts->frags && !sl_dp_frags_supported())
+		pr_warn("this kernel has no multi-buffer XDP (5.18): an "
+			"interface whose frames may not fit one buffer runs "
+			"in generic mode");
+	dp->frags = opts->frags && sl_dp_frags_supported();
+	sl_dp_autoload(dp, dp->skel);
 	if (opts->pin_dir) {
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", opts->pin_dir);
 		err = choose_pins(dp, &pins, &next, &upgrading);

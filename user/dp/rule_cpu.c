@@ -197,6 +197,7 @@ static int grow_rule_cpu(struct sl_dataplane *dp, uint32_t shift)
 	if (err)
 		return err;
 	*next->rodata = *old->rodata;
+	sl_dp_autoload(dp, next);
 	err = sl_rule_cpu_size(dp, next, shift);
 	bpf_object__for_each_map(m, next->obj) {
 		struct bpf_map *o;
@@ -223,17 +224,17 @@ static int grow_rule_cpu(struct sl_dataplane *dp, uint32_t shift)
 		goto fail;
 	memcpy(seen, old_mem, old_bytes);
 	copy_rule_cpu(dp, seen, old_shift, mem);
-	for (; i < dp->n_ifaces; i++)
-		if (bpf_link_update(dp->ifaces[i].link_fd,
-				    bpf_program__fd(next->progs.sluice_xdp),
-				    NULL)) {
-			err = -errno;
+	for (; i < dp->n_ifaces; i++) {
+		err = sl_dp_link_update(dp, next, dp->ifaces[i].link_fd,
+					&dp->ifaces[i].frags);
+		if (err) {
 			while (i--)
-				bpf_link_update(dp->ifaces[i].link_fd,
-						bpf_program__fd(old->progs.sluice_xdp),
-						NULL);
+				sl_dp_link_update(dp, old,
+						  dp->ifaces[i].link_fd,
+						  &dp->ifaces[i].frags);
 			goto fail;
 		}
+	}
 	dp->skel = next;
 	dp->rule_cpu = mem;
 	for (i = 0; i < dp->n_ifaces; i++)

@@ -11,6 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "attach.h"
 #include "log.h"
 #include "rule_cpu.h"
 #include "sluice.skel.h"
@@ -344,12 +345,13 @@ static bool is_hot(const struct sl_dataplane *dp, const char *name)
 
 static int switch_links(struct sl_dataplane *dp, struct sl_pins *p)
 {
-	int prog = bpf_program__fd(dp->skel->progs.sluice_xdp);
-
 	for (int i = 0; i < p->n_links; i++) {
-		if (!bpf_link_update(p->links[i].fd, prog, NULL))
+		bool frags;
+		int err = sl_dp_link_update(dp, dp->skel, p->links[i].fd,
+					    &frags);
+
+		if (!err)
 			continue;
-		int err = -errno;
 
 		pr_err("upgrade: %s: cannot switch the link to the new "
 		       "program: %s", p->links[i].ifname, strerror(-err));
