@@ -9,6 +9,8 @@
 #     a bad --iface): the running data plane stays attached and pinned;
 #   - maps pinned without any link: `sluice down` removes them, says so,
 #     exits 0;
+#   - another program on the interface's XDP hook: exit 1, the message
+#     names it and how to detach it, and it stays attached;
 #   - the log: "<3>" sd-daemon prefixes when stderr is the journal's stream
 #     (JOURNAL_STREAM is its dev:ino), an ISO-8601 UTC timestamp otherwise,
 #     one JSON object a line with --log-format json, --log-level.
@@ -92,6 +94,19 @@ rc=$?
 grep -q "nothing pinned" "$T/down2"
 check $((rc == 1 && $? == 0 ? 0 : 1)) \
 	"down with nothing pinned at all: exit $rc (want 1), 'nothing pinned'"
+
+# another program on the XDP hook: named, left alone, exit 1
+netns_bg "$NS_RX" xdppass "$GEN_BIN/xdppass" --dev veth-rx --duration 120
+netns_wait_ready xdppass 5 || { echo "Bail out! xdppass"; exit 1; }
+sluice_agent_fg "$T/fg5" --rules rules/demo.json
+rc=$?
+grep -q "veth-rx: another XDP program is attached (id [0-9]*, xdppass, native mode)" \
+	"$T/fg5" && grep -q "ip link set dev veth-rx xdp off" "$T/fg5" &&
+	ip -n "$NS_RX" -d link show dev veth-rx | grep -q 'name xdppass'
+check $((rc == 1 && $? == 0 ? 0 : 1)) \
+	"another XDP program on veth-rx: exit $rc (want 1), named with how to detach it, and left attached"
+show "$T/fg5" 3
+netns_stop xdppass
 
 # the log, on an agent that refuses a bad rule file (and one that starts)
 printf '{"rules":[{"name":"x","match":{},"grade":"pps","count":0}]}\n' \

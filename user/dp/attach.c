@@ -202,6 +202,38 @@ bool sl_dp_iface_jumbo(const char *ifname)
 	return jumbo;
 }
 
+/*
+ * Another program on ifname's XDP hook (not a link of ours to adopt):
+ * the kernel would refuse ours with EBUSY or EEXIST, which say nothing
+ * of why. -EBUSY after saying whose it is, or 0.
+ */
+static int foreign_xdp(int ifindex, const char *ifname)
+{
+	LIBBPF_OPTS(bpf_xdp_query_opts, q);
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info), id;
+	int fd;
+
+	if (bpf_xdp_query(ifindex, 0, &q))
+		return 0;
+	id = q.drv_prog_id ? q.drv_prog_id
+			   : q.skb_prog_id ? q.skb_prog_id : q.hw_prog_id;
+	if (!id)
+		return 0;
+	fd = bpf_prog_get_fd_by_id(id);
+	if (fd >= 0) {
+		bpf_obj_get_info_by_fd(fd, &info, &len);
+		close(fd);
+	}
+	pr_err("%s: another XDP program is attached (id %u%s%s, %s mode): "
+	       "sluice needs the interface's XDP hook to itself; detach it "
+	       "(`ip link set dev %s xdp off`, or the tool that attached it) "
+	       "first", ifname, id, info.name[0] ? ", " : "", info.name,
+	       q.drv_prog_id ? "native" : q.skb_prog_id ? "generic" : "offload",
+	       ifname);
+	return -EBUSY;
+}
+
 static enum sl_xdp_mode attached_mode(int ifindex)
 {
 	LIBBPF_OPTS(bpf_xdp_query_opts, q);
@@ -285,6 +317,9 @@ int sl_dp_attach(struct sl_dataplane *dp, const char *ifname,
 			return fd;
 	}
 
+	fd = foreign_xdp(ifindex, ifname);
+	if (fd)
+		return fd;
 	fd = mode == SL_XDP_GENERIC
 		     ? -EOPNOTSUPP
 		     : link_xdp(dp, ifindex, XDP_FLAGS_DRV_MODE, &ifc->frags);
