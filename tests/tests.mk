@@ -115,8 +115,15 @@ FUZZ_SUITES  := "BUILD=$(BUILD) tests/fuzz/run.sh $(FUZZ_NAMES)"
 # no kernel feature (4 of a guest's 11 minutes); test_actions.sh's and
 # test_rule_layers.sh's data plane is bpf_admit's allow, deny and layers,
 # which the guests run; test_conns.sh times real connections against
-# idle timeouts of seconds, and its data plane is bpf_conns.
+# idle timeouts of seconds, and its data plane is bpf_conns;
+# test_check.sh is `sluice check` offline, no kernel at all;
+# test_agent_snapshot.sh is the snapshot's files (the boot over a running
+# data plane is test_agent_restart.sh's, which the guests run);
+# test_jumbo.sh's program is bpf_admit's multi-buffer case, which the
+# guests run (its veth at MTU 9000 in native mode passed in both guests
+# on 2026-12-05: make vmtest VMTEST_SUITES=...test_jumbo.sh, 50 s each).
 HOST_ONLY_TESTS := %/test_actions.sh %/test_rule_layers.sh %/test_conns.sh %/test_package.sh %/test_image.sh %/test_units_live.sh \
+		   %/test_check.sh %/test_agent_snapshot.sh %/test_jumbo.sh \
 		   %/test_agent_control.sh \
 		   %/test_install.sh %/test_upgrade.sh %/test_alerts.sh \
 		   %/test_metrics.sh %/test_top.sh %/test_runbook.sh \

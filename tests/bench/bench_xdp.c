@@ -65,6 +65,7 @@ enum bench_kind {
 	BK_LAYERS4,
 	BK_CONNS, /* pass: an open connection's segment; drop: a SYN over
 		   * count (refuse drop) */
+	BK_FRAGS, /* BK_ONE through sluice_xdp_frags */
 	BK_MAX,
 };
 
@@ -80,6 +81,7 @@ static const char *const kind_name[BK_MAX] = {
     [BK_LAYERS3] = "sluice, 3 layers",
     [BK_LAYERS4] = "sluice, 4 layers",
     [BK_CONNS] = "sluice, 1 conns rule (TCP)",
+    [BK_FRAGS] = "sluice, 1 rule, multi-buffer",
 };
 
 /* Issue targets: the ratio to the bare program. */
@@ -354,7 +356,8 @@ static void open_connection(struct bench_case *c)
 static void setup_case(struct bench_case *c, const struct bench_opts *bo)
 {
 	uint32_t n_src = c->kind == BK_PER_SOURCE ? BENCH_SRC_FRAMES : 1;
-	struct sl_dp_opts dopts = {0}; /* production clock */
+	/* production clock */
+	struct sl_dp_opts dopts = { .frags = c->kind == BK_FRAGS };
 	struct sl_ruleset rs = {0};
 	char err[4096];
 	char *json;
@@ -394,7 +397,11 @@ static void setup_case(struct bench_case *c, const struct bench_opts *bo)
 	if (sl_dp_apply(&c->dp, &rs, err, sizeof(err)))
 		die("applying the bench rule set: %s", err);
 	sl_ruleset_free(&rs);
-	c->prog_fd = bpf_program__fd(c->dp.skel->progs.sluice_xdp);
+	c->prog_fd = bpf_program__fd(c->kind == BK_FRAGS
+					     ? c->dp.skel->progs.sluice_xdp_frags
+					     : c->dp.skel->progs.sluice_xdp);
+	if (c->prog_fd < 0)
+		die("the multi-buffer program did not load (kernel < 5.18?)");
 	if (c->kind == BK_PER_SOURCE)
 		prefill_sources(c, bo->sources);
 	if (c->kind == BK_CONNS)
@@ -674,6 +681,11 @@ int main(int argc, char **argv)
 		printf("%s %s: %.2f ns over 1 pps rule\n", kind_name[BK_CONNS],
 		       cases[i].drop ? "drop (a SYN over count)"
 				     : "pass (a connection's segment)",
+		       cases[i].added_mean - cases[2 + cases[i].drop].added_mean);
+	/* the multi-buffer program's added ns over the one-buffer's */
+	for (i = 2 * BK_FRAGS; i < 2 * (BK_FRAGS + 1); i++)
+		printf("%s %s: %.2f ns over the one-buffer program\n",
+		       kind_name[BK_FRAGS], cases[i].drop ? "drop" : "pass",
 		       cases[i].added_mean - cases[2 + cases[i].drop].added_mean);
 	/* cases[3]: one rule, drop; cases[1]: the bare parse and drop */
 	printf("target 1-rule drop Mpps >= %.2f x parse-and-drop's: %.2f %s\n",
