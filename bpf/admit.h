@@ -1215,6 +1215,8 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 	c = bpf_map_lookup_elem(&src_cache, &idx);
 	if (!c)
 		return ADMIT_BLOCKED;
+	/* a layer's per_source rule comes here first; a packet judged
+	 * alone came through admit_source_fast(), and finds nothing here */
 	if (same_source(&c->key, &key) && source_cached_pass(c, cost))
 		return ADMIT_PASSED;
 	slot = key.rule;

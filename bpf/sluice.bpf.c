@@ -450,8 +450,9 @@ int sluice_xdp(struct xdp_md *ctx)
 
 /* The same for an interface whose driver refuses sluice_xdp because its
  * frames may not fit one buffer (jumbo frames: an MTU above about a
- * page, or header split). A program of its own so that the one-buffer
- * path does not pay the helper's call; loaded on 5.18 and later. */
+ * page, or header split). A program of its own, loaded (5.18 and later)
+ * only for such an interface: a second copy to verify makes each load
+ * longer. */
 SEC("xdp.frags")
 int sluice_xdp_frags(struct xdp_md *ctx)
 {
