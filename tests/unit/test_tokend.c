@@ -667,6 +667,54 @@ static void test_vanished_holder(void **state)
 }
 
 /*
+ * The live holders are kept in arrays (node, need, lease end) that a
+ * holder's leaving fills from the last: the holder moved keeps its own
+ * need and lease. n0, n1, n2 hold flow 1 in that order; n0 goes silent
+ * and is ended by the balancer, which moves n2 into n0's place.
+ */
+static void test_moved_holder(void **state)
+{
+	const uint64_t d[3] = {4000, 500, 300};
+	const struct sl_tokend_flow_info *fi;
+	struct sl_tokend_info in;
+	struct sl_tokend_cfg cfg;
+	uint64_t g[3] = {0};
+	struct server s;
+	struct cli c[3];
+	char node[16];
+
+	(void)state;
+	cfg_for_test(&cfg);
+	cfg.ttl_ms = 400; /* the balancer ends leases every 100 ms */
+	start(&s, &cfg);
+	for (int i = 0; i < 3; i++) {
+		snprintf(node, sizeof(node), "n%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  node, SECRET_A), 0);
+	}
+	rounds(c, 3, 1, d, g, 2000, 3);
+	assert_true(g[0] == 1176 && g[1] == 515 && g[2] == 309);
+	/* n1 and n2 renew at 300 ms (to 700), n0 ends at 400 (+ 100) */
+	usleep(300 * 1000);
+	for (int i = 1; i < 3; i++)
+		g[i] = sync1(&c[i], 1, d[i], g[i]).grant;
+	usleep(300 * 1000);
+	fi = flow_info(s.td, &in, "a1");
+	if (fi->holders != 2 || fi->vanished != 1)
+		fail_msg("at 600 ms: %u holders, %u vanished; want n1 and n2 "
+			 "live, n0 vanished", fi->holders, fi->vanished);
+	sl_tokend_info_free(&in);
+	/* needs 515 and 309 fit in 2000 less n0's 666: the rest is shared,
+	 * (1334 - 824) / 2 each (n0's need in n2's place would give 515) */
+	g[1] = sync1(&c[1], 1, d[1], g[1]).grant;
+	if (g[1] != 515 + 255)
+		fail_msg("n1 granted %llu, want 770", (unsigned long long)g[1]);
+	for (int i = 0; i < 3; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+}
+
+/*
  * Node ids minted by a member of the namespace, each granted then gone:
  * their reservations hold at most half of count, not all of it.
  */
@@ -1529,6 +1577,7 @@ int main(void)
 		cmocka_unit_test(test_namespace_isolation),
 		cmocka_unit_test(test_split_by_demand),
 		cmocka_unit_test(test_vanished_holder),
+		cmocka_unit_test(test_moved_holder),
 		cmocka_unit_test(test_minted_nodes),
 		cmocka_unit_test(test_node_binding),
 		cmocka_unit_test(test_large_flow_threads),

@@ -91,13 +91,38 @@ static uint32_t set_del(struct node_set *s, uint32_t pos)
 	return last;
 }
 
+/* Room for one more live holder in each of the set's arrays. */
+static int live_grow(struct live_set *s)
+{
+	uint32_t cap = s->cap ? 2 * s->cap : 16;
+	uint32_t *node = realloc(s->node, cap * sizeof(*node));
+	uint64_t *need, *expires;
+
+	if (!node)
+		return -ENOMEM;
+	s->node = node;
+	need = realloc(s->need, cap * sizeof(*need));
+	if (!need)
+		return -ENOMEM;
+	s->need = need;
+	expires = realloc(s->expires, cap * sizeof(*expires));
+	if (!expires)
+		return -ENOMEM;
+	s->expires = expires;
+	s->cap = cap;
+	return 0;
+}
+
 static int make_live(struct flow *f, struct holder *h, uint32_t node)
 {
-	int pos = set_add(&f->live, node);
+	struct live_set *s = &f->live;
 
-	if (pos < 0)
-		return pos;
-	h->live_pos = pos;
+	if (s->n == s->cap && live_grow(s))
+		return -ENOMEM;
+	s->node[s->n] = node;
+	s->need[s->n] = 0;
+	s->expires[s->n] = 0;
+	h->live_pos = s->n++;
 	h->grant = 0;
 	f->dirty = true;
 	return 0;
@@ -105,10 +130,15 @@ static int make_live(struct flow *f, struct holder *h, uint32_t node)
 
 static void drop_live(struct flow *f, struct holder *h)
 {
-	uint32_t moved = set_del(&f->live, h->live_pos);
+	struct live_set *s = &f->live;
+	uint32_t pos = h->live_pos, last = --s->n;
 
-	if (moved != NO_POS)
-		f->h[moved].live_pos = h->live_pos;
+	if (pos != last) {
+		s->node[pos] = s->node[last];
+		s->need[pos] = s->need[last];
+		s->expires[pos] = s->expires[last];
+		f->h[s->node[pos]].live_pos = pos;
+	}
 	f->outstanding -= h->grant;
 	h->grant = 0;
 	h->live_pos = NO_POS;
@@ -189,10 +219,9 @@ static void expire_flow(struct sl_tokend *td, struct ns *ns, struct flow *f,
 	uint32_t i = 0;
 
 	while (i < f->live.n) {
-		uint32_t node = f->live.node[i];
-
-		if (f->h[node].expires <= now)
-			vanish(td, ns, f, node, now); /* moves another to i */
+		/* vanish() moves another holder to i */
+		if (f->live.expires[i] <= now)
+			vanish(td, ns, f, f->live.node[i], now);
 		else
 			i++;
 	}
@@ -269,8 +298,7 @@ static uint64_t fill_input(struct flow *f, uint64_t *needs, uint64_t now)
 {
 	uint64_t count = flow_count(f, now);
 
-	for (uint32_t i = 0; i < f->live.n; i++)
-		needs[i] = f->h[f->live.node[i]].need;
+	memcpy(needs, f->live.need, f->live.n * sizeof(*needs));
 	return count > f->reserved ? count - f->reserved : 0;
 }
 
@@ -347,7 +375,7 @@ int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 
 	if (!h)
 		return -ENOMEM;
-	if (h->live_pos != NO_POS && h->expires <= now)
+	if (h->live_pos != NO_POS && f->live.expires[h->live_pos] <= now)
 		drop_live(f, h);
 	if (h->gone_pos != NO_POS)
 		drop_gone(f, h); /* back: its answer replaces the reservation */
@@ -357,9 +385,9 @@ int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 			return ret;
 	}
 	need = sl_quota_need(r->demand);
-	if (h->need != need)
+	if (f->live.need[h->live_pos] != need)
 		f->dirty = true;
-	h->need = need;
+	f->live.need[h->live_pos] = need;
 	others = f->outstanding - h->grant;
 	g->flags = 0;
 	learning = now < v->start + td->cfg.learn_ms;
@@ -383,7 +411,7 @@ int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 				if (ret)
 					return ret;
 			}
-			want = sl_quota_grant(&f->level, h->need);
+			want = sl_quota_grant(&f->level, need);
 		}
 		/* vanished holders' fallbacks count as granted */
 		want = sl_quota_cap(count, others + f->reserved, want);
@@ -399,7 +427,7 @@ int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 	}
 	f->outstanding = others + want;
 	h->grant = want;
-	h->expires = now + td->cfg.ttl_ms;
+	f->live.expires[h->live_pos] = now + td->cfg.ttl_ms;
 	g->grant = want;
 	g->ttl_ms = td->cfg.ttl_ms;
 	g->holders = f->live.n + f->gone.n;
@@ -540,6 +568,8 @@ void ts_free_flows(struct ns *v, uint32_t n)
 			pthread_mutex_destroy(&v[i].flows[j].lock);
 			free(v[i].flows[j].h);
 			free(v[i].flows[j].live.node);
+			free(v[i].flows[j].live.need);
+			free(v[i].flows[j].live.expires);
 			free(v[i].flows[j].gone.node);
 		}
 		free(v[i].flows);
@@ -665,7 +695,7 @@ static void carry_flow(struct flow *to, struct flow *from)
 	to->dirty = true;
 	/* moved: the old set is freed without them (its ids stay sorted) */
 	from->h = NULL;
-	from->live = (struct node_set){ 0 };
+	from->live = (struct live_set){ 0 };
 	from->gone = (struct node_set){ 0 };
 	if (count == was || !was)
 		return;

@@ -298,10 +298,19 @@ int sl_tokend_run(struct sl_tokend *td)
 	char b = 's';
 
 	balancer = !pthread_create(&td->bal_thread, NULL, ts_balancer_main, td);
-	for (; balancer && started < td->n_w; started++)
+	if (balancer)
+		pthread_setname_np(td->bal_thread, "tokend-balance");
+	for (; balancer && started < td->n_w; started++) {
+		char name[16];
+
 		if (pthread_create(&td->w[started].thread, NULL, worker_main,
 				   &td->w[started]))
 			break;
+		/* top -H and the benchmarks tell the threads apart */
+		snprintf(name, sizeof(name), "tokend-w%u",
+			 started % SL_TOKEND_MAX_THREADS);
+		pthread_setname_np(td->w[started].thread, name);
+	}
 	if (!balancer || started < td->n_w) {
 		pr_err("tokend: cannot start %u threads", td->n_w + 1);
 		ret = -EAGAIN;

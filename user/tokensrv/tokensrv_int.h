@@ -41,9 +41,7 @@ enum conn_state {
 };
 
 struct holder {
-	uint64_t need;	  /* the last demand and its headroom (sl_quota_need) */
-	uint64_t grant;	  /* counted in the flow's outstanding while live */
-	uint64_t expires; /* ms; the lease ends here */
+	uint64_t grant;	   /* counted in the flow's outstanding while live */
 	uint32_t live_pos; /* index in flow->live, NO_POS if not live */
 	uint32_t told;	   /* holders in its last answer (its share's H) */
 	/* Vanished (its lease ran out unrenewed): its host may enforce
@@ -59,6 +57,18 @@ struct node_set {
 	uint32_t n, cap;
 };
 
+/*
+ * The live holders, with what the balancer reads of each beside its node
+ * number: its fills and expiry scans walk contiguous arrays, not a cache
+ * line of f->h per holder (10,000 holders: 160 KB, not 640 KB).
+ */
+struct live_set {
+	uint32_t *node;
+	uint64_t *need;	   /* the last demand and its headroom (sl_quota_need) */
+	uint64_t *expires; /* ms; the lease ends here */
+	uint32_t n, cap;
+};
+
 struct flow {
 	pthread_mutex_t lock; /* everything below but id, count, cl, rule */
 	uint32_t id;
@@ -67,7 +77,7 @@ struct flow {
 	const struct sl_rule *rule;
 	struct holder *h; /* indexed by node number of the namespace */
 	uint32_t h_cap;
-	struct node_set live; /* holders with a lease */
+	struct live_set live; /* holders with a lease */
 	struct node_set gone; /* vanished holders with a reservation */
 	uint64_t outstanding; /* sum of live holders' grants */
 	uint64_t reserved;    /* sum of vanished holders' reservations */
