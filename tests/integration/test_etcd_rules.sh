@@ -314,7 +314,7 @@ check $? "  ... the rules stay in force, ready"
 # HTTP server and checks its size and sha256 before it is a value.
 manifest_cases()
 {
-	local BODIES=$T/bodies BURL=http://127.0.0.1:8081 R_M S2 S3 REVH REVM R_1 R_2 R_O
+	local BODIES=$T/bodies BURL=http://127.0.0.1:8081 R_M S2 S3 REVH REVB REVM R_1 R_2 R_O
 	local r2count='[r["count"] for r in d["rules"] if r["name"] == "r2"][0]'
 	sha() { sha256sum "$1" | cut -d' ' -f1; }
 	# FILE SHA: a manifest of FILE's size naming SHA at the body server
@@ -355,6 +355,16 @@ manifest_cases()
 		st 'd["config_source"]["last_refused"]["error"]' | grep -q "sha256" &&
 		grep -q "etcd: $KEY at revision $REVH refused, the rules in force stay: .*sha256" "$T/agent.err"
 	check $? "  ... nothing of it applied: r2 3000 and revision $R_M stay, the error names the sha256"
+
+	# v2 and 4 MiB more under v2's name: cut off past the manifest's size
+	{ cat "$T/v2.json"; head -c 4194304 /dev/zero; } >"$BODIES/$S2.json"
+	ectl put "$KEY" "$(manifest "$T/v2.json" "$S2")" >/dev/null
+	REVB=$(erev)
+	status_until 5 "d['config_source']['last_refused'] is not None and d['config_source']['last_refused']['revision'] == $REVB"
+	check $? "a manifest whose body server sends more than its size: refused (revision $REVB)"
+	[ "$(sluice_cli rule list -j | sluice_json "$r2count")" = 3000 ] &&
+		st 'd["config_source"]["last_refused"]["error"]' | grep -q "more than the manifest's $(stat -c %s "$T/v2.json") bytes"
+	check $? "  ... not read past it, nothing applied: $(st 'd["config_source"]["last_refused"]["error"]')"
 
 	rm -f "$BODIES/$S2.json"
 	ectl put "$KEY" "$(manifest "$T/v2.json" "$S2")" >/dev/null

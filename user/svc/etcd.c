@@ -256,7 +256,7 @@ size_t etcd_collect(char *p, size_t size, size_t n, void *arg)
 	struct sl_etcd_buf *a = arg;
 	size_t add = size * n;
 
-	if (a->len + add + 1 > ANSWER_MAX) {
+	if (a->len + add > (a->max ? a->max : ANSWER_MAX - 1)) {
 		a->too_big = true;
 		return 0;
 	}
@@ -403,11 +403,14 @@ static int post_to(struct sl_etcd *e, int i, const char *path,
 	return 0;
 }
 
-int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t max,
+int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t size,
 		      char **out, size_t *len, char *err, size_t errlen)
 {
+	/* one buffer of the right size: no copy as it grows, and a server
+	 * that sends more is cut off, not read to the end */
+	struct sl_etcd_buf a = { .buf = malloc(size + 1), .cap = size + 1,
+				 .max = size };
 	char detail[CURL_ERROR_SIZE];
-	struct sl_etcd_buf a = { 0 };
 	struct curl_slist *hdrs;
 	long status = 0;
 	CURLcode rc;
@@ -415,9 +418,12 @@ int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t max,
 
 	*out = NULL;
 	*len = 0;
-	c = etcd_new_handle(e, url, NULL, &hdrs, detail);
-	if (!c)
+	c = a.buf ? etcd_new_handle(e, url, NULL, &hdrs, detail) : NULL;
+	if (!c) {
+		free(a.buf);
 		return -ENOMEM;
+	}
+	a.buf[0] = '\0';
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, etcd_collect);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
@@ -427,21 +433,20 @@ int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t max,
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
 	curl_slist_free_all(hdrs);
-	if (rc == CURLE_OK && status != 200)
+	/* the status first: a 404 page may be longer than the body */
+	if (status && status != 200)
 		sl_set_err(err, errlen, "%s: HTTP %ld", url, status);
-	else if (rc == CURLE_OK && a.len > max)
-		sl_set_err(err, errlen, "%s: larger than %zu bytes", url, max);
-	else if (rc != CURLE_OK && a.too_big)
-		sl_set_err(err, errlen, "%s: larger than 96 MiB", url);
+	else if (a.too_big)
+		sl_set_err(err, errlen, "%s: more than %zu bytes", url, size);
 	else if (rc != CURLE_OK)
 		etcd_curl_failed(err, errlen, url, rc, detail);
-	if (rc != CURLE_OK || status != 200 || a.len > max) {
+	if (rc != CURLE_OK || status != 200) {
 		free(a.buf);
 		return status == 404 ? -ENOENT
+		       : status && status != 200 ? -EIO
+		       : a.too_big ? -EFBIG
 		       : rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 	}
-	if (!a.buf && !(a.buf = strdup("")))
-		return -ENOMEM;
 	*out = a.buf;
 	*len = a.len;
 	return 0;

@@ -122,10 +122,12 @@ int sl_etcd_txn_answer(const cJSON *doc, int64_t *revision);
 /*
  * GET url (a body server's, not etcd's: no token is sent; an https://
  * one is checked against --etcd-cacert if given, else the system's CAs)
- * into *out, malloc'd and NUL-terminated, at most max bytes. -ENOENT:
- * HTTP 404; -EIO: no answer or another status; the reason in err.
+ * into *out, malloc'd and NUL-terminated. size is the body's announced
+ * size: the buffer is allocated for it at once, and a body that passes
+ * it is cut off there (-EFBIG). -ENOENT: HTTP 404; -EIO: no answer or
+ * another status; the reason in err.
  */
-int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t max,
+int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t size,
 		      char **out, size_t *len, char *err, size_t errlen);
 
 /* ---- the watch ---- */
@@ -165,7 +167,8 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 struct sl_etcd_buf {
 	char *buf;
 	size_t len, cap;
-	bool too_big; /* it would have passed SL_ETCD_FRAME_MAX */
+	size_t max;   /* bytes at most; 0: SL_ETCD_FRAME_MAX */
+	bool too_big; /* it would have passed max */
 };
 
 /*

@@ -87,13 +87,12 @@ static bool stopping(void *arg)
 	return __atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);
 }
 
-/* A value of the key at revision: waits for the control loop, unless the
- * loop has had it or a newer one already. */
-static int offer(struct sl_etcd_source *s, const char *text, size_t len,
-		 uint64_t revision, bool deleted)
+/* A value of the key at revision, malloc'd text that is the control
+ * loop's from now on: it waits for the loop, unless the loop has had it or
+ * a newer one already. */
+static int offer_owned(struct sl_etcd_source *s, char *copy, size_t len,
+		       uint64_t revision, bool deleted)
 {
-	char *copy = text ? strndup(text, len) : strdup("");
-
 	if (!copy)
 		return -ENOMEM;
 	pthread_mutex_lock(&s->lock);
@@ -113,6 +112,14 @@ static int offer(struct sl_etcd_source *s, const char *text, size_t len,
 	pr_debug("etcd: %s at revision %llu: handed to the control loop",
 		 s->key, (unsigned long long)revision);
 	return 0;
+}
+
+/* The same for text that stays the caller's. */
+static int offer(struct sl_etcd_source *s, const char *text, size_t len,
+		 uint64_t revision, bool deleted)
+{
+	return offer_owned(s, text ? strndup(text, len) : strdup(""), len,
+			   revision, deleted);
 }
 
 /* Refused before the control loop sees it (a manifest that is not valid,
@@ -182,9 +189,7 @@ static int take_value(struct sl_etcd_source *s, const char *text, size_t len,
 	pr_debug("etcd: %s at revision %llu: a manifest, its body fetched "
 		 "(%zu bytes, sha256 %.12s...)", s->key,
 		 (unsigned long long)revision, n, m.sha256);
-	ret = offer(s, body, n, revision, false);
-	free(body);
-	return ret;
+	return offer_owned(s, body, n, revision, false);
 }
 
 static int on_event(void *arg, const struct sl_etcd_event *ev)

@@ -160,10 +160,16 @@ int sl_manifest_fetch(const struct sl_etcd *e, const struct sl_manifest *m,
 		char *body;
 		size_t n;
 
-		ret = sl_etcd_fetch_url(e, url, SL_MANIFEST_BODY_MAX, &body,
-					&n, err, errlen);
+		ret = sl_etcd_fetch_url(e, url, m->size, &body, &n, err,
+					errlen);
 		if (ret == -ENOMEM)
 			return ret;
+		if (ret == -EFBIG) {
+			sl_set_err(err, errlen, "%s: more than the manifest's "
+				   "%llu bytes; not applied", url,
+				   (unsigned long long)m->size);
+			other_bytes = true;
+		}
 		if (ret)
 			continue;
 		sl_sha256_hex(body, n, hex);
