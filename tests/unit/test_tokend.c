@@ -508,6 +508,27 @@ static void test_namespace_isolation(void **state)
 	stop(&s, NULL);
 }
 
+/* A server of cfg and clients n0, n1 and n2 of namespace a on it. */
+static void start_three(struct server *s, const struct sl_tokend_cfg *cfg,
+			struct cli *c)
+{
+	char node[16];
+
+	start(s, cfg);
+	for (int i = 0; i < 3; i++) {
+		snprintf(node, sizeof(node), "n%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s->td), "a",
+					  node, SECRET_A), 0);
+	}
+}
+
+static void stop_three(struct server *s, struct cli *c)
+{
+	for (int i = 0; i < 3; i++)
+		cli_close(&c[i]);
+	stop(s, NULL);
+}
+
 /* Repeated sync rounds; the held grants never sum above count. */
 static void rounds(struct cli *c, int n, uint32_t flow, const uint64_t *d,
 		   uint64_t *g, uint64_t count, int max_rounds)
@@ -533,16 +554,10 @@ static void test_split_by_demand(void **state)
 	struct server s;
 	struct cli c[3];
 	uint64_t g[3] = {0};
-	char node[16];
 
 	(void)state;
 	cfg_for_test(&cfg);
-	start(&s, &cfg);
-	for (int i = 0; i < 3; i++) {
-		snprintf(node, sizeof(node), "n%d", i);
-		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
-					  node, SECRET_A), 0);
-	}
+	start_three(&s, &cfg, c);
 	/* over capacity, skewed: max-min fair within 3 rounds, over the
 	 * demands and 1/32 headroom (sl_quota_need) */
 	{
@@ -577,9 +592,7 @@ static void test_split_by_demand(void **state)
 		assert_true(g4.grant == 0); /* n1 has no quota */
 		assert_int_equal(g4.holders, 1);
 	}
-	for (int i = 0; i < 3; i++)
-		cli_close(&c[i]);
-	stop(&s, NULL);
+	stop_three(&s, c);
 }
 
 /* n1 and n2 sync flow 1 (demand 4000) every 50 ms for ms; their grants. */
@@ -619,18 +632,12 @@ static void test_vanished_holder(void **state)
 	uint64_t g[3] = {0};
 	struct server s;
 	struct cli c[3];
-	char node[16];
 
 	(void)state;
 	cfg_for_test(&cfg);
 	cfg.ttl_ms = 200;
 	cfg.forget_ms = 1500;
-	start(&s, &cfg);
-	for (int i = 0; i < 3; i++) {
-		snprintf(node, sizeof(node), "n%d", i);
-		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
-					  node, SECRET_A), 0);
-	}
+	start_three(&s, &cfg, c);
 	rounds(c, 3, 1, d, g, 2000, 3);
 	assert_true(g[0] == 666 && g[1] == 666 && g[2] == 666);
 	/* n0 is silent past its lease: 2000 / 3 stays reserved for it */
@@ -661,9 +668,7 @@ static void test_vanished_holder(void **state)
 	assert_int_equal(fi->vanished, 0);
 	assert_int_equal(fi->holders, 2);
 	sl_tokend_info_free(&in);
-	for (int i = 0; i < 3; i++)
-		cli_close(&c[i]);
-	stop(&s, NULL);
+	stop_three(&s, c);
 }
 
 /*
@@ -681,17 +686,11 @@ static void test_moved_holder(void **state)
 	uint64_t g[3] = {0};
 	struct server s;
 	struct cli c[3];
-	char node[16];
 
 	(void)state;
 	cfg_for_test(&cfg);
 	cfg.ttl_ms = 400; /* the balancer ends leases every 100 ms */
-	start(&s, &cfg);
-	for (int i = 0; i < 3; i++) {
-		snprintf(node, sizeof(node), "n%d", i);
-		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
-					  node, SECRET_A), 0);
-	}
+	start_three(&s, &cfg, c);
 	rounds(c, 3, 1, d, g, 2000, 3);
 	assert_true(g[0] == 1176 && g[1] == 515 && g[2] == 309);
 	/* n1 and n2 renew at 300 ms (to 700), n0 ends at 400 (+ 100) */
@@ -709,9 +708,7 @@ static void test_moved_holder(void **state)
 	g[1] = sync1(&c[1], 1, d[1], g[1]).grant;
 	if (g[1] != 515 + 255)
 		fail_msg("n1 granted %llu, want 770", (unsigned long long)g[1]);
-	for (int i = 0; i < 3; i++)
-		cli_close(&c[i]);
-	stop(&s, NULL);
+	stop_three(&s, c);
 }
 
 /*
@@ -1092,9 +1089,7 @@ static void test_restart_learns(void **state)
 	/* and the newcomer still gets nothing */
 	g = sync1(&c[2], 1, 5000, 0);
 	assert_true(g.grant == 0);
-	for (int i = 0; i < 3; i++)
-		cli_close(&c[i]);
-	stop(&s, NULL);
+	stop_three(&s, c);
 }
 
 static void test_drain(void **state)
