@@ -256,7 +256,7 @@ size_t etcd_collect(char *p, size_t size, size_t n, void *arg)
 	struct sl_etcd_buf *a = arg;
 	size_t add = size * n;
 
-	if (a->len + add > (a->max ? a->max : ANSWER_MAX - 1)) {
+	if (a->len + add + 1 > (a->fixed ? a->cap : ANSWER_MAX)) {
 		a->too_big = true;
 		return 0;
 	}
@@ -409,7 +409,7 @@ int sl_etcd_fetch_url(const struct sl_etcd *e, const char *url, size_t size,
 	/* one buffer of the right size: no copy as it grows, and a server
 	 * that sends more is cut off, not read to the end */
 	struct sl_etcd_buf a = { .buf = malloc(size + 1), .cap = size + 1,
-				 .max = size };
+				 .fixed = true };
 	char detail[CURL_ERROR_SIZE];
 	struct curl_slist *hdrs;
 	long status = 0;

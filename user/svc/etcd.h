@@ -167,8 +167,8 @@ int sl_etcd_parse_frame(const char *text, size_t len, const char *key,
 struct sl_etcd_buf {
 	char *buf;
 	size_t len, cap;
-	size_t max;   /* bytes at most; 0: SL_ETCD_FRAME_MAX */
-	bool too_big; /* it would have passed max */
+	bool fixed;   /* cap is all there is (the NUL's byte included) */
+	bool too_big; /* it would have passed cap, or SL_ETCD_FRAME_MAX */
 };
 
 /*
