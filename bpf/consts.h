@@ -69,6 +69,13 @@
 #define SLUICE_CHUNK_DIV 64
 #endif
 
+/* A rule's demand (admit.h: fair_want()) is counted in periods of
+ * 2^SLUICE_DEMAND_SHIFT ns (33.6 ms): several ticks at any CONFIG_HZ, so
+ * that every CPU under a refusal reports in each period. */
+#ifndef SLUICE_DEMAND_SHIFT
+#define SLUICE_DEMAND_SHIFT 25
+#endif
+
 /* A CPU takes at most limit / (SLUICE_SRC_CHUNK_DIV * nr_cpus) tokens of a
  * source's budget at once into its token cache for that source. */
 #ifndef SLUICE_SRC_CHUNK_DIV

@@ -199,12 +199,14 @@ struct sluice_grant_rec {
 /*
  * Host-wide admission state of a rule (shared by all CPUs, atomics only):
  * a pacing clock (tat_us, GCRA's theoretical arrival time) and a ledger of
- * grant records, filled in turn; `head` counts the records started.
+ * grant records, filled in turn; `head` counts the records started;
+ * `demand` the tokens the CPUs' packets asked for in this demand period
+ * and the last (admit.h: fair_want()).
  */
 struct sluice_budget {
 	struct sluice_pacer pacer;
 	__u64 head;
-	__u64 pad;
+	__u64 demand;
 	struct sluice_grant_rec rec[SLUICE_LEDGER_RECORDS];
 };
 
@@ -263,6 +265,11 @@ struct sluice_rule_cpu {
 	__u64 source_overflow;	/* packets judged on the overflow allowance */
 	/* this CPU's refusal by the rule's overflow budget (per_source) */
 	struct sluice_refusal source_refusal;
+	/* under overload (admit.h: fair_want()): the CPU's packets (bytes
+	 * for bps) counted when it last asked, mod 2^32, and the share of
+	 * credit it is owed, in 1/256 of a token */
+	__u32 asked;
+	__u32 owed;
 } __attribute__((aligned(64)));
 
 #define SLUICE_SRC_OVERFLOW_FAMILY 0xff

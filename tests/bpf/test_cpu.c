@@ -167,6 +167,43 @@ static void fair_shares(struct sl_dataplane *dp, const char *name,
 	    want0, tol * 100);
 }
 
+/*
+ * From idle, a burst from two CPUs at one instant admits the whole
+ * window: the CPUs ask for chunks until the first refusal, and only then
+ * for shares (a period counts as contended once a refused CPU asks after
+ * another). An interval later, the same again.
+ */
+static void idle_burst(struct sl_dataplane *dp)
+{
+	struct pkt p = udp_to(7220, NULL, 0);
+	long got[2] = {}, round;
+	uint64_t at;
+
+	next_scenario();
+	if (!tap(apply_one(dp, "idle-burst", 7220, "pps", 1000, NULL) == 0,
+		 "idle burst: rule applies"))
+		return;
+	at = test_time() + NSEC_PER_SEC;
+	for (round = 0; round < 2; round++) {
+		set_time(at + round * (NSEC_PER_SEC + NSEC_PER_SEC / 10));
+		got[round] = 0;
+		for (int i = 0; i < 30; i++) {
+			long n;
+
+			if (!run_on_cpu(i & 1))
+				return;
+			n = burst(dp, &p, 50);
+			if (n < 0)
+				return;
+			got[round] += n;
+		}
+	}
+	tap(got[0] == 1000 && got[1] == 1000,
+	    "idle burst: 1500 packets from each of CPUs 0 and 1 at one instant "
+	    "admit the limit of 1000 (%ld), and an interval later again (%ld)",
+	    got[0], got[1]);
+}
+
 static void test_cpu_fairness(struct sl_dataplane *dp)
 {
 	int home = sched_getcpu();
@@ -181,9 +218,14 @@ static void test_cpu_fairness(struct sl_dataplane *dp)
 			    seed, 0.1);
 	fair_shares(dp, "equal-poisson", 7210, 3000, 3000, 3000, false, 7, 0.1);
 	fair_shares(dp, "flood", 7211, 3000, 20000, 20000, true, 7, 0.1);
-	/* a CPU under refusal asks once a tick: a slow sender's asks weigh
-	 * more than its packets (docs/architecture.md) */
-	fair_shares(dp, "unequal", 7212, 3000, 1000, 5000, false, 7, 0.4);
+	/* a CPU under refusal asks once a tick whatever its rate: its
+	 * request is its share of the rule's demand, not a chunk (a chunk
+	 * gave the slow sender 0.222 and 0.126) */
+	fair_shares(dp, "unequal", 7212, 3000, 1000, 5000, false, 7, 0.1);
+	fair_shares(dp, "trickle", 7213, 3000, 500, 20000, false, 7, 0.1);
+	/* test_vlan.sh's untagged pair */
+	fair_shares(dp, "near", 7214, 3000, 2800, 3200, true, 7, 0.01);
+	idle_burst(dp);
 	run_on_cpu(home >= 0 ? home : 0);
 }
 

@@ -11,7 +11,7 @@
 #     their count within 3% per second once the opening burst has left
 #     the window (the whole seconds from the third on);
 #   - the untagged and priority-tagged senders, on two CPUs, share their
-#     rule as they share its load;
+#     rule as they share its load, within 3 points;
 #   - VLAN 400, which no VLAN rule names, falls to a rule without a VLAN
 #     and passes in full;
 #   - sluice's passed counters agree with rxcount's per rule.
@@ -126,16 +126,16 @@ for c in "v100 v100 2000" "v200 qinq 1000" "v300-v6 v6 1500" \
 		"$rule: sluice passed $p = rxcount $rx"
 done
 # both untagged kinds draw on the one rule from two CPUs, at rates a
-# little apart (two senders paced at exactly one rate lock their phases
-# to the pacing clock's: whichever sends just after each credit instant
-# takes it, as from any token bucket): each one's share of what the rule
-# admitted is its share of what was sent, within 10 points
+# little apart: each one's share of what the rule admitted is its share
+# of what was sent, within 3 points (bpf/admit.h: fair_want(); with
+# chunk-sized requests a sender's phase against the tick moved its share
+# by up to 10 points)
 python3 -c '
 import sys
 b, p, sb, sp = map(float, sys.argv[1:])
-sys.exit(abs(b / (b + p) - sb / (sb + sp)) > 0.10)' \
+sys.exit(abs(b / (b + p) - sb / (sb + sp)) > 0.03)' \
 	"${RATE[bare]:-0}" "${RATE[prio]:-1}" "${SENT[bare]:-0}" "${SENT[prio]:-1}"
-check $? "untagged ${RATE[bare]:-0} and priority-tagged ${RATE[prio]:-0} pps share the rule as they share the load (sent ${SENT[bare]:-0}, ${SENT[prio]:-0}) within 10 points"
+check $? "untagged ${RATE[bare]:-0} and priority-tagged ${RATE[prio]:-0} pps share the rule as they share the load (sent ${SENT[bare]:-0}, ${SENT[prio]:-0}) within 3 points"
 check $(( $(passed outer-10) == 0 ? 0 : 1 )) \
 	"QinQ 10/200 is not judged by the rule on the outer VID 10 (passed $(passed outer-10))"
 check $(( ${RX[v400]:-0} == ${SENT[v400]:-1} && ${SENT[v400]:-0} > 0 ? 0 : 1 )) \
