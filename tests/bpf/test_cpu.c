@@ -102,16 +102,16 @@ static uint64_t next_arrival(struct sender *s, unsigned int *seed)
 }
 
 /*
- * Two senders on two CPUs share one rule of count pps: from the third
- * second on, each CPU's share of what the rule admits is within tol of
- * its share of the offered load, and the rule admits its count within
- * 5 %. The clock ticks every 4 ms (a jiffy at HZ 250): refusals are judged
- * on the tick.
+ * Two senders on two CPUs share one rule of count packets a second (as
+ * pps, or as bps of count frames): from the third second on, each CPU's
+ * share of what the rule admits is within tol of its share of the
+ * offered load, and the rule admits its count within 5 %. The clock
+ * ticks every 4 ms (a jiffy at HZ 250): refusals are judged on the tick.
  */
 static void fair_shares(struct sl_dataplane *dp, const char *name,
-			uint16_t dport, uint64_t count, uint64_t rate0,
-			uint64_t rate1, bool paced, unsigned int seed,
-			double tol)
+			uint16_t dport, const char *grade, uint64_t count,
+			uint64_t rate0, uint64_t rate1, bool paced,
+			unsigned int seed, double tol)
 {
 	struct sender s[2] = {
 		{ 0, NSEC_PER_SEC / rate0, 0, paced },
@@ -125,7 +125,9 @@ static void fair_shares(struct sl_dataplane *dp, const char *name,
 	int cpu = -1;
 
 	next_scenario();
-	if (!tap(apply_one(dp, name, dport, "pps", count, NULL) == 0,
+	if (!tap(apply_one(dp, name, dport, grade,
+			   strcmp(grade, "bps") ? count : count * p.len,
+			   NULL) == 0,
 		 "%s: rule applies", name))
 		return;
 	slot = slot_of(dp, name);
@@ -159,10 +161,10 @@ static void fair_shares(struct sl_dataplane *dp, const char *name,
 		    got[0] + got[1] >= 4 * count * 0.95 &&
 		    got[0] + got[1] <= 4 * count * 1.05,
 	    "%s: %s senders of %llu and %llu pps on CPUs 0 and 1 against "
-	    "%llu pps: seconds 3-6 admitted %llu and %llu (CPU 0's share "
-	    "%.3f, offered %.3f, within %.0f %%)",
+	    "%s of %llu frames: seconds 3-6 admitted %llu and %llu (CPU 0's "
+	    "share %.3f, offered %.3f, within %.0f %%)",
 	    name, paced ? "paced" : "independent", (unsigned long long)rate0,
-	    (unsigned long long)rate1, (unsigned long long)count,
+	    (unsigned long long)rate1, grade, (unsigned long long)count,
 	    (unsigned long long)got[0], (unsigned long long)got[1], share0,
 	    want0, tol * 100);
 }
@@ -214,17 +216,20 @@ static void test_cpu_fairness(struct sl_dataplane *dp)
 	}
 	/* the shape that failed test_vlan.sh: one sender took 82 % */
 	for (unsigned int seed = 1; seed <= 6; seed++)
-		fair_shares(dp, "equal", 7200 + seed, 3000, 3000, 3000, true,
-			    seed, 0.1);
-	fair_shares(dp, "equal-poisson", 7210, 3000, 3000, 3000, false, 7, 0.1);
-	fair_shares(dp, "flood", 7211, 3000, 20000, 20000, true, 7, 0.1);
+		fair_shares(dp, "equal", 7200 + seed, "pps", 3000, 3000, 3000,
+			    true, seed, 0.1);
+	fair_shares(dp, "equal-poisson", 7210, "pps", 3000, 3000, 3000, false,
+		    7, 0.1);
+	fair_shares(dp, "flood", 7211, "pps", 3000, 20000, 20000, true, 7, 0.1);
 	/* a CPU under refusal asks once a tick whatever its rate: its
 	 * request is its share of the rule's demand, not a chunk (a chunk
 	 * gave the slow sender 0.222 and 0.126) */
-	fair_shares(dp, "unequal", 7212, 3000, 1000, 5000, false, 7, 0.1);
-	fair_shares(dp, "trickle", 7213, 3000, 500, 20000, false, 7, 0.1);
+	fair_shares(dp, "unequal", 7212, "pps", 3000, 1000, 5000, false, 7, 0.1);
+	fair_shares(dp, "trickle", 7213, "pps", 3000, 500, 20000, false, 7, 0.1);
+	fair_shares(dp, "trickle-bps", 7215, "bps", 3000, 500, 20000, false, 7,
+		    0.1);
 	/* test_vlan.sh's untagged pair */
-	fair_shares(dp, "near", 7214, 3000, 2800, 3200, true, 7, 0.01);
+	fair_shares(dp, "near", 7214, "pps", 3000, 2800, 3200, true, 7, 0.015);
 	idle_burst(dp);
 	run_on_cpu(home >= 0 ? home : 0);
 }
