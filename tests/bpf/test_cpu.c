@@ -162,7 +162,7 @@ static void fair_shares(struct sl_dataplane *dp, const char *name,
 		    got[0] + got[1] <= 4 * count * 1.05,
 	    "%s: %s senders of %llu and %llu pps on CPUs 0 and 1 against "
 	    "%s of %llu frames: seconds 3-6 admitted %llu and %llu (CPU 0's "
-	    "share %.3f, offered %.3f, within %.0f %%)",
+	    "share %.3f, offered %.3f, within %.1f %%)",
 	    name, paced ? "paced" : "independent", (unsigned long long)rate0,
 	    (unsigned long long)rate1, grade, (unsigned long long)count,
 	    (unsigned long long)got[0], (unsigned long long)got[1], share0,
@@ -228,8 +228,10 @@ static void test_cpu_fairness(struct sl_dataplane *dp)
 	fair_shares(dp, "trickle", 7213, "pps", 3000, 500, 20000, false, 7, 0.1);
 	fair_shares(dp, "trickle-bps", 7215, "bps", 3000, 500, 20000, false, 7,
 		    0.1);
+	/* a count whose period's supply is a third of a token */
+	fair_shares(dp, "low", 7216, "pps", 10, 100, 300, false, 7, 0.3);
 	/* test_vlan.sh's untagged pair */
-	fair_shares(dp, "near", 7214, "pps", 3000, 2800, 3200, true, 7, 0.015);
+	fair_shares(dp, "near", 7214, "pps", 3000, 2800, 3200, true, 7, 0.025);
 	idle_burst(dp);
 	run_on_cpu(home >= 0 ? home : 0);
 }
