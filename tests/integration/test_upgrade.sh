@@ -125,16 +125,18 @@ log=$NETNS_TMP/a2.err
 # rule_cfg sketch_seed (the per_source sketch), host_stats the reasons of
 # unclassified packets and the .bss needs_l4 (fragments); src_table its
 # ring in one-word slots (memory: a source's window starts afresh, its
-# pacing clock is carried); src_cache a light source's chunk (scaling)
+# pacing clock is carried); src_cache a light source's chunk (scaling);
+# rule_budget the demand word of fair shares (its pad)
 grep -q "upgrade: the pinned layout before layout ids became layout-" "$log" &&
-	grep -q " 6 carried" "$log" &&
+	grep -q " 7 carried" "$log" &&
+	grep -q "upgrade: carried rule_budget (.*): new demand; dropped pad" "$log" &&
 	grep -q "upgrade: carried src_table (.*): new slots" "$log" &&
 	grep -q "upgrade: carried src_cache (.*): new light_left" "$log" &&
 	grep -q "upgrade: carried rule_cpu (.*): new has_breaker" "$log" &&
 	grep -q "upgrade: carried rule_cfg (.*): new sketch_seed" "$log" &&
 	grep -q "upgrade: carried host_stats " "$log" &&
 	grep -q "upgrade: carried sluice_b_bss (.*): new needs_l4" "$log"
-check $? "(2) it says it upgraded the flat layout, carrying rule_cpu (its new has_breaker), rule_cfg (its new sketch_seed), host_stats, the .bss (its new needs_l4), src_table (its new slots) and src_cache (its light chunks) and sharing every other map"
+check $? "(2) it says it upgraded the flat layout, carrying rule_cpu (its new has_breaker), rule_cfg (its new sketch_seed), host_stats, the .bss (its new needs_l4), src_table (its new slots), src_cache (its light chunks) and rule_budget (its demand word) and sharing every other map"
 grep "upgrade:" "$log" | sed 's/^/#   /'
 st=$(SLUICE=${BIN[cur]} sluice_cli status -j)
 check $([ "$(sluice_json 'd["upgraded"] and d["adopted"]' <<<"$st")" = true ]; echo $?) \
