@@ -5,12 +5,14 @@
  * config source (etcd_source.c: its thread, its watch, its body fetch and
  * check), each value parsed as the agent's control loop parses it. A
  * rule set of RULES rules is put, then PUTS puts that each change one
- * rule, either as the key's value (--mode value, before manifests) or as
- * a manifest whose body a static HTTP server serves (--mode manifest).
- * For each put: the time from the put's start to each agent's parse done,
- * and the bytes etcd and the body server sent meanwhile, read before and
- * after with the shell commands --etcd-bytes and --body-bytes (counters
- * of the loopback, tests/bench/bench_push.sh).
+ * rule, then one put that changes every rule, either as the key's value
+ * (--mode value, before manifests) or as a manifest whose body a static
+ * HTTP server serves (--mode manifest). For each put: the time from the
+ * put's start to each agent's parse done, the bytes etcd and the body
+ * server sent meanwhile, read before and after with the shell commands
+ * --etcd-bytes and --body-bytes (counters of the loopback,
+ * tests/bench/bench_push.sh), and the CPU time that this process (the
+ * agents and the body server) and etcd (--etcd-pid) spent on it.
  *
  * The body server is libmicrohttpd in this process, standing in for the
  * operator's static server (nginx with gzip_static, an object store): it
@@ -20,7 +22,7 @@
  *   bench_push --etcd URL --key KEY --agents N --rules N --puts N
  *              --mode value|manifest [--body-port PORT] [--body-dir DIR]
  *              [--parse-every K] [--gzip 0|1]
- *              [--etcd-bytes CMD] [--body-bytes CMD]
+ *              [--etcd-bytes CMD] [--body-bytes CMD] [--etcd-pid PID]
  */
 #include <errno.h>
 #include <pthread.h>
@@ -54,7 +56,7 @@ static const char *etcd_url, *key = "/sluice/bench-push", *mode = "manifest";
 static const char *body_dir, *etcd_cmd, *body_cmd;
 static char body_url[64];
 static int n_agents = 1000, n_rules = 4096, n_puts = 5, body_port = 8080;
-static int parse_every = 1, gzip_bodies = 1;
+static int parse_every = 1, gzip_bodies = 1, etcd_pid;
 
 /* The body being served: its name, its bytes and their gzip. */
 static struct {
@@ -162,7 +164,10 @@ static void wake(void *arg)
 		setpriority(PRIO_PROCESS, gettid(), 0);
 }
 
-/* A rule file of n rules; rule `changed` has count + delta. */
+#define EVERY_RULE (-2)
+
+/* A rule file of n rules; rule `changed` (or EVERY_RULE) has count +
+ * delta. */
 static char *rule_file(int n, int changed, int delta, size_t *len)
 {
 	size_t cap = (size_t)n * 200 + 64, used = 0;
@@ -176,7 +181,9 @@ static char *rule_file(int n, int changed, int delta, size_t *len)
 				 "\"grade\":\"pps\",\"count\":%d}",
 				 i ? "," : "", i, 1024 + i % 60000,
 				 i / 256 % 256, i % 256,
-				 1000 + i + (i == changed ? delta : 0));
+				 1000 + i +
+				     (i == changed || changed == EVERY_RULE
+					  ? delta : 0));
 	used += snprintf(t + used, cap - used, "]}");
 	*len = used;
 	return t;
@@ -229,6 +236,34 @@ static int publish(struct sl_etcd *e, const char *text, size_t len,
 	if (ret)
 		fprintf(stderr, "put: %s\n", err);
 	return ret;
+}
+
+/* CPU seconds: of this process, and its minor page faults; of etcd. */
+struct cpu_use {
+	double self_s, etcd_s;
+	long faults;
+};
+
+static void cpu_use(struct cpu_use *u)
+{
+	unsigned long long ut = 0, st = 0;
+	struct rusage r;
+	char path[64];
+	FILE *f;
+
+	getrusage(RUSAGE_SELF, &r);
+	u->self_s = r.ru_utime.tv_sec + r.ru_stime.tv_sec +
+		    (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+	u->faults = r.ru_minflt;
+	u->etcd_s = -1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", etcd_pid);
+	if (etcd_pid && (f = fopen(path, "r"))) {
+		/* fields 14 and 15; the name (2) has no blank: "(etcd)" */
+		if (fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u "
+			      "%*u %*u %llu %llu", &ut, &st) == 2)
+			u->etcd_s = (double)(ut + st) / sysconf(_SC_CLK_TCK);
+		fclose(f);
+	}
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -288,6 +323,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(o, "--gzip")) gzip_bodies = atoi(v);
 		else if (!strcmp(o, "--etcd-bytes")) etcd_cmd = v;
 		else if (!strcmp(o, "--body-bytes")) body_cmd = v;
+		else if (!strcmp(o, "--etcd-pid")) etcd_pid = atoi(v);
 		else {
 			fprintf(stderr, "bench_push: unknown option %s\n", o);
 			return 2;
@@ -341,23 +377,30 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	sleep(1); /* every watch in place */
-	printf("# %s: %d agents, %d rules, 1 full set then %d puts of one "
-	       "rule changed\n", mode, n_agents, n_rules, n_puts);
-	for (int p = 0; p <= n_puts; p++) {
+	printf("# %s: %d agents, %d rules, 1 full set, %d puts of one rule "
+	       "changed, 1 of every rule changed\n", mode, n_agents, n_rules,
+	       n_puts);
+	for (int p = 0; p <= n_puts + 1; p++) {
+		bool every = p == n_puts + 1;
+		struct cpu_use c0, c1;
 		long long e0, e1, b0, b1;
 		uint64_t t0;
 		int done;
 
-		/* put 0 brings the whole set; then one rule's count moves */
-		text = rule_file(n_rules, p ? 7 : -1, p, &len);
+		/* put 0 brings the whole set; then one rule's count moves;
+		 * the last moves every rule's */
+		text = rule_file(n_rules, every ? EVERY_RULE : p ? 7 : -1, p,
+				 &len);
 		e0 = run_count(etcd_cmd);
 		b0 = run_count(body_cmd);
+		cpu_use(&c0);
 		t0 = sl_now_ns();
 		if (publish(&etcd, text, len, &rev)) {
 			fprintf(stderr, "put %d failed\n", p);
 			return 1;
 		}
 		done = wait_all(ag, rev, 60);
+		cpu_use(&c1);
 		e1 = run_count(etcd_cmd);
 		b1 = run_count(body_cmd);
 		if (done < n_agents) {
@@ -376,14 +419,21 @@ int main(int argc, char **argv)
 		qsort(flat, n_agents, sizeof(*flat), cmp_u64);
 		printf("put %d (%s, %zu bytes): fetched and checked p50 %.0f "
 		       "ms, p99 %.0f ms; parsed (%zu agents) p50 %.0f ms, p99 "
-		       "%.0f ms, max %.0f ms; etcd sent %.2f MB (%.0f bytes an agent), the "
-		       "body server %.2f MB (%.0f bytes an agent)\n", p,
-		       p ? "one rule changed" : "the whole set", len,
+		       "%.0f ms, max %.0f ms; etcd sent %.2f MB (%.0f bytes an "
+		       "agent), the body server %.2f MB (%.0f bytes an agent); "
+		       "CPU: agents and body server %.2f s (%ld page faults), "
+		       "etcd %.2f s\n", p,
+		       every ? "every rule changed"
+		       : p   ? "one rule changed"
+			     : "the whole set",
+		       len,
 		       pct(flat, n_agents, 0.5), pct(flat, n_agents, 0.99),
 		       n_lat, pct(lat, n_lat, 0.5), pct(lat, n_lat, 0.99),
 		       lat[n_lat - 1] / 1e6, (e1 - e0) / 1e6,
 		       (double)(e1 - e0) / n_agents, (b1 - b0) / 1e6,
-		       (double)(b1 - b0) / n_agents);
+		       (double)(b1 - b0) / n_agents, c1.self_s - c0.self_s,
+		       c1.faults - c0.faults,
+		       c0.etcd_s < 0 ? 0 : c1.etcd_s - c0.etcd_s);
 		fflush(stdout);
 		free(text);
 		sleep(1);
@@ -393,7 +443,7 @@ int main(int argc, char **argv)
 	printf("%s, %d agents (1 in %d parses), %d rules, %d puts: put -> "
 	       "fetched and checked p50 %.0f ms, p99 %.0f ms; -> parsed p50 "
 	       "%.0f ms, p99 %.0f ms, max %.0f ms\n", mode, n_agents,
-	       parse_every, n_rules, n_puts + 1,
+	       parse_every, n_rules, n_puts + 2,
 	       pct(fall, n_fall, 0.5), pct(fall, n_fall, 0.99),
 	       pct(all, n_all, 0.5), pct(all, n_all, 0.99),
 	       all[n_all - 1] / 1e6);

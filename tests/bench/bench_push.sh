@@ -4,8 +4,10 @@
 # Rule pushes to a fleet (docs/fleet.md, "Pushes to a large fleet"): N
 # simulated agents (build/bench_push: the agent's etcd source, one thread
 # each, in one process) against a real etcd and, for manifests, a static
-# nftables counts the bytes etcd (port 2379) and the body server (port
-# 8080) send. Runs the manifest design, then (with --old) the rule file as
+# body server (in bench_push). Puts: the whole set, PUTS of one rule
+# changed, one of every rule changed. nftables counts the bytes etcd
+# (port 2379) and the body server (port 8080) send; bench_push reads the
+# CPU that it and etcd spend on each put. Runs the manifest design, then (with --old) the rule file as
 # the key's value, as `sluice push` published it before manifests.
 #
 # usage: tests/bench/bench_push.sh [--agents N] [--rules N] [--puts N]
@@ -75,7 +77,8 @@ run() # MODE KEY
 		--mode "$1" --agents "$AGENTS" --rules "$RULES" --puts "$PUTS" \
 		--parse-every "$PARSE_EVERY" --gzip "$GZIP" \
 		--body-port 8080 \
-		--etcd-bytes "$(count etcd_out)" --body-bytes "$(count body_out)"
+		--etcd-bytes "$(count etcd_out)" --body-bytes "$(count body_out)" \
+		--etcd-pid "${NETNS_PID[etcd]}"
 }
 [ "$OLD" = only ] || run manifest /sluice/bench-manifest || exit 1
 if [ "$OLD" != 0 ]; then
