@@ -4,7 +4,8 @@
 #   BENCH_THREADS    threads of build/bench_xdp --threads (default 2, 1 on
 #                    one CPU)
 #   BENCH_SCALE_ARGS extra arguments for it (e.g. --runs 5 --path sketch)
-#   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh
+#   BENCH_VETH_ARGS  extra arguments for tests/bench/veth_drop.sh (e.g.
+#                    --seconds 55; a later --case replaces all)
 #   BENCH_CTL_ARGS   extra arguments for tests/bench/bench_ctl.sh (e.g. --runs 41)
 #   AGENTS, FLOWS, PERIOD_MS, BENCH_SECONDS  load of tests/bench/bench_tokend.sh;
 #   FLEET_AGENTS, FLEET_FLOWS, RUNS, SAT_AGENTS, FLEET_ONLY=1  its fleet part
@@ -33,7 +34,7 @@ bench: all gen bench-bins
 	$(BENCH_XDP) --threads $(BENCH_THREADS) $(BENCH_SCALE_ARGS)
 	$(ADMIT_SHAPE)
 	$(BENCH_GC)
-	BUILD=$(BUILD) tests/bench/veth_drop.sh $(BENCH_VETH_ARGS)
+	BUILD=$(BUILD) tests/bench/veth_drop.sh --case all $(BENCH_VETH_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 	BUILD=$(BUILD) tests/bench/bench_etcd.sh

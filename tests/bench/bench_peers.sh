@@ -196,8 +196,8 @@ ipt_admitted()	# DPORT
 
 # ---- 1. drop path ----------------------------------------------------
 
-# flood NAME: a live-frame flood for DROP_S s; records pps handled,
-# softirq and system ns per packet
+# flood NAME: a live-frame flood for DROP_S s from FLOOD_SOURCES (16)
+# sources; records pps handled, softirq and system ns per packet
 drop_flood()
 {
 	local name=$1 p0 p1 s0 y0 s1 y1 out
@@ -205,7 +205,7 @@ drop_flood()
 	p0=$(rx_packets)
 	read -r s0 y0 < <(cpu_ticks "$GEN_CPU")
 	out=$(TX "$BUILD/xdpflood" --dev veth-tx --dst-mac "$RX_MAC" \
-		--src 198.18.0.10 --sources 16 --dport 9000 \
+		--src 198.18.0.10 --sources "${FLOOD_SOURCES:-16}" --dport 9000 \
 		--duration "$DROP_S" --cpu "$GEN_CPU" 2>/dev/null) ||
 		{ echo "# $name: xdpflood failed" >&2; return 1; }
 	read -r s1 y1 < <(cpu_ticks "$GEN_CPU")
@@ -244,6 +244,11 @@ echo "# drop path: $RUNS runs x ${DROP_S} s per case, flood on CPU $GEN_CPU" >&2
 DROP_RULE=$(rules_file drop '{"proto":"udp","dport":9000}' 1000)
 SRC_RULE=$(rules_file persrc '{"proto":"udp","dport":9000}' 10 \
 	',"per_source":{"max_sources":1024}')
+# a flood of many sources, each over its limit: every limiter looks each
+# packet's source up in a table larger than the CPU's caches
+MANY=65536
+MANY_RULE=$(rules_file persrcmany '{"proto":"udp","dport":9000}' 10 \
+	',"per_source":{"max_sources":100000}')
 want drop && for ((run = 1; run <= RUNS; run++)); do
 	drop_case bare xdp-drop
 	drop_case xdp-count xdp-count
@@ -260,6 +265,12 @@ want drop && for ((run = 1; run <= RUNS; run++)); do
 		"udp dport 9000 meter m { ip saddr limit rate over 10/second } drop"
 	drop_case hashlimit xdp-pass -- ipt_up \
 		"-p udp --dport 9000 -m hashlimit --hashlimit-above 10/sec --hashlimit-mode srcip --hashlimit-name peers"
+	FLOOD_SOURCES=$MANY drop_case "sluice-per-source-$MANY" sluice \
+		"$MANY_RULE"
+	FLOOD_SOURCES=$MANY drop_case "nft-meter-ingress-$MANY" xdp-pass -- \
+		nft_up ingress "udp dport 9000 meter m size 131072 { ip saddr limit rate over 10/second } drop"
+	FLOOD_SOURCES=$MANY drop_case "hashlimit-$MANY" xdp-pass -- ipt_up \
+		"-p udp --dport 9000 -m hashlimit --hashlimit-above 10/sec --hashlimit-mode srcip --hashlimit-name peers --hashlimit-htable-size 65536 --hashlimit-htable-max 131072"
 	# the baseline again: ratios are to the mean of both, as the
 	# machine's speed drifts over a run
 	drop_case bare-end xdp-drop

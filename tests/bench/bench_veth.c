@@ -9,7 +9,10 @@
  * parse-and-drop and the link's own program with BPF_LINK_UPDATE, and
  * each phase's rate is read from IF's rx packet counter. Nothing restarts
  * between phases and neighbouring phases see the same machine, so a drift
- * of its speed cancels in the ratios. The link gets its own program back
+ * of its speed cancels in the ratios: each receiver's to the bare phases
+ * around it, and sluice's to the parse phases around it, with the ns a
+ * packet sluice adds to the parse (the difference of their times per
+ * packet on the receiving CPU, which the sender shares). The link gets its own program back
  * at the end, also after SIGINT or SIGTERM.
  */
 #include <errno.h>
@@ -71,6 +74,40 @@ static double quantile(double *v, int n, double q)
 	if (i + 1 >= n)
 		return v[n - 1];
 	return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
+/*
+ * Each sluice phase against the mean of the parse phases just before and
+ * just after it: the median ratio of their rates with its quartiles, and
+ * the median of the ns a packet that sluice adds. The first cycle only
+ * warms up.
+ */
+static void print_to_parse(const struct phase *ph, int n)
+{
+	double *ratio = calloc(n, sizeof(double));
+	double *added = calloc(n, sizeof(double));
+	int k = 0;
+
+	if (!ratio || !added)
+		die("out of memory");
+	for (int i = RX_MAX + RX_SLUICE; i + RX_MAX - 1 < n; i += RX_MAX) {
+		double parse = (ph[i - 1].pps + ph[i + RX_MAX - 1].pps) / 2;
+
+		if (parse <= 0 || ph[i].pps <= 0)
+			continue;
+		ratio[k] = ph[i].pps / parse;
+		added[k++] = 1e9 / ph[i].pps - 1e9 / parse;
+	}
+	if (k < 3)
+		die("only %d full cycles: run longer", k);
+	printf("{\"cycles\": %d, \"ratio\": %.4f, \"ratio_q1\": %.4f, "
+	       "\"ratio_q3\": %.4f, \"added_ns\": %.2f, \"added_ns_q1\": "
+	       "%.2f, \"added_ns_q3\": %.2f}",
+	       k, quantile(ratio, k, 0.5), quantile(ratio, k, 0.25),
+	       quantile(ratio, k, 0.75), quantile(added, k, 0.5),
+	       quantile(added, k, 0.25), quantile(added, k, 0.75));
+	free(ratio);
+	free(added);
 }
 
 static void usage(FILE *f)
@@ -227,7 +264,9 @@ int main(int argc, char **argv)
 		free(pps);
 		free(ratio);
 	}
-	printf("]}\n");
+	printf("], \"sluice_to_parse\": ");
+	print_to_parse(ph, n);
+	printf("}\n");
 	free(ph);
 	bare_bpf__destroy(bare);
 	close(link_fd);
