@@ -1249,6 +1249,90 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
 }
 
 /*
+ * A source refused on its own entry cannot be granted before its pacing
+ * clock has a token: tat + 1/count s (pace_credit(); the clock only
+ * moves on, by grants and pace_hold()). Until then, at most an interval
+ * ahead (the collector keeps an idle entry two), src_deny answers for it:
+ * a line read per packet instead of src_table's bucket and entry, which
+ * a flood of many sources, each slower than a packet a tick on a CPU,
+ * would otherwise look up at every packet. An entry counts only for the
+ * rule set it was made in (its tag) and while the rule's count is no
+ * higher; a collision overwrites it, which costs a lookup, never a pass.
+ */
+static __always_inline __u32 source_deny_slot(const struct sluice_src_key *k,
+					      const struct sluice_rule_cfg *cfg,
+					      __u32 *tag)
+{
+	__u32 w[4], h = (k->rule + 1) * 0x9e3779b1u + cfg->sketch_seed,
+		    t = set_gen * 0x85ebca6bu ^ cfg->sketch_seed ^ k->family;
+
+	__builtin_memcpy(w, k->addr, 16);
+	for (int i = 0; i < 4; i++) {
+		h = (h ^ w[i]) * 0x85ebca6bu;
+		h ^= h >> 15;
+		t = (t ^ w[i] ^ h) * 0xc2b2ae35u;
+		t ^= t >> 16;
+	}
+	*tag = t | 1;
+	return h >> (32 - SLUICE_SRC_DENY_BITS);
+}
+
+static __always_inline void source_deny_note(const struct sluice_src_key *key,
+					     const struct sluice_rule_cfg *cfg,
+					     const struct sluice_src_state *st,
+					     __u64 count, __u64 now_ns)
+{
+	__u64 until, last = now_ns + cfg->interval_ns;
+	struct sluice_src_deny *d;
+	__u32 idx, tag;
+
+	if (!count || count > 0xffffffffULL)
+		return;
+	until = (READ_ONCE(st->pacer.tat_us) +
+		 (USEC_PER_SEC + count - 1) / count) * NSEC_PER_USEC;
+	if (until <= now_ns)
+		return;
+	idx = source_deny_slot(key, cfg, &tag);
+	d = bpf_map_lookup_elem(&src_deny, &idx);
+	if (!d)
+		return;
+	/* the tag last: a reader that sees it sees the rest */
+	WRITE_ONCE(d->until_ns, until < last ? until : last);
+	WRITE_ONCE(d->count, count);
+	WRITE_ONCE(d->tag, tag);
+}
+
+/* Whether src_deny refuses key's packet now: then it is held here. */
+static __always_inline bool source_denied(const struct sluice_src_key *key,
+					  const struct sluice_rule_cfg *cfg,
+					  struct sluice_rule_cpu *rc, __u32 len)
+{
+	__u32 idx, tag, slot = key->rule;
+	struct sluice_src_deny *d;
+	__u64 *limit, now, until;
+	__u32 count;
+
+	idx = source_deny_slot(key, cfg, &tag);
+	d = bpf_map_lookup_elem(&src_deny, &idx);
+	if (!d || READ_ONCE(d->tag) != tag)
+		return false;
+	until = READ_ONCE(d->until_ns);
+	count = READ_ONCE(d->count);
+	now = sluice_now_coarse();
+	limit = bpf_map_lookup_elem(&rule_limit, &slot);
+	if (READ_ONCE(d->tag) != tag || now >= until || !limit ||
+	    sluice_effective_limit(cfg, *limit, now) > count)
+		return false;
+	if (rc->roll_tick != sluice_tick()) {
+		roll_bucket(rc, cfg, now);
+		flush_held(rc);
+	}
+	rc->held_pkts++;
+	rc->held_bytes += len;
+	return true;
+}
+
+/*
  * Per-source admission: every source has its own budget of count in
  * src_table. Each CPU keeps a direct-mapped cache of recent sources with
  * tokens taken from their budgets, or what the sketch said of a source
@@ -1341,6 +1425,8 @@ admit_source_key(const struct sluice_src_key *pkey, __u32 len,
 				   cost);
 	if (!grant) {
 		refusal_note(refusal, now, slot_ns);
+		if (!overflow)
+			source_deny_note(&key, cfg, st, count, now);
 		return ADMIT_BLOCKED;
 	}
 	if (!overflow)
@@ -1383,6 +1469,8 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	if (!rc || !cfg)
 		return ADMIT_BLOCKED;
+	if (source_denied(&key, cfg, rc, len))
+		return ADMIT_HELD;
 	return admit_source_key(&key, len, c, idx, rc, cfg, cost);
 }
 

@@ -64,6 +64,11 @@
 #define SLUICE_SRC_SLOTS 2
 #endif
 
+/* Refused per_source sources noted in src_deny: 2^18 x 16 bytes, 4 MiB. */
+#ifndef SLUICE_SRC_DENY_BITS
+#define SLUICE_SRC_DENY_BITS 18
+#endif
+
 /* A CPU takes at most limit / (SLUICE_CHUNK_DIV * nr_cpus) tokens at once. */
 #ifndef SLUICE_CHUNK_DIV
 #define SLUICE_CHUNK_DIV 64

@@ -127,6 +127,14 @@ struct {
 	__type(value, __u64);
 } src_sketch SEC(".maps");
 
+/* Sources refused until a time, read before src_table (admit.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << SLUICE_SRC_DENY_BITS);
+	__type(key, __u32);
+	__type(value, struct sluice_src_deny);
+} src_deny SEC(".maps");
+
 /* Per-CPU token caches of recently seen sources, in front of src_table. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

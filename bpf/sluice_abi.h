@@ -310,6 +310,13 @@ struct sluice_src_state {
 	__u64 slots[SLUICE_SRC_SLOTS + 1];
 };
 
+/* A per_source source refused until a time (src_deny, admit.h). */
+struct sluice_src_deny {
+	__u32 tag;	/* of the source and the rule set; 0: none */
+	__u32 count;	/* the rule's count when it was refused */
+	__u64 until_ns;
+};
+
 /*
  * A CPU's token cache for one source (direct-mapped by a hash of key):
  * tokens of its entry, or what the sketch last said of it, so that a

@@ -239,6 +239,48 @@ static void test_sketch_tier(struct sl_dataplane *dp)
 	    a, b, (unsigned long long)st.sources);
 }
 
+/*
+ * src_deny: a source refused on its own entry is refused again without
+ * the table until its pacing clock could have a token (here half a
+ * second), so an entry deleted behind it does not let it through; a
+ * rule's count raised meanwhile lifts that at once. Blocked packets are
+ * counted all the same.
+ */
+static void test_deny(struct sl_dataplane *dp)
+{
+	struct sluice_src_key key = { .family = 4 };
+	struct sl_rule_stats st;
+	uint64_t raised = 1000;
+	long a;
+	int err;
+
+	next_scenario();
+	if (!tap(apply_one(dp, "deny", 8005, "pps", 2,
+			   "\"per_source\":{\"max_sources\":10}") == 0,
+		 "deny: rule applies"))
+		return;
+	a = from(dp, 8005, "198.18.201.1", 5);
+	tap(a == 2, "deny: a source sending 5 gets its count 2 (%ld)", a);
+	key.rule = slot_of(dp, "deny");
+	inet_pton(AF_INET, "198.18.201.1", key.addr);
+	/* past the refusal's tick, which this CPU's cache answers within */
+	set_time(test_time() + 100 * NSEC_PER_MSEC);
+	err = bpf_map_delete_elem(bpf_map__fd(dp->skel->maps.src_table),
+				  &key);
+	a = from(dp, 8005, "198.18.201.1", 3);
+	st = rule_stats(dp, "deny");
+	tap(!err && a == 0 && st.blocked_pkts == 6,
+	    "deny: its entry deleted (%d), 100 ms later the source is still "
+	    "refused (%ld of 3 passed; blocked %llu, expected 6)", err, a,
+	    (unsigned long long)st.blocked_pkts);
+	err = bpf_map_update_elem(bpf_map__fd(dp->skel->maps.rule_limit),
+				  &key.rule, &raised, BPF_ANY);
+	a = from(dp, 8005, "198.18.201.1", 3);
+	tap(!err && a == 3,
+	    "deny: the rule's count raised to 1000, it passes at once (%ld "
+	    "of 3)", a);
+}
+
 /* The kernel's count of a map's memory (fdinfo's memlock: for a hash
  * without preallocation, each element's size and the allocator's node
  * on top); -1 when it cannot be read. */
@@ -525,6 +567,7 @@ int main(void)
 	test_per_source(&dp);
 	test_gc_chunks(&dp);
 	test_sketch_tier(&dp);
+	test_deny(&dp);
 	test_source_memory(&dp);
 	test_light_chunks(&dp);
 	test_sketch_conservative(&dp);
