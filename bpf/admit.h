@@ -1302,10 +1302,13 @@ static __always_inline void source_deny_note(const struct sluice_src_key *key,
 	WRITE_ONCE(d->tag, tag);
 }
 
-/* Whether src_deny refuses key's packet now: then it is held here. */
+/* Whether src_deny refuses key's packet now: then it is held here, and
+ * the source's line in this CPU's cache (c) holds the rest of the tick's
+ * as a refusal in the table would. */
 static __always_inline bool source_denied(const struct sluice_src_key *key,
 					  const struct sluice_rule_cfg *cfg,
-					  struct sluice_rule_cpu *rc, __u32 len)
+					  struct sluice_rule_cpu *rc,
+					  struct sluice_src_cached *c, __u32 len)
 {
 	__u32 idx, tag, slot = key->rule;
 	struct sluice_src_deny *d;
@@ -1329,6 +1332,9 @@ static __always_inline bool source_denied(const struct sluice_src_key *key,
 	}
 	rc->held_pkts++;
 	rc->held_bytes += len;
+	if (same_source(&c->key, key) && !c->overflow)
+		refusal_note(&c->refusal, now,
+			     cfg->interval_ns / SLUICE_SRC_SLOTS);
 	return true;
 }
 
@@ -1469,7 +1475,7 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
 	if (!rc || !cfg)
 		return ADMIT_BLOCKED;
-	if (source_denied(&key, cfg, rc, len))
+	if (source_denied(&key, cfg, rc, c, len))
 		return ADMIT_HELD;
 	return admit_source_key(&key, len, c, idx, rc, cfg, cost);
 }
