@@ -18,7 +18,7 @@
 # Cases: rule (udp dport 9000 pps count 1), trie (the same among 4,096
 # rules, each with a destination prefix: classified through the
 # destination trie), per_source (one rule per source, count 1, against
-# a flood cycling over 65,536 forged sources); all: each in turn.
+# a flood cycling over SOURCES (65,536) forged sources); all: each in turn.
 #
 # usage: tests/bench/veth_drop.sh [--seconds S] [--phase-ms MS] [--cpu N] [--case C]
 # Prints a table and the targets (OK or MISS); exits 0 whatever the
@@ -31,7 +31,7 @@ SECONDS_TOTAL=30
 PHASE_MS=100
 CPU=
 CASE=rule
-SOURCES=65536
+SOURCES=${SOURCES:-65536}
 # frames per test_run call: each call costs ~25 ms of set-up here, which
 # must not land in the phases as a gap (at 16 Mpps this is ~6 s a call)
 FLOOD_REPEAT=100000000
