@@ -909,6 +909,14 @@ static __always_inline __u32 source_cache_index(const struct sluice_src_key *k)
 	return h >> (32 - SLUICE_SRC_CACHE_BITS);
 }
 
+/* This CPU's line idx of src_cache. */
+static __always_inline struct sluice_src_cached *source_cache(__u32 idx)
+{
+	__u32 key = bpf_get_smp_processor_id() << SLUICE_SRC_CACHE_BITS | idx;
+
+	return bpf_map_lookup_elem(&src_cache, &key);
+}
+
 #define SKETCH_FIELD_MAX ((1ULL << 24) - 1)
 /* sketch_level()'s counters: the rows hashed as by another rule */
 #define SKETCH_PROBE_SEED 0x5bd1e995u
@@ -1062,7 +1070,7 @@ enum source_tier {
  */
 __noinline int cache_settle(__u32 idx)
 {
-	struct sluice_src_cached *c = bpf_map_lookup_elem(&src_cache, &idx);
+	struct sluice_src_cached *c = source_cache(idx);
 	struct sluice_rule_cfg *cfg;
 	__u32 slot;
 
@@ -1114,10 +1122,8 @@ static __always_inline void cache_reset(struct sluice_src_cached *c)
  * source_cache_index() puts its key (rule, overflow family, no address). */
 static __always_inline struct sluice_src_cached *overflow_cache(__u32 slot)
 {
-	__u32 idx = slot * 0x9e3779b1u * 0x9e3779b1u >>
-		    (32 - SLUICE_SRC_CACHE_BITS);
-
-	return bpf_map_lookup_elem(&src_cache, &idx);
+	return source_cache(slot * 0x9e3779b1u * 0x9e3779b1u >>
+			    (32 - SLUICE_SRC_CACHE_BITS));
 }
 
 static __always_inline bool is_overflow_of(const struct sluice_src_cached *c,
@@ -1255,16 +1261,20 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
  * ahead (the collector keeps an idle entry two), src_deny answers for it:
  * a line read per packet instead of src_table's bucket and entry, which
  * a flood of many sources, each slower than a packet a tick on a CPU,
- * would otherwise look up at every packet. An entry counts only for the
- * rule set it was made in (its tag) and while the rule's count is no
- * higher; a collision overwrites it, which costs a lookup, never a pass.
+ * would otherwise look up at every packet. A way counts only for the
+ * rule set and the count it was made under (its tag). A source's hash
+ * picks a set of eight one-word ways, one line: a ninth source there
+ * takes the way free soonest, which costs its owner a lookup, never a
+ * pass (direct-mapped, a fifth of 65,536 sources shared a place and
+ * looked up at every packet); a word a way keeps a flood's lines few.
  */
-static __always_inline __u32 source_deny_slot(const struct sluice_src_key *k,
-					      const struct sluice_rule_cfg *cfg,
-					      __u32 *tag)
+static __always_inline __u32 source_deny_set(const struct sluice_src_key *k,
+					     const struct sluice_rule_cfg *cfg,
+					     __u64 count, __u32 *tag)
 {
 	__u32 w[4], h = (k->rule + 1) * 0x9e3779b1u + cfg->sketch_seed,
-		    t = set_gen * 0x85ebca6bu ^ cfg->sketch_seed ^ k->family;
+		    t = (set_gen * 0x85ebca6bu ^ cfg->sketch_seed ^ k->family) +
+			(__u32)count * 0x9e3779b1u + (__u32)(count >> 32);
 
 	__builtin_memcpy(w, k->addr, 16);
 	for (int i = 0; i < 4; i++) {
@@ -1274,7 +1284,22 @@ static __always_inline __u32 source_deny_slot(const struct sluice_src_key *k,
 		t ^= t >> 16;
 	}
 	*tag = t | 1;
-	return h >> (32 - SLUICE_SRC_DENY_BITS);
+	return h >> (32 - SLUICE_SRC_DENY_BITS + 3);
+}
+
+_Static_assert(sizeof(struct sluice_src_deny_set) == 64,
+	       "a src_deny set is one cache line");
+
+static __always_inline __u32 deny_time(__u64 ns)
+{
+	return ns >> SLUICE_SRC_DENY_UNIT;
+}
+
+/* Whether a way's time is still ahead of now (times mod 2^32 units: a
+ * hold is at most an interval, far less than 2^31 units, 26 days). */
+static __always_inline bool deny_ahead(__u32 until, __u32 now)
+{
+	return (__s32)(until - now) > 0;
 }
 
 static __always_inline void source_deny_note(const struct sluice_src_key *key,
@@ -1282,24 +1307,42 @@ static __always_inline void source_deny_note(const struct sluice_src_key *key,
 					     const struct sluice_src_state *st,
 					     __u64 count, __u64 now_ns)
 {
-	__u64 until, last = now_ns + cfg->interval_ns;
-	struct sluice_src_deny *d;
-	__u32 idx, tag;
+	__u64 until_ns, last = now_ns + cfg->interval_ns;
+	__u32 idx, tag, now = deny_time(now_ns), soonest = 0, until;
+	struct sluice_src_deny_set *set;
+	__u64 *d = NULL;
 
-	if (!count || count > 0xffffffffULL)
+	if (!count)
 		return;
-	until = (READ_ONCE(st->pacer.tat_us) +
-		 (USEC_PER_SEC + count - 1) / count) * NSEC_PER_USEC;
-	if (until <= now_ns)
+	until_ns = (READ_ONCE(st->pacer.tat_us) +
+		    (USEC_PER_SEC + count - 1) / count) * NSEC_PER_USEC;
+	if (until_ns > last)
+		until_ns = last;
+	/* rounded down: a hold never outlasts the clock's token */
+	until = deny_time(until_ns);
+	if (!deny_ahead(until, now))
 		return;
-	idx = source_deny_slot(key, cfg, &tag);
-	d = bpf_map_lookup_elem(&src_deny, &idx);
-	if (!d)
+	idx = source_deny_set(key, cfg, count, &tag);
+	set = bpf_map_lookup_elem(&src_deny, &idx);
+	if (!set)
 		return;
-	/* the tag last: a reader that sees it sees the rest */
-	WRITE_ONCE(d->until_ns, until < last ? until : last);
-	WRITE_ONCE(d->count, count);
-	WRITE_ONCE(d->tag, tag);
+	/* the source's own way, else the one free soonest (an expired or
+	 * empty one is) */
+	for (int i = 0; i < SLUICE_SRC_DENY_WAYS; i++) {
+		__u64 way = READ_ONCE(set->way[i]);
+		__u32 left = deny_ahead(way >> 32, now) ? (way >> 32) - now : 0;
+
+		if ((__u32)way == tag) {
+			d = &set->way[i];
+			break;
+		}
+		if (!d || left < soonest) {
+			soonest = left;
+			d = &set->way[i];
+		}
+	}
+	if (d)
+		WRITE_ONCE(*d, (__u64)until << 32 | tag);
 }
 
 /* Whether src_deny refuses key's packet now: then it is held here, and
@@ -1311,20 +1354,28 @@ static __always_inline bool source_denied(const struct sluice_src_key *key,
 					  struct sluice_src_cached *c, __u32 len)
 {
 	__u32 idx, tag, slot = key->rule;
-	struct sluice_src_deny *d;
-	__u64 *limit, now, until;
-	__u32 count;
+	struct sluice_src_deny_set *set;
+	__u64 *limit, now;
+	bool held = false;
 
-	idx = source_deny_slot(key, cfg, &tag);
-	d = bpf_map_lookup_elem(&src_deny, &idx);
-	if (!d || READ_ONCE(d->tag) != tag)
-		return false;
-	until = READ_ONCE(d->until_ns);
-	count = READ_ONCE(d->count);
-	now = sluice_now_coarse();
 	limit = bpf_map_lookup_elem(&rule_limit, &slot);
-	if (READ_ONCE(d->tag) != tag || now >= until || !limit ||
-	    sluice_effective_limit(cfg, *limit, now) > count)
+	if (!limit)
+		return false;
+	now = sluice_now_coarse();
+	idx = source_deny_set(key, cfg, sluice_effective_limit(cfg, *limit, now),
+			      &tag);
+	set = bpf_map_lookup_elem(&src_deny, &idx);
+	if (!set)
+		return false;
+	for (int i = 0; i < SLUICE_SRC_DENY_WAYS; i++) {
+		__u64 way = READ_ONCE(set->way[i]);
+
+		if ((__u32)way == tag) {
+			held = deny_ahead(way >> 32, deny_time(now));
+			break;
+		}
+	}
+	if (!held)
 		return false;
 	if (rc->roll_tick != sluice_tick()) {
 		roll_bucket(rc, cfg, now);
@@ -1461,7 +1512,7 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 
 	__builtin_memcpy(&key, w, sizeof(key));
 	idx = source_cache_index(&key);
-	c = bpf_map_lookup_elem(&src_cache, &idx);
+	c = source_cache(idx);
 	if (!c)
 		return ADMIT_BLOCKED;
 	/* a layer's per_source rule comes here first; a packet judged
@@ -1491,8 +1542,7 @@ static __always_inline int admit_source_fast(struct sluice_rule_cpu *rc,
 					     const struct sluice_src_key *key,
 					     __u32 len, __u64 cost)
 {
-	__u32 idx = source_cache_index(key);
-	struct sluice_src_cached *c = bpf_map_lookup_elem(&src_cache, &idx);
+	struct sluice_src_cached *c = source_cache(source_cache_index(key));
 
 	if (!c || !same_source(&c->key, key))
 		return -1;

@@ -64,10 +64,14 @@
 #define SLUICE_SRC_SLOTS 2
 #endif
 
-/* Refused per_source sources noted in src_deny: 2^18 x 16 bytes, 4 MiB. */
+/* Refused per_source sources noted in src_deny: 2^18 x 8 bytes, 2 MiB,
+ * in sets of SLUICE_SRC_DENY_WAYS, a cache line each; their times in
+ * units of 2^SLUICE_SRC_DENY_UNIT ns (1.05 ms). */
 #ifndef SLUICE_SRC_DENY_BITS
 #define SLUICE_SRC_DENY_BITS 18
 #endif
+#define SLUICE_SRC_DENY_WAYS 8
+#define SLUICE_SRC_DENY_UNIT 20
 
 /* A CPU takes at most limit / (SLUICE_CHUNK_DIV * nr_cpus) tokens at once. */
 #ifndef SLUICE_CHUNK_DIV

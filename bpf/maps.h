@@ -127,17 +127,23 @@ struct {
 	__type(value, __u64);
 } src_sketch SEC(".maps");
 
-/* Sources refused until a time, read before src_table (admit.h). */
+/* Sources refused until a time, read before src_table (admit.h): sets
+ * of ways, each a cache line of a page-aligned (mmapable) array. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1 << SLUICE_SRC_DENY_BITS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, (1 << SLUICE_SRC_DENY_BITS) / SLUICE_SRC_DENY_WAYS);
 	__type(key, __u32);
-	__type(value, struct sluice_src_deny);
+	__type(value, struct sluice_src_deny_set);
 } src_deny SEC(".maps");
 
-/* Per-CPU token caches of recently seen sources, in front of src_table. */
+/* Per-CPU token caches of recently seen sources, in front of src_table:
+ * CPU c's 2^SLUICE_SRC_CACHE_BITS lines from c << SLUICE_SRC_CACHE_BITS
+ * (sized by the loader). A plain array, as rule_cpu: the address is
+ * arithmetic, and each 64-byte element is one cache line. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__uint(max_entries, 1 << SLUICE_SRC_CACHE_BITS);
 	__type(key, __u32);
 	__type(value, struct sluice_src_cached);

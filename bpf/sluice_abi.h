@@ -310,11 +310,13 @@ struct sluice_src_state {
 	__u64 slots[SLUICE_SRC_SLOTS + 1];
 };
 
-/* A per_source source refused until a time (src_deny, admit.h). */
-struct sluice_src_deny {
-	__u32 tag;	/* of the source and the rule set; 0: none */
-	__u32 count;	/* the rule's count when it was refused */
-	__u64 until_ns;
+/* Per_source sources refused until a time (src_deny, admit.h), those of
+ * one hash in one cache line. A way is one word, written and read whole:
+ * the low 32 bits a tag of the source, the rule set and the count (0:
+ * none), the high 32 the time, sluice_now_coarse() >> SLUICE_SRC_DENY_UNIT
+ * mod 2^32. */
+struct sluice_src_deny_set {
+	__u64 way[SLUICE_SRC_DENY_WAYS];
 };
 
 /*

@@ -8,6 +8,8 @@
 #   2. this build takes it over: its maps have the same shapes but
 #      rule_cpu's (has_breaker, added since), so they are shared and
 #      re-pinned under layout-ID, rule_cpu carried, the link moves to links/;
+#      src_cache, a per-CPU array there and a flat one here, moves each
+#      CPU's lines to its own range;
 #   3. "probe", this tree with a field added at the head of the fast
 #      path's per-CPU state, the budget, a source's state, the slot
 #      metadata and the .bss: the upgrade carries those maps field by field;
@@ -64,7 +66,9 @@ check $((probes == 5 ? 0 : 1)) "built the previous release and probe ($probes of
 declare -A BIN=([prev]=$B/prev/build/sluice [probe]=$B/probe/build/sluice \
 		[cur]=$SLUICE)
 
-printf '{"rules":[{"name":"%s","match":{"proto":"udp","dport":9000},"grade":"pps","count":%s}]}\n' \
+# and a per_source rule, whose sources fill the CPUs' src_cache lines
+printf '{"rules":[{"name":"%s","match":{"proto":"udp","dport":9000},"grade":"pps","count":%s},
+{"name":"src9001","match":{"proto":"udp","dport":9001},"grade":"pps","count":1000,"per_source":{"max_sources":1000}}]}\n' \
 	"$RULE" "$COUNT" >"$NETNS_TMP/rules.json"
 
 xdp_prog() { ip -n "$NS_RX" -d link show dev veth-rx | sed -n 's/.*prog\/xdp id \([0-9]*\).*/\1/p'; }
@@ -110,6 +114,16 @@ ready a1 prev || { echo "Bail out! the previous release did not start"; sed 's/^
 check $([ -e "$SL_PIN/link-veth-rx" ] && [ -e "$SL_PIN/rule_meta" ]; echo $?) \
 	"(1) the previous release pins flat: link-veth-rx and its maps in $SL_PIN"
 
+# 64 sources of its own on each CPU, then their lines in the previous
+# release's per-CPU src_cache (no packet of the flood reaches that map)
+for cpu in 0 1; do
+	ip netns exec "$NS_TX" "$GEN_BIN/pktsend" --dev veth-tx \
+		--dst-mac "$RX_MAC" --dport 9001 --src 198.18.$((cpu + 4)).1 \
+		--sources 64 --count 640 \
+		--rate 20000 --cpu $cpu >/dev/null
+done
+bpftool -j map dump pinned "$SL_PIN/src_cache" >"$NETNS_TMP/src_cache.prev"
+
 netns_bg "$NS_RX" rx "$GEN_BIN/rxcount" --dev veth-rx --proto udp \
 	--dport 9000 --drop --duration 60 --csv "$NETNS_TMP/rx.csv"
 rx_wait_ready rx seen_rx 5 || { echo "Bail out! rxcount did not start"; exit 1; }
@@ -138,6 +152,35 @@ grep -q "upgrade: the pinned layout before layout ids became layout-" "$log" &&
 	grep -q "upgrade: carried sluice_b_bss (.*): new needs_l4" "$log"
 check $? "(2) it says it upgraded the flat layout, carrying rule_cpu (its new has_breaker), rule_cfg (its new sketch_seed), host_stats, the .bss (its new needs_l4), src_table (its new slots), src_cache (its light chunks) and rule_budget (its demand word) and sharing every other map"
 grep "upgrade:" "$log" | sed 's/^/#   /'
+# each CPU's line of the per-CPU map went to CPU x 4096 + its index in
+# the flat one; the key (its first 24 bytes) is the same in both layouts
+bpftool -j map dump pinned "$(ls -d "$SL_PIN"/layout-*)/src_cache" \
+	>"$NETNS_TMP/src_cache.cur"
+lines=$(python3 - "$NETNS_TMP/src_cache.prev" "$NETNS_TMP/src_cache.cur" <<'PY'
+import json, sys
+def key_bytes(v):
+    return [int(b, 16) for b in v[:24]]
+prev = json.load(open(sys.argv[1]))
+cur = {int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little"): e["value"]
+       for e in json.load(open(sys.argv[2]))}
+stride = len(prev)
+lines = wrong = 0
+for e in prev:
+    idx = int.from_bytes(bytes(int(b, 16) for b in e["key"]), "little")
+    for pc in e["values"]:
+        k = key_bytes(pc["value"])
+        if not any(k):
+            continue
+        lines += 1
+        if key_bytes(cur.get(pc["cpu"] * stride + idx, [])) != k:
+            wrong += 1
+cur_lines = sum(1 for v in cur.values() if any(key_bytes(v)))
+print(lines, wrong, cur_lines)
+PY
+)
+read -r lines wrong cur_lines <<<"$lines"
+check $(( lines >= 64 && wrong == 0 && cur_lines == lines ? 0 : 1 )) \
+	"(2) src_cache's per-CPU lines ($lines, $wrong misplaced) are each at CPU x 4096 + index in its flat layout, and no other ($cur_lines there)"
 st=$(SLUICE=${BIN[cur]} sluice_cli status -j)
 check $([ "$(sluice_json 'd["upgraded"] and d["adopted"]' <<<"$st")" = true ]; echo $?) \
 	"(2) status -j: upgraded and adopted"

@@ -191,6 +191,10 @@ int sl_dp_load(struct sl_dataplane *dp, const struct sl_dp_opts *opts)
 	dp->skel->rodata->nr_cpus = dp->n_cpus;
 	/* without pins: the smallest class, grown by the applies */
 	err = sl_rule_cpu_size(dp, dp->skel, SLUICE_RULE_CPU_MIN_SHIFT);
+	if (!err)
+		err = bpf_map__set_max_entries(dp->skel->maps.src_cache,
+					       (uint32_t)dp->n_cpus
+						       << SLUICE_SRC_CACHE_BITS);
 	if (err)
 		goto fail;
 	dp->skel->rodata->test_clock = opts->test_clock;

@@ -149,8 +149,7 @@ int sl_dp_clear_source_caches(struct sl_dataplane *dp)
 {
 	int fd = bpf_map__fd(dp->skel->maps.src_cache);
 	__u32 n = bpf_map__max_entries(dp->skel->maps.src_cache);
-	size_t vsz = ((sizeof(struct sluice_src_cached) + 7) & ~7UL) *
-		     dp->n_cpus;
+	size_t vsz = sizeof(struct sluice_src_cached);
 	uint32_t *keys = malloc(n * sizeof(*keys));
 	void *zero = calloc(n, vsz);
 	int err = 0;

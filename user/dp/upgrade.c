@@ -182,12 +182,34 @@ out:
 	return err;
 }
 
+/* A per-CPU array that became a flat one, CPU c's elements from c x the
+ * old size (src_cache): each CPU's value goes to its own element. */
+static bool flattened(const struct sl_layout_map *from,
+		      const struct sl_layout_map *to)
+{
+	return from->type == BPF_MAP_TYPE_PERCPU_ARRAY &&
+	       to->type == BPF_MAP_TYPE_ARRAY;
+}
+
+static int carry_flattened(int to_fd, uint32_t stride, uint32_t idx,
+			   const uint8_t *values, size_t size, int cpus)
+{
+	for (int cpu = 0; cpu < cpus; cpu++) {
+		uint32_t key = (uint32_t)cpu * stride + idx;
+
+		if (bpf_map_update_elem(to_fd, &key, values + cpu * size,
+					BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
 /* Through the syscalls: every element of an array (again: those in use),
  * every key otherwise. */
 static int carry_elems(struct carried *c, int n_cpus, bool again)
 {
 	const struct sl_layout_map *from = c->from, *to = c->to;
-	int cpus = is_percpu(to->type) ? n_cpus : 1;
+	int cpus = is_percpu(from->type) ? n_cpus : 1;
 	size_t ss = round8(from->value_size), ds = round8(to->value_size);
 	uint8_t *sv = calloc(cpus, ss), *dv = calloc(cpus, ds);
 	uint8_t *sk = calloc(1, from->key_size), *dk = calloc(1, to->key_size);
@@ -225,10 +247,13 @@ static int carry_elems(struct carried *c, int n_cpus, bool again)
 		memset(dv, 0, (size_t)cpus * ds);
 		for (int cpu = 0; cpu < cpus; cpu++)
 			sl_layout_apply(&c->vplan, sv + cpu * ss, dv + cpu * ds);
-		if (bpf_map_update_elem(to_fd, dk, dv, BPF_ANY)) {
+		if (flattened(from, to))
+			err = carry_flattened(to_fd, from->max_entries, idx,
+					      dv, ds, cpus);
+		else if (bpf_map_update_elem(to_fd, dk, dv, BPF_ANY))
 			err = -errno;
+		if (err)
 			break;
-		}
 		if (!again)
 			err = array ? note_live(c, idx) : 0;
 		if (!array)
@@ -247,7 +272,7 @@ static int carry_map(struct carried *c, int n_cpus, bool again)
 	const struct sl_layout_map *from = c->from, *to = c->to;
 	int err = 0;
 
-	if (!again && from->type != to->type) {
+	if (!again && from->type != to->type && !flattened(from, to)) {
 		pr_err("upgrade: map %s changed its type (%u to %u): its "
 		       "state cannot be carried", to->name, from->type,
 		       to->type);
