@@ -1268,6 +1268,16 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
  * pass (direct-mapped, a fifth of 65,536 sources shared a place and
  * looked up at every packet); a word a way keeps a flood's lines few.
  */
+/* What a packet past its CPU's cache reads once, for src_deny and then
+ * src_table: the coarse clock, the rule's effective count, and its
+ * source's set and tag under them. */
+struct source_probe {
+	__u64 now;
+	__u64 count;
+	__u32 set;
+	__u32 tag;
+};
+
 static __always_inline __u32 source_deny_set(const struct sluice_src_key *k,
 					     const struct sluice_rule_cfg *cfg,
 					     __u64 count, __u32 *tag)
@@ -1302,13 +1312,13 @@ static __always_inline bool deny_ahead(__u32 until, __u32 now)
 	return (__s32)(until - now) > 0;
 }
 
-static __always_inline void source_deny_note(const struct sluice_src_key *key,
+static __always_inline void source_deny_note(const struct source_probe *pr,
 					     const struct sluice_rule_cfg *cfg,
-					     const struct sluice_src_state *st,
-					     __u64 count, __u64 now_ns)
+					     const struct sluice_src_state *st)
 {
-	__u64 until_ns, last = now_ns + cfg->interval_ns;
-	__u32 idx, tag, now = deny_time(now_ns), soonest = 0, until;
+	__u64 until_ns, last = pr->now + cfg->interval_ns, count = pr->count;
+	__u32 set_idx = pr->set, tag = pr->tag, now = deny_time(pr->now);
+	__u32 soonest = 0, until;
 	struct sluice_src_deny_set *set;
 	__u64 *d = NULL;
 
@@ -1322,8 +1332,7 @@ static __always_inline void source_deny_note(const struct sluice_src_key *key,
 	until = deny_time(until_ns);
 	if (!deny_ahead(until, now))
 		return;
-	idx = source_deny_set(key, cfg, count, &tag);
-	set = bpf_map_lookup_elem(&src_deny, &idx);
+	set = bpf_map_lookup_elem(&src_deny, &set_idx);
 	if (!set)
 		return;
 	/* the source's own way, else the one free soonest (an expired or
@@ -1345,32 +1354,28 @@ static __always_inline void source_deny_note(const struct sluice_src_key *key,
 		WRITE_ONCE(*d, (__u64)until << 32 | tag);
 }
 
-/* Whether src_deny refuses key's packet now: then it is held here, and
- * the source's line in this CPU's cache (c) holds the rest of the tick's
- * as a refusal in the table would. */
+/* Whether src_deny refuses key's packet now (pr: its clock and count;
+ * its set and tag are filled in): then it is held here, and the source's
+ * line in this CPU's cache (c) holds the rest of the tick's as a refusal
+ * in the table would. */
 static __always_inline bool source_denied(const struct sluice_src_key *key,
 					  const struct sluice_rule_cfg *cfg,
 					  struct sluice_rule_cpu *rc,
-					  struct sluice_src_cached *c, __u32 len)
+					  struct sluice_src_cached *c, __u32 len,
+					  struct source_probe *pr)
 {
-	__u32 idx, tag, slot = key->rule;
 	struct sluice_src_deny_set *set;
-	__u64 *limit, now;
+	__u64 now = pr->now;
 	bool held = false;
 
-	limit = bpf_map_lookup_elem(&rule_limit, &slot);
-	if (!limit)
-		return false;
-	now = sluice_now_coarse();
-	idx = source_deny_set(key, cfg, sluice_effective_limit(cfg, *limit, now),
-			      &tag);
-	set = bpf_map_lookup_elem(&src_deny, &idx);
+	pr->set = source_deny_set(key, cfg, pr->count, &pr->tag);
+	set = bpf_map_lookup_elem(&src_deny, &pr->set);
 	if (!set)
 		return false;
 	for (int i = 0; i < SLUICE_SRC_DENY_WAYS; i++) {
 		__u64 way = READ_ONCE(set->way[i]);
 
-		if ((__u32)way == tag) {
+		if ((__u32)way == pr->tag) {
 			held = deny_ahead(way >> 32, deny_time(now));
 			break;
 		}
@@ -1403,14 +1408,14 @@ static __always_inline enum admit_result
 admit_source_key(const struct sluice_src_key *pkey, __u32 len,
 		 struct sluice_src_cached *c, __u32 idx,
 		 struct sluice_rule_cpu *rc, const struct sluice_rule_cfg *cfg,
-		 __u64 cost)
+		 __u64 cost, const struct source_probe *pr)
 {
 	__u64 slot_ns = cfg->interval_ns / SLUICE_SRC_SLOTS;
 	struct sluice_src_cached *oc = NULL;
 	struct sluice_src_state *st;
 	struct sluice_refusal *refusal;
 	struct sluice_src_key key;
-	__u64 *limit, now, count, chunk, grant;
+	__u64 now = pr->now, count = pr->count, chunk, grant;
 	enum source_tier tier;
 	bool overflow;
 
@@ -1447,13 +1452,7 @@ admit_source_key(const struct sluice_src_key *pkey, __u32 len,
 		cache_reset(c);
 	}
 
-	limit = bpf_map_lookup_elem(&rule_limit, &slot);
-	if (!limit)
-		return ADMIT_BLOCKED;
-	now = sluice_now_coarse();
 	roll_bucket(rc, cfg, now);
-	/* no lease: cluster rules are never per_source (rules.md) */
-	count = sluice_effective_limit(cfg, *limit, now);
 	st = source_state(&key, cfg, rc, c, count, cost, now, &tier);
 	if (tier == SOURCE_LIGHT)
 		return ADMIT_PASSED;
@@ -1483,7 +1482,7 @@ admit_source_key(const struct sluice_src_key *pkey, __u32 len,
 	if (!grant) {
 		refusal_note(refusal, now, slot_ns);
 		if (!overflow)
-			source_deny_note(&key, cfg, st, count, now);
+			source_deny_note(pr, cfg, st);
 		return ADMIT_BLOCKED;
 	}
 	if (!overflow)
@@ -1507,7 +1506,8 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 	struct sluice_src_key key;
 	struct sluice_rule_cpu *rc;
 	struct sluice_rule_cfg *cfg;
-	__u64 w[3] = { k0, k1, k2 };
+	struct source_probe pr;
+	__u64 w[3] = { k0, k1, k2 }, *limit;
 	__u32 slot, cpu_slot, idx;
 
 	__builtin_memcpy(&key, w, sizeof(key));
@@ -1524,11 +1524,15 @@ __noinline int admit_source_global(__u64 k0, __u64 k1, __u64 k2, __u32 len,
 					 rule_cpu_shift);
 	rc = bpf_map_lookup_elem(&rule_cpu, &cpu_slot);
 	cfg = bpf_map_lookup_elem(&rule_cfg, &slot);
-	if (!rc || !cfg)
+	limit = bpf_map_lookup_elem(&rule_limit, &slot);
+	if (!rc || !cfg || !limit)
 		return ADMIT_BLOCKED;
-	if (source_denied(&key, cfg, rc, c, len))
+	pr.now = sluice_now_coarse();
+	/* no lease: cluster rules are never per_source (rules.md) */
+	pr.count = sluice_effective_limit(cfg, *limit, pr.now);
+	if (source_denied(&key, cfg, rc, c, len, &pr))
 		return ADMIT_HELD;
-	return admit_source_key(&key, len, c, idx, rc, cfg, cost);
+	return admit_source_key(&key, len, c, idx, rc, cfg, cost, &pr);
 }
 
 /*
