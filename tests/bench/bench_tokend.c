@@ -61,48 +61,16 @@ static bool closed_loop;
 static uint64_t loop_seq; /* closed loop: syncs sent */
 
 /* utime + stime of process pid, in seconds; -1 without one. */
-/* CPU seconds of the process pid (clock ticks), or of its thread named
- * thread (schedstat's nanoseconds: a thread's few ms a second need them). */
-static double proc_cpu_s(const char *pid, const char *thread)
+static double proc_cpu_s(const char *pid)
 {
 	unsigned long long ut, st;
-	char path[300], buf[1024], *p;
-	struct dirent *d;
-	DIR *dir;
+	char path[64], buf[1024], *p;
 	FILE *f;
 	size_t n;
 
 	if (!pid)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
-	snprintf(buf, sizeof(buf), "/proc/%s/task", pid);
-	dir = thread ? opendir(buf) : NULL;
-	while (dir && (d = readdir(dir))) {
-		char comm[32] = "";
-
-		snprintf(path, sizeof(path), "/proc/%s/task/%s/comm", pid,
-			 d->d_name);
-		f = fopen(path, "r");
-		if (f && fgets(comm, sizeof(comm), f))
-			comm[strcspn(comm, "\n")] = '\0';
-		if (f)
-			fclose(f);
-		snprintf(path, sizeof(path), "/proc/%s/task/%s/schedstat",
-			 pid, d->d_name);
-		if (!strcmp(comm, thread))
-			break;
-	}
-	if (dir)
-		closedir(dir);
-	if (thread) {
-		unsigned long long ns;
-
-		f = d ? fopen(path, "r") : NULL;
-		n = f && fscanf(f, "%llu", &ns) == 1;
-		if (f)
-			fclose(f);
-		return n ? ns / 1e9 : -1;
-	}
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -114,6 +82,47 @@ static double proc_cpu_s(const char *pid, const char *thread)
 			 "%llu %llu", &ut, &st) != 2)
 		return -1;
 	return (double)(ut + st) / sysconf(_SC_CLK_TCK);
+}
+
+enum { SCHED_RAN, SCHED_WAITED };
+
+/*
+ * Seconds that the tasks under dir (/proc/PID/task, or /proc) whose
+ * name starts with prefix ran on a CPU (SCHED_RAN) or waited for one
+ * when runnable (SCHED_WAITED): schedstat's nanoseconds, as a thread's
+ * few ms a second need them. -1 when no such task.
+ */
+static double sched_s(const char *dir, const char *prefix, int field)
+{
+	unsigned long long v[2];
+	double sum = -1;
+	char path[300], comm[32];
+	struct dirent *d;
+	DIR *dp = opendir(dir);
+	FILE *f;
+
+	while (dp && (d = readdir(dp))) {
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/comm", dir, d->d_name);
+		f = fopen(path, "r");
+		comm[0] = '\0';
+		if (f && !fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		if (f)
+			fclose(f);
+		if (strncmp(comm, prefix, strlen(prefix)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/schedstat", dir, d->d_name);
+		f = fopen(path, "r");
+		if (f && fscanf(f, "%llu %llu", &v[0], &v[1]) == 2)
+			sum = (sum < 0 ? 0 : sum) + v[field] / 1e9;
+		if (f)
+			fclose(f);
+	}
+	if (dp)
+		closedir(dp);
+	return sum;
 }
 
 static uint64_t now_ns(void)
@@ -375,6 +384,11 @@ int main(int argc, char **argv)
 	const char *ns = NULL, *secret = NULL, *mode;
 	const char *pid = getenv("TOKEND_PID");
 	double cpu0 = -1, cpu1, cores = 0, bal0 = -1, bal1, bal_cores = -1;
+	/* what delays a SYNC besides the server's work: its threads' wait
+	 * for a CPU (worker 0 is the main thread), and the kernel's DAMON threads, which run for ms at a
+	 * time (docs/benchmarks.md, "What the figures say") */
+	double wait0 = -1, wait1, waited = -1, damon0 = -1, damon1, damon = -1;
+	char tasks[64] = "";
 	unsigned int unanswered = 0;
 	int epfd, a0;
 	uint16_t port;
@@ -447,8 +461,13 @@ int main(int argc, char **argv)
 		int n, timeout;
 
 		if (cpu0 < 0 && now >= measure_from) {
-			cpu0 = proc_cpu_s(pid, NULL);
-			bal0 = proc_cpu_s(pid, "tokend-balance");
+			if (pid)
+				snprintf(tasks, sizeof(tasks), "/proc/%s/task",
+					 pid);
+			cpu0 = proc_cpu_s(pid);
+			bal0 = sched_s(tasks, "tokend-balance", SCHED_RAN);
+			wait0 = sched_s(tasks, "", SCHED_WAITED);
+			damon0 = sched_s("/proc", "kdamond", SCHED_RAN);
 		}
 		/* what falls due within 1 ms goes now: the loop sleeps in
 		 * whole ms, never spins (it shares a core with the server) */
@@ -473,8 +492,10 @@ int main(int argc, char **argv)
 			on_input(evs[k].data.ptr);
 	}
 
-	cpu1 = proc_cpu_s(pid, NULL);
-	bal1 = proc_cpu_s(pid, "tokend-balance");
+	cpu1 = proc_cpu_s(pid);
+	bal1 = sched_s(tasks, "tokend-balance", SCHED_RAN);
+	wait1 = sched_s(tasks, "", SCHED_WAITED);
+	damon1 = sched_s("/proc", "kdamond", SCHED_RAN);
 	for (i = 0; i < n_agents; i++)
 		if (agents[i].busy && agents[i].sent_ns + 1000000000ull < end)
 			unanswered++;
@@ -482,6 +503,10 @@ int main(int argc, char **argv)
 		cores = (cpu1 - cpu0) / seconds;
 	if (bal0 >= 0 && bal1 >= 0)
 		bal_cores = (bal1 - bal0) / seconds;
+	if (wait0 >= 0 && wait1 >= 0)
+		waited = wait1 - wait0;
+	if (damon0 >= 0 && damon1 >= 0)
+		damon = damon1 - damon0;
 	qsort(lat, n_lat, sizeof(*lat), u64_cmp);
 	mode = lua ? "redis-lua" : redis ? "redis" : "tokend";
 	if (closed_loop)
@@ -505,10 +530,16 @@ int main(int argc, char **argv)
 		printf("%s: its balancer thread (lease expiry, large flows' "
 		       "water levels): %.2f%% of one core\n", mode,
 		       100 * bal_cores);
-	printf("RESULT %s %.0f %llu %llu %.3f\n", mode,
+	if (waited >= 0)
+		printf("%s: its threads waited %.1f ms for a CPU over the "
+		       "measured %u s\n", mode, waited * 1e3, seconds);
+	if (damon >= 0)
+		printf("%s: the kernel's DAMON threads (kdamond) ran %.1f ms "
+		       "meanwhile\n", mode, damon * 1e3);
+	printf("RESULT %s %.0f %llu %llu %.3f %.1f\n", mode,
 	       (double)answered * n_flows / seconds,
 	       n_lat ? (unsigned long long)lat[n_lat / 2] : 0ULL,
 	       n_lat ? (unsigned long long)lat[n_lat * 99 / 100] : 0ULL,
-	       cores);
+	       cores, waited >= 0 ? waited * 1e3 : -1);
 	return 0;
 }

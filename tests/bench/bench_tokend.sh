@@ -10,6 +10,10 @@
 #   SERVER_CPU (1) LOAD_CPU (0) FLEET_AGENTS (10000) FLEET_FLOWS (100)
 #   FLEET_PERIOD_MS (1000) FLEET_SYNC_MS (1000) FLEET_TTL_MS (3000)
 #   RUNS (3) SAT_AGENTS (1000) FLEET_ONLY (unset)
+#   DAMON_OFF (unset): 1 stops the kernel's DAMON (every kdamond that
+#   /sys/kernel/mm/damon/admin starts) for the run and restarts it after:
+#   its pageout thread takes a core for ms at a time, and a SYNC that
+#   waits behind it is the p99 (docs/benchmarks.md)
 set -euo pipefail
 BUILD=${BUILD:-build}
 AGENTS=${AGENTS:-1000} FLOWS=${FLOWS:-100} PERIOD_MS=${PERIOD_MS:-100}
@@ -23,13 +27,23 @@ SAT_AGENTS=${SAT_AGENTS:-1000}
 gen=$BUILD/bench_tokend
 dir=$(mktemp -d /tmp/sluice-bench-tokend.XXXXXX)
 pids=()
+damon_stopped=()
 cleanup()
 {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for s in "${damon_stopped[@]}"; do echo on >"$s" || true; done
 	rm -rf "$dir"
 }
 trap cleanup EXIT
+if [ -n "${DAMON_OFF:-}" ]; then
+	for s in /sys/kernel/mm/damon/admin/kdamonds/*/state; do
+		[ "$(cat "$s" 2>/dev/null)" = on ] || continue
+		echo off >"$s"
+		damon_stopped+=("$s")
+	done
+	echo "DAMON_OFF: ${#damon_stopped[@]} kdamond(s) stopped for the run"
+fi
 
 source "$(dirname "$0")/../lib/tokend_bench.sh"
 
@@ -89,9 +103,10 @@ def load(path):
     runs = {}
     for line in open(path):
         p = line.split()
-        # THREADS RESULT tokend RATE P50 P99 CORES
+        # THREADS RESULT tokend RATE P50 P99 CORES WAITED_MS
         runs.setdefault(p[0], []).append(
-            (float(p[3]), float(p[4]), float(p[5]), float(p[6])))
+            (float(p[3]), float(p[4]), float(p[5]), float(p[6]),
+             float(p[7])))
     return runs
 fleet, sat = load(sys.argv[1]), load(sys.argv[2])
 agents, flows, period, sat_agents = sys.argv[3:7]
@@ -99,13 +114,15 @@ med = lambda v: st.median(v)
 pc = {}
 for t in sorted(fleet):
     v = fleet[t]
-    rate, p50, p99, cores = (med([x[i] for x in v]) for i in range(4))
+    rate, p50, p99, cores, waited = (med([x[i] for x in v])
+                                     for i in range(5))
     pc[t] = med([x[0] / x[3] for x in v if x[3] > 0])
     print("fleet: %s worker(s), %s agents x %s flows every %s ms: %.0f "
           "flow updates/s, sync p50 %.0f us p99 %.0f us, %.0f%% of one "
-          "core: %.2fM flow updates/s per core (medians of %d)"
+          "core: %.2fM flow updates/s per core, its threads waited %.1f "
+          "ms for a CPU (medians of %d)"
           % (t, agents, flows, period, rate, p50, p99, 100 * cores,
-             pc[t] / 1e6, len(v)))
+             pc[t] / 1e6, waited, len(v)))
 s = {t: med([x[0] for x in v]) for t, v in sat.items()}
 for t in sorted(sat):
     v = sat[t]
