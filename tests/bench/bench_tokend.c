@@ -385,8 +385,9 @@ int main(int argc, char **argv)
 	const char *pid = getenv("TOKEND_PID");
 	double cpu0 = -1, cpu1, cores = 0, bal0 = -1, bal1, bal_cores = -1;
 	/* what delays a SYNC besides the server's work: its threads' wait
-	 * for a CPU (worker 0 is the main thread), and the kernel's DAMON threads, which run for ms at a
-	 * time (docs/benchmarks.md, "What the figures say") */
+	 * for a CPU (worker 0 is the main thread), and the kernel's DAMON
+	 * threads, which run for ms at a time (docs/benchmarks.md, "What
+	 * the figures say") */
 	double wait0 = -1, wait1, waited = -1, damon0 = -1, damon1, damon = -1;
 	char tasks[64] = "";
 	unsigned int unanswered = 0;
