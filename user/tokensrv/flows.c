@@ -28,9 +28,9 @@ struct flow *ts_find_flow(struct ns *ns, uint32_t id)
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
-		if (ns->flow_ids[mid] == id)
+		if (ns->flows[mid].id == id)
 			return &ns->flows[mid];
-		if (ns->flow_ids[mid] < id)
+		if (ns->flows[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -573,9 +573,7 @@ void ts_free_flows(struct ns *v, uint32_t n)
 			free(v[i].flows[j].gone.node);
 		}
 		free(v[i].flows);
-		free(v[i].flow_ids);
 		v[i].flows = NULL;
-		v[i].flow_ids = NULL;
 		v[i].n_flows = 0;
 	}
 }
@@ -597,7 +595,6 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 	for (i = 0; i < td->n_ns; i++) {
 		v[i] = td->ns[i];
 		v[i].flows = NULL;
-		v[i].flow_ids = NULL;
 		v[i].n_flows = 0;
 		pthread_mutex_init(&v[i].lock, NULL); /* unlocked: all locks */
 	}
@@ -633,12 +630,7 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 	}
 	for (i = 0; i < n; i++) {
 		v[i].flows = calloc(v[i].n_flows + 1, sizeof(*v[i].flows));
-		v[i].flow_ids = calloc(v[i].n_flows + 1,
-				       sizeof(*v[i].flow_ids));
-		if (!v[i].flows || !v[i].flow_ids) {
-			/* nothing built yet: only the arrays to free */
-			for (size_t k = 0; k < n; k++)
-				v[k].n_flows = 0;
+		if (!v[i].flows) {
 			ts_free_flows(v, n);
 			ts_free_nodes(v + td->n_ns, n - td->n_ns);
 			free(v);
@@ -665,8 +657,6 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 		struct ns *ns = &v[i];
 
 		qsort(ns->flows, ns->n_flows, sizeof(*ns->flows), flow_cmp);
-		for (uint32_t j = 0; j < ns->n_flows; j++)
-			ns->flow_ids[j] = ns->flows[j].id;
 		for (uint32_t j = 1; j < ns->n_flows; j++) {
 			if (ns->flows[j].id != ns->flows[j - 1].id)
 				continue;

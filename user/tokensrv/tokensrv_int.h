@@ -105,9 +105,6 @@ struct ns {
 	char name[SL_NAME_MAX + 1];
 	const struct sl_secret *secret;
 	struct flow *flows; /* sorted by id */
-	/* flows' ids, in their order: a SYNC's lookups read these few
-	 * lines, never a flow's first line, which workers write */
-	uint32_t *flow_ids;
 	uint32_t n_flows;
 	/* under lock: the node table and the SYNC budget */
 	pthread_mutex_t lock;
