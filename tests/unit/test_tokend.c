@@ -983,6 +983,76 @@ static void test_set_rules(void **state)
 	sl_ruleset_free(&bad);
 }
 
+/*
+ * Linked with -Wl,--wrap=calloc (tests/tests.mk): this thread's calloc
+ * number calloc_fail_at, counting from 1, returns NULL; 0: none fails.
+ * Thread-local, so the server's own threads never fail.
+ */
+void *__real_calloc(size_t n, size_t size);
+static __thread unsigned int calloc_fail_at, callocs;
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	if (calloc_fail_at && ++callocs == calloc_fail_at)
+		return NULL;
+	return __real_calloc(n, size);
+}
+
+/*
+ * A rule change that runs out of memory, at each of its allocations in
+ * turn: -ENOMEM, and the flows in force stay (a holder's grant is
+ * renewed as before), until one goes through.
+ */
+static void test_set_rules_out_of_memory(void **state)
+{
+	static const char two_ns[] =
+		"{\"rules\": ["
+		"{\"name\": \"a1\", \"match\": {\"proto\": \"udp\", \"dport\":"
+		" 1}, \"grade\": \"pps\", \"count\": 1000, \"cluster\":"
+		" {\"namespace\": \"a\", \"flow_id\": 1, \"threshold_type\":"
+		" \"global\"}},"
+		"{\"name\": \"n1\", \"match\": {\"proto\": \"udp\", \"dport\":"
+		" 7}, \"grade\": \"pps\", \"count\": 400, \"cluster\":"
+		" {\"namespace\": \"new\", \"flow_id\": 9, \"threshold_type\":"
+		" \"global\"}}]}";
+	const uint64_t d[1] = {4000};
+	struct sl_ruleset next = {0};
+	struct sl_tokend_cfg cfg;
+	uint64_t gr[1] = {0};
+	unsigned int fail_at;
+	struct server s;
+	struct cli c;
+	char err[256];
+	int ret = -ENOMEM;
+
+	(void)state;
+	cfg_for_test(&cfg);
+	start(&s, &cfg);
+	assert_int_equal(cli_auth(&c, sl_tokend_port(s.td), "a", "n0",
+				  SECRET_A), 0);
+	rounds(&c, 1, 1, d, gr, 2000, 2);
+	assert_int_equal(gr[0], 2000);
+	assert_int_equal(sl_rules_parse(two_ns, strlen(two_ns), &next, err,
+					sizeof(err)), 0);
+	for (fail_at = 1; fail_at < 100 && ret == -ENOMEM; fail_at++) {
+		callocs = 0;
+		calloc_fail_at = fail_at;
+		ret = sl_tokend_set_rules(s.td, &next, err, sizeof(err));
+		calloc_fail_at = 0;
+		if (ret != -ENOMEM)
+			break;
+		assert_string_equal(err, "out of memory");
+		/* the old set in force: flow 1 at its count of 2000 */
+		assert_int_equal(sync1(&c, 1, 4000, gr[0]).grant, 2000);
+	}
+	assert_int_equal(ret, 0);
+	assert_true(fail_at > 3); /* the set's arrays each failed once */
+	assert_int_equal(sync1(&c, 1, 4000, gr[0]).grant, 1000);
+	cli_close(&c);
+	stop(&s, NULL);
+	sl_ruleset_free(&next);
+}
+
 static uint64_t ms_now(void)
 {
 	struct timespec ts;
@@ -1578,6 +1648,7 @@ int main(void)
 		cmocka_unit_test(test_large_flow_threads),
 		cmocka_unit_test(test_node_names_freed),
 		cmocka_unit_test(test_set_rules),
+		cmocka_unit_test(test_set_rules_out_of_memory),
 		cmocka_unit_test(test_warm_up),
 		cmocka_unit_test(test_restart_learns),
 		cmocka_unit_test(test_drain),

@@ -631,6 +631,9 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 	for (i = 0; i < n; i++) {
 		v[i].flows = calloc(v[i].n_flows + 1, sizeof(*v[i].flows));
 		if (!v[i].flows) {
+			/* nothing built yet: only the arrays to free */
+			for (size_t k = 0; k < n; k++)
+				v[k].n_flows = 0;
 			ts_free_flows(v, n);
 			ts_free_nodes(v + td->n_ns, n - td->n_ns);
 			free(v);
