@@ -1254,6 +1254,16 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
 	return oc;
 }
 
+/* What a packet past its CPU's cache reads once, for src_deny and then
+ * src_table: the coarse clock, the rule's effective count, and its
+ * source's set and tag under them. */
+struct source_probe {
+	__u64 now;
+	__u64 count;
+	__u32 set;
+	__u32 tag;
+};
+
 /*
  * A source refused on its own entry cannot be granted before its pacing
  * clock has a token: tat + 1/count s (pace_credit(); the clock only
@@ -1268,16 +1278,6 @@ overflow_entry(__u32 slot, struct sluice_src_cached *c)
  * pass (direct-mapped, a fifth of 65,536 sources shared a place and
  * looked up at every packet); a word a way keeps a flood's lines few.
  */
-/* What a packet past its CPU's cache reads once, for src_deny and then
- * src_table: the coarse clock, the rule's effective count, and its
- * source's set and tag under them. */
-struct source_probe {
-	__u64 now;
-	__u64 count;
-	__u32 set;
-	__u32 tag;
-};
-
 static __always_inline __u32 source_deny_set(const struct sluice_src_key *k,
 					     const struct sluice_rule_cfg *cfg,
 					     __u64 count, __u32 *tag)
