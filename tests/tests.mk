@@ -23,7 +23,8 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(PROG_LIBS) $(LIB) | $(BUILD)/tests
 		-lcmocka
 
 # test_tokend fails the allocations of a rule change in turn
-$(BUILD)/tests/test_tokend: LDLIBS += -Wl,--wrap=calloc
+$(BUILD)/tests/test_tokend: LDLIBS += -Wl,--wrap=calloc \
+	-Wl,--wrap=aligned_alloc
 
 $(BPF_OBJ_DIR):
 	mkdir -p $@

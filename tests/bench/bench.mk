@@ -24,10 +24,11 @@ BENCH_VETH  := $(BUILD)/bench_veth
 ADMIT_SHAPE := $(BUILD)/admit_shape
 BENCH_GC    := $(BUILD)/bench_gc
 BENCH_PUSH  := $(BUILD)/bench_push
+BENCH_GRANTS := $(BUILD)/bench_grants
 
 .PHONY: bench bench-bins bench-tokend bench-peers
 bench-bins: $(BENCH_XDP) $(BENCH_VETH) $(BENCH_TOKEND) $(ADMIT_SHAPE) \
-	    $(BENCH_GC) $(BENCH_FAILOVER) $(BENCH_PUSH)
+	    $(BENCH_GC) $(BENCH_FAILOVER) $(BENCH_PUSH) $(BENCH_GRANTS)
 
 bench: all gen bench-bins
 	$(BENCH_XDP) $(BENCH_XDP_ARGS)
@@ -36,6 +37,7 @@ bench: all gen bench-bins
 	$(BENCH_GC)
 	BUILD=$(BUILD) tests/bench/veth_drop.sh --case all $(BENCH_VETH_ARGS)
 	BUILD=$(BUILD) tests/bench/bench_ctl.sh $(BENCH_CTL_ARGS)
+	[ $(BENCH_THREADS) -lt 2 ] || $(BENCH_GRANTS) $(BENCH_THREADS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 	BUILD=$(BUILD) tests/bench/bench_etcd.sh
 	BUILD=$(BUILD) tests/bench/bench_push.sh $(BENCH_PUSH_ARGS)
@@ -44,11 +46,16 @@ bench: all gen bench-bins
 bench-peers: all gen bench-bins
 	QUICK=$(QUICK) PLOTS=$(PLOTS) BUILD=$(BUILD) tests/bench/bench_peers.sh
 
-bench-tokend: all $(BENCH_TOKEND)
+bench-tokend: all $(BENCH_TOKEND) $(BENCH_GRANTS)
+	[ $(BENCH_THREADS) -lt 2 ] || $(BENCH_GRANTS) $(BENCH_THREADS)
 	BUILD=$(BUILD) tests/bench/bench_tokend.sh
 
 $(BENCH_TOKEND): tests/bench/bench_tokend.c tests/bench/redis_limiter.h \
 		$(PROG_LIBS) $(LIB)
+	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS)
+
+# the token server's grant path on 1 and N threads, no sockets
+$(BENCH_GRANTS): tests/bench/bench_grants.c $(PROG_LIBS) $(LIB)
 	$(CC) $(CFLAGS) $(INC_ALL) -o $@ $< $(PROG_LIBS) $(LIB) $(LDLIBS)
 
 # a fleet through a kill -9 of tokend or Redis (bench_peers.sh)

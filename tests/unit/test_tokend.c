@@ -81,9 +81,14 @@ static void *serve(void *arg)
 	return NULL;
 }
 
+/* Each test runs with one worker, where a flow is one part, and with
+ * three, where holders' parts differ and some hold none. */
+static uint32_t workers;
+
 static void cfg_for_test(struct sl_tokend_cfg *cfg)
 {
 	sl_tokend_cfg_default(cfg);
+	cfg->threads = workers;
 	cfg->listen = "127.0.0.1:0";
 	cfg->learn_ms = 0;	/* a fresh cluster, unless a test says so */
 	cfg->rebalance_ms = 0;	/* rebalance on every change: no timing */
@@ -774,6 +779,7 @@ static void test_large_flow_threads(void **state)
 	cfg_for_test(&cfg);
 	cfg.threads = 2;
 	start(&s, &cfg);
+	memset(g, 0, sizeof(g)); /* static: the last group's grants */
 	for (int i = 0; i < N; i++) {
 		snprintf(node, sizeof(node), "n%d", i);
 		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
@@ -802,6 +808,87 @@ static void test_large_flow_threads(void **state)
 	for (int i = 0; i < N; i++)
 		cli_close(&c[i]);
 	stop(&s, NULL);
+}
+
+/*
+ * Three workers, n holders of flow 1 (count 2000) over their three parts
+ * (node n in part n % 3), every SYNC of a round in flight at once so the
+ * workers grant concurrently. The busy part moves every 20 rounds; the
+ * grants never sum above count, and by each phase's end the busy
+ * holders share what the idle ones leave (max-min fair, within 1 % of
+ * count): the count moved to the part that needs it.
+ */
+static void shares_follow_demand(int n)
+{
+	struct cli *c = calloc(n, sizeof(*c));
+	uint64_t *g = calloc(n, sizeof(*g));
+	struct sl_tokend_cfg cfg;
+	struct server s;
+	char node[16];
+
+	assert_non_null(c);
+	assert_non_null(g);
+	cfg_for_test(&cfg);
+	cfg.threads = 3;
+	start(&s, &cfg);
+	for (int i = 0; i < n; i++) {
+		snprintf(node, sizeof(node), "n%d", i);
+		assert_int_equal(cli_auth(&c[i], sl_tokend_port(s.td), "a",
+					  node, SECRET_A), 0);
+	}
+	for (int round = 0; round < 60; round++) {
+		int busy_part = round / 20;
+		uint64_t sum = 0, busy_min = UINT64_MAX, idle = 0;
+		uint8_t frame[256];
+
+		for (int i = 0; i < n; i++) {
+			uint64_t d = i % 3 == busy_part ? 1000 : 1;
+			struct sl_flow_report r = {1, d, d, g[i]};
+			size_t len = cli_put_sync(&c[i], frame, sizeof(frame),
+						  c[i].req++, &r, 1);
+
+			cli_send(&c[i], frame, len);
+		}
+		for (int i = 0; i < n; i++) {
+			struct sl_flow_grant gr;
+
+			assert_int_equal(cli_recv(&c[i]), 0);
+			assert_int_equal(c[i].m.type, SL_MSG_GRANTS);
+			sl_proto_grant(&c[i].m, 0, &gr);
+			g[i] = gr.grant;
+			sum += g[i];
+			if (i % 3 == busy_part)
+				busy_min = g[i] < busy_min ? g[i] : busy_min;
+			else
+				idle += g[i];
+		}
+		if (sum > 2000)
+			fail_msg("%d holders, round %d: grants sum to %llu > "
+				 "2000", n, round, (unsigned long long)sum);
+		/* each phase's last rounds: the busy part holds the rest */
+		if (round % 20 >= 15 &&
+		    (sum < 1980 ||
+		     busy_min < (2000 - idle) / ((n + 2 - busy_part) / 3) - 2))
+			fail_msg("%d holders, round %d (part %d busy): grants "
+				 "sum to %llu, the least busy one %llu, the "
+				 "idle ones %llu", n, round, busy_part,
+				 (unsigned long long)sum,
+				 (unsigned long long)busy_min,
+				 (unsigned long long)idle);
+		usleep(2000); /* the balancer's fills of a large flow */
+	}
+	for (int i = 0; i < n; i++)
+		cli_close(&c[i]);
+	stop(&s, NULL);
+	free(c);
+	free(g);
+}
+
+static void test_shares_follow_demand(void **state)
+{
+	(void)state;
+	shares_follow_demand(30);			/* filled by SYNCs */
+	shares_follow_demand(SL_TOKEND_INLINE_FILL + 44); /* by the balancer */
 }
 
 /*
@@ -984,18 +1071,27 @@ static void test_set_rules(void **state)
 }
 
 /*
- * Linked with -Wl,--wrap=calloc (tests/tests.mk): this thread's calloc
- * number calloc_fail_at, counting from 1, returns NULL; 0: none fails.
- * Thread-local, so the server's own threads never fail.
+ * Linked with -Wl,--wrap=calloc and aligned_alloc (tests/tests.mk): this
+ * thread's allocation number alloc_fail_at, counting from 1, returns
+ * NULL; 0: none fails. Thread-local, so the server's own threads never
+ * fail.
  */
 void *__real_calloc(size_t n, size_t size);
-static __thread unsigned int calloc_fail_at, callocs;
+void *__real_aligned_alloc(size_t align, size_t size);
+static __thread unsigned int alloc_fail_at, allocs;
 
 void *__wrap_calloc(size_t n, size_t size)
 {
-	if (calloc_fail_at && ++callocs == calloc_fail_at)
+	if (alloc_fail_at && ++allocs == alloc_fail_at)
 		return NULL;
 	return __real_calloc(n, size);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t size)
+{
+	if (alloc_fail_at && ++allocs == alloc_fail_at)
+		return NULL;
+	return __real_aligned_alloc(align, size);
 }
 
 /*
@@ -1035,10 +1131,10 @@ static void test_set_rules_out_of_memory(void **state)
 	assert_int_equal(sl_rules_parse(two_ns, strlen(two_ns), &next, err,
 					sizeof(err)), 0);
 	for (fail_at = 1; fail_at < 100; fail_at++) {
-		callocs = 0;
-		calloc_fail_at = fail_at;
+		allocs = 0;
+		alloc_fail_at = fail_at;
 		ret = sl_tokend_set_rules(s.td, &next, err, sizeof(err));
-		calloc_fail_at = 0;
+		alloc_fail_at = 0;
 		if (ret != -ENOMEM)
 			break;
 		assert_string_equal(err, "out of memory");
@@ -1046,7 +1142,8 @@ static void test_set_rules_out_of_memory(void **state)
 		assert_int_equal(sync1(&c, 1, 4000, gr[0]).grant, 2000);
 	}
 	assert_int_equal(ret, 0);
-	assert_true(fail_at > 3); /* the set's arrays each failed once */
+	/* the set's arrays and each flow's parts failed once each */
+	assert_true(fail_at > 5);
 	assert_int_equal(sync1(&c, 1, 4000, gr[0]).grant, 1000);
 	cli_close(&c);
 	stop(&s, NULL);
@@ -1646,6 +1743,7 @@ int main(void)
 		cmocka_unit_test(test_minted_nodes),
 		cmocka_unit_test(test_node_binding),
 		cmocka_unit_test(test_large_flow_threads),
+		cmocka_unit_test(test_shares_follow_demand),
 		cmocka_unit_test(test_node_names_freed),
 		cmocka_unit_test(test_set_rules),
 		cmocka_unit_test(test_set_rules_out_of_memory),
@@ -1663,5 +1761,12 @@ int main(void)
 		cmocka_unit_test(test_secrets_file),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	int failed;
+
+	workers = 1;
+	failed = cmocka_run_group_tests_name("one worker", tests, setup,
+					     teardown);
+	workers = 3;
+	return failed | cmocka_run_group_tests_name("three workers", tests,
+						    setup, teardown);
 }

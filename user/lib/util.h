@@ -79,6 +79,14 @@ void sl_index_free(struct sl_index *ix);
  * passes 2^64); UINT64_MAX when the quotient does not fit. c > 0. */
 uint64_t sl_mul_div(uint64_t a, uint64_t b, uint64_t c);
 
+/* a + b, UINT64_MAX when it does not fit. */
+static inline uint64_t sl_add_sat(uint64_t a, uint64_t b)
+{
+	uint64_t sum;
+
+	return __builtin_add_overflow(a, b, &sum) ? UINT64_MAX : sum;
+}
+
 /* ---- checked parsers ----
  * The whole text is the value: empty text, a leading space or sign,
  * trailing characters and overflow are errors. -EINVAL when it is not a

@@ -38,24 +38,44 @@ struct flow *ts_find_flow(struct ns *ns, uint32_t id)
 	return NULL;
 }
 
-static struct holder *get_holder(struct flow *f, uint32_t node)
+static struct holder *holder_of(const struct flow *f, struct part *p,
+				uint32_t node)
 {
-	if (node >= f->h_cap) {
-		uint32_t cap = f->h_cap ? f->h_cap : 16;
+	return &p->h[node / f->n_parts];
+}
+
+/* The holder at slot of p, room made for it. */
+static struct holder *get_holder(struct part *p, uint32_t slot)
+{
+	if (slot >= p->h_cap) {
+		uint32_t cap = p->h_cap ? p->h_cap : 16;
 		struct holder *h;
 
-		while (cap <= node)
+		while (cap <= slot)
 			cap *= 2;
-		h = realloc(f->h, cap * sizeof(*h));
+		h = realloc(p->h, cap * sizeof(*h));
 		if (!h)
 			return NULL;
-		for (uint32_t i = f->h_cap; i < cap; i++)
+		for (uint32_t i = p->h_cap; i < cap; i++)
 			h[i] = (struct holder){.live_pos = NO_POS,
 						.gone_pos = NO_POS};
-		f->h = h;
-		f->h_cap = cap;
+		p->h = h;
+		p->h_cap = cap;
 	}
-	return &f->h[node];
+	return &p->h[slot];
+}
+
+/* Every part of f locked, in order; unlocked in reverse. */
+static void lock_parts(struct flow *f)
+{
+	for (uint32_t k = 0; k < f->n_parts; k++)
+		pthread_mutex_lock(&f->part[k].lock);
+}
+
+static void unlock_parts(struct flow *f)
+{
+	for (uint32_t k = f->n_parts; k--;)
+		pthread_mutex_unlock(&f->part[k].lock);
 }
 
 /* An array of node numbers twice as large (first: its first size). */
@@ -113,9 +133,22 @@ static int live_grow(struct live_set *s)
 	return 0;
 }
 
-static int make_live(struct flow *f, struct holder *h, uint32_t node)
+/* A holder came or went: counted, and the next fill is due. */
+static void count_holders(struct flow *f, int32_t live, int32_t gone)
 {
-	struct live_set *s = &f->live;
+	pthread_mutex_lock(&f->lock);
+	STORE(f->n_live, f->n_live + live);
+	STORE(f->n_gone, f->n_gone + gone);
+	if (!f->n_live)
+		STORE(f->warm, false); /* idle: the next holder ramps it */
+	STORE(f->changed, true);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static int make_live(struct flow *f, struct part *p, struct holder *h,
+		     uint32_t node)
+{
+	struct live_set *s = &p->live;
 
 	if (s->n == s->cap && live_grow(s))
 		return -ENOMEM;
@@ -124,39 +157,146 @@ static int make_live(struct flow *f, struct holder *h, uint32_t node)
 	s->expires[s->n] = 0;
 	h->live_pos = s->n++;
 	h->grant = 0;
-	f->dirty = true;
+	p->dirty = true;
+	count_holders(f, 1, 0);
 	return 0;
 }
 
-static void drop_live(struct flow *f, struct holder *h)
+static void drop_live(struct flow *f, struct part *p, struct holder *h)
 {
-	struct live_set *s = &f->live;
+	struct live_set *s = &p->live;
 	uint32_t pos = h->live_pos, last = --s->n;
 
 	if (pos != last) {
 		s->node[pos] = s->node[last];
 		s->need[pos] = s->need[last];
 		s->expires[pos] = s->expires[last];
-		f->h[s->node[pos]].live_pos = pos;
+		holder_of(f, p, s->node[pos])->live_pos = pos;
 	}
-	f->outstanding -= h->grant;
+	p->outstanding -= h->grant;
 	h->grant = 0;
 	h->live_pos = NO_POS;
-	f->dirty = true;
-	if (!f->live.n)
-		f->warm = false; /* idle: the next holder ramps it again */
+	p->dirty = true;
+	count_holders(f, -1, 0);
 }
 
-static void drop_gone(struct flow *f, struct holder *h)
+static void drop_gone(struct flow *f, struct part *p, struct holder *h)
 {
-	uint32_t moved = set_del(&f->gone, h->gone_pos);
+	uint32_t moved = set_del(&p->gone, h->gone_pos);
 
 	if (moved != NO_POS)
-		f->h[moved].gone_pos = h->gone_pos;
+		holder_of(f, p, moved)->gone_pos = h->gone_pos;
+	p->reserved -= h->reserved;
+	pthread_mutex_lock(&f->lock);
 	f->reserved -= h->reserved;
+	pthread_mutex_unlock(&f->lock);
 	h->reserved = 0;
 	h->gone_pos = NO_POS;
-	f->dirty = true;
+	p->dirty = true;
+	count_holders(f, 0, -1);
+}
+
+/*
+ * The flow's count at now: a rule with warm_up ramps it from count /
+ * cold_factor to count over warm_period_s, like the data plane's ramp,
+ * from the first grant to a cold flow (one without live holders). A host
+ * joining a warm flow takes its share of the warm count; a flow whose
+ * leases all expired is cold again. After a restart, a holding reported
+ * in the learn period shows the flow was warm.
+ */
+static uint64_t ramp(const struct flow *f, uint64_t start, uint64_t now)
+{
+	uint64_t period = (uint64_t)f->rule->warm_period_s * 1000;
+	uint64_t cold = f->count / f->rule->cold_factor;
+
+	return cold + sl_mul_div(f->count - cold, now - start, period);
+}
+
+static bool ramped(const struct flow *f)
+{
+	return LOAD(f->warm) || !f->rule->warm_up || !f->rule->cold_factor ||
+	       !f->rule->warm_period_s;
+}
+
+/* The count at now, changing nothing: the ramp not begun is cold. */
+static uint64_t count_at(const struct flow *f, uint64_t now)
+{
+	uint64_t start = LOAD(f->warm_start);
+
+	if (ramped(f))
+		return f->count;
+	return ramp(f, start && start <= now ? start : now, now);
+}
+
+/* The count at now for a grant: begins the ramp, or ends it. */
+static uint64_t grant_count(struct flow *f, struct part *p, uint64_t now)
+{
+	uint64_t count;
+
+	if (ramped(f))
+		return f->count;
+	pthread_mutex_lock(&f->lock);
+	if (!f->warm_start)
+		STORE(f->warm_start, now);
+	if (now - f->warm_start >= (uint64_t)f->rule->warm_period_s * 1000) {
+		STORE(f->warm, true);
+		STORE(f->warm_start, 0);
+		count = f->count;
+	} else {
+		count = ramp(f, f->warm_start, now);
+		p->dirty = true; /* the level follows the ramp */
+	}
+	pthread_mutex_unlock(&f->lock);
+	return count;
+}
+
+/*
+ * Moves up to more of the count no part holds into p's share: what it
+ * got. Reading the free count first keeps a flow whose count is all
+ * shared out from writing the flow's line at every SYNC.
+ */
+static uint64_t draw(struct flow *f, struct part *p, uint64_t count,
+		     uint64_t more)
+{
+	uint64_t got;
+
+	if (LOAD(f->shares) >= count)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	got = f->shares < count ? count - f->shares : 0;
+	if (got > more)
+		got = more;
+	STORE(f->shares, f->shares + got);
+	p->share += got;
+	pthread_mutex_unlock(&f->lock);
+	return got;
+}
+
+/*
+ * The most p may grant a holder now (others: its other holders'
+ * grants), so that every part's grants and reservations never sum above
+ * count: within p's share, and what p lacks drawn from the free count.
+ * One part may have all of count.
+ */
+static uint64_t part_cap(struct flow *f, struct part *p, uint64_t count,
+			 uint64_t others, uint64_t want)
+{
+	uint64_t used = others + p->reserved, have = p->share;
+
+	if (f->n_parts == 1)
+		return sl_quota_cap(count, used, want);
+	if (have < used + want)
+		have += draw(f, p, count, used + want - have);
+	return sl_quota_cap(have, used, want);
+}
+
+/* A vanished holder's part takes its reservation into its share. */
+static void reserve_in_part(struct flow *f, struct part *p, uint64_t count)
+{
+	uint64_t used = p->outstanding + p->reserved;
+
+	if (p->share < used)
+		draw(f, p, count, used - p->share);
 }
 
 /*
@@ -189,88 +329,86 @@ static uint64_t vanished_reserve(const struct flow *f, const char *node,
 
 /* A live holder's lease ran out: it keeps its reservation for forget_ms. */
 static void vanish(struct sl_tokend *td, struct ns *ns, struct flow *f,
-		   uint32_t node, uint64_t now)
+		   struct part *p, uint32_t node, uint64_t now)
 {
-	struct holder *h = &f->h[node];
+	struct holder *h = holder_of(f, p, node);
 	uint64_t reserve = vanished_reserve(f, ts_node_at(ns, node)->name, h);
 	uint64_t cap = sl_mul_div(f->count, SL_TOKEND_RESERVE_PCT, 100);
 	int pos;
 
-	drop_live(f, h);
-	if (f->gone.n >= SL_TOKEND_MAX_VANISHED || f->reserved >= cap)
-		return;
-	if (reserve > cap - f->reserved)
+	drop_live(f, p, h);
+	pthread_mutex_lock(&f->lock);
+	if (f->n_gone >= SL_TOKEND_MAX_VANISHED || f->reserved >= cap)
+		reserve = 0;
+	else if (reserve > cap - f->reserved)
 		reserve = cap - f->reserved;
-	if (!reserve || !td->cfg.forget_ms)
-		return;
-	pos = set_add(&f->gone, node);
+	pos = reserve && td->cfg.forget_ms ? set_add(&p->gone, node) : -1;
+	if (pos >= 0) {
+		f->reserved += reserve;
+		STORE(f->n_gone, f->n_gone + 1);
+	}
+	pthread_mutex_unlock(&f->lock);
 	if (pos < 0)
-		return; /* out of memory: the others may take its share */
+		return; /* none, or out of memory: the others may take it */
 	h->gone_pos = pos;
 	h->reserved = reserve;
 	h->forget_at = now + td->cfg.forget_ms;
-	f->reserved += reserve;
+	p->reserved += reserve;
+	reserve_in_part(f, p, count_at(f, now));
 }
 
 /* Leases that ended become reservations; reservations that ended go. */
-static void expire_flow(struct sl_tokend *td, struct ns *ns, struct flow *f,
-			uint64_t now)
+static void expire_part(struct sl_tokend *td, struct ns *ns, struct flow *f,
+			struct part *p, uint64_t now)
 {
 	uint32_t i = 0;
 
-	while (i < f->live.n) {
+	while (i < p->live.n) {
 		/* vanish() moves another holder to i */
-		if (f->live.expires[i] <= now)
-			vanish(td, ns, f, f->live.node[i], now);
+		if (p->live.expires[i] <= now)
+			vanish(td, ns, f, p, p->live.node[i], now);
 		else
 			i++;
 	}
 	i = 0;
-	while (i < f->gone.n) {
-		struct holder *h = &f->h[f->gone.node[i]];
+	while (i < p->gone.n) {
+		struct holder *h = holder_of(f, p, p->gone.node[i]);
 
 		if (h->forget_at <= now)
-			drop_gone(f, h);
+			drop_gone(f, p, h);
 		else
 			i++;
 	}
 }
 
-/* Forget every holder and reservation: a drain, or a new term. */
+/* Forget every holder, reservation and share: a drain, or a new term. */
 void ts_forget_flow(struct flow *f)
 {
-	while (f->live.n)
-		drop_live(f, &f->h[f->live.node[0]]);
-	while (f->gone.n)
-		drop_gone(f, &f->h[f->gone.node[0]]);
+	lock_parts(f);
+	for (uint32_t k = 0; k < f->n_parts; k++) {
+		struct part *p = &f->part[k];
+
+		while (p->live.n)
+			drop_live(f, p, holder_of(f, p, p->live.node[0]));
+		while (p->gone.n)
+			drop_gone(f, p, holder_of(f, p, p->gone.node[0]));
+		p->share = 0;
+		p->have_level = false;
+	}
+	pthread_mutex_lock(&f->lock);
+	STORE(f->shares, 0);
+	pthread_mutex_unlock(&f->lock);
+	unlock_parts(f);
 }
 
-/*
- * The flow's count now: a rule with warm_up ramps it from count /
- * cold_factor to count over warm_period_s, like the data plane's ramp,
- * from the first grant to a cold flow (one without live holders). A host
- * joining a warm flow takes its share of the warm count; a flow whose
- * leases all expired is cold again. After a restart, a holding reported
- * in the learn period shows the flow was warm.
- */
-static uint64_t flow_count(struct flow *f, uint64_t now)
+/* What f's live holders are granted now (every part locked, or all). */
+uint64_t ts_flow_granted(const struct flow *f)
 {
-	const struct sl_rule *r = f->rule;
-	uint64_t period = (uint64_t)r->warm_period_s * 1000, cold, elapsed;
+	uint64_t sum = 0;
 
-	if (f->warm || !r->warm_up || !r->cold_factor || !period)
-		return f->count;
-	if (!f->warm_start)
-		f->warm_start = now;
-	elapsed = now - f->warm_start;
-	if (elapsed >= period) {
-		f->warm = true;
-		f->warm_start = 0;
-		return f->count;
-	}
-	cold = f->count / r->cold_factor;
-	f->dirty = true; /* the level follows the ramp */
-	return cold + sl_mul_div(f->count - cold, elapsed, period);
+	for (uint32_t k = 0; k < f->n_parts; k++)
+		sum += f->part[k].outstanding;
+	return sum;
 }
 
 /* Room for n values in both buffers; -ENOMEM. */
@@ -292,129 +430,295 @@ static int fill_room(uint64_t **needs, uint64_t **scratch, size_t *cap,
 	return 0;
 }
 
-/* The live holders' needs into needs; the count to fill, net of the
- * vanished holders' reservations. */
-static uint64_t fill_input(struct flow *f, uint64_t *needs, uint64_t now)
+/* Every part's live holders' needs into needs (every part locked), part
+ * k's from needs[at[k]] to needs[at[k + 1]]; how many. */
+static uint32_t gather_needs(const struct flow *f, uint64_t *needs,
+			     uint32_t *at)
 {
-	uint64_t count = flow_count(f, now);
+	uint32_t n = 0;
 
-	memcpy(needs, f->live.need, f->live.n * sizeof(*needs));
+	for (uint32_t k = 0; k < f->n_parts; k++) {
+		const struct part *p = &f->part[k];
+
+		at[k] = n;
+		if (p->live.n)
+			memcpy(needs + n, p->live.need,
+			       p->live.n * sizeof(*needs));
+		n += p->live.n;
+	}
+	at[f->n_parts] = n;
+	return n;
+}
+
+/* What the level grants each part's holders, from gathered needs (no
+ * lock: a large flow's workers do not wait for it). */
+static void part_grants(const struct flow *f, const uint64_t *needs,
+			const uint32_t *at, const struct sl_quota_level *level,
+			uint64_t *granted)
+{
+	for (uint32_t k = 0; k < f->n_parts; k++) {
+		uint64_t sum = 0;
+
+		for (uint32_t i = at[k]; i < at[k + 1]; i++)
+			sum = sl_add_sat(sum, sl_quota_grant(level, needs[i]));
+		granted[k] = sum;
+	}
+}
+
+static uint32_t live_holders(const struct flow *f)
+{
+	uint32_t n = 0;
+
+	for (uint32_t k = 0; k < f->n_parts; k++)
+		n += f->part[k].live.n;
+	return n;
+}
+
+/* The count a fill shares out: the vanished holders' reservations stay. */
+static uint64_t fill_count(const struct flow *f, uint64_t count)
+{
 	return count > f->reserved ? count - f->reserved : 0;
 }
 
-/* The water level now, in the caller's buffers (a small flow's, in the
- * SYNC that finds it changed). */
-static int rebalance(struct worker *w, struct flow *f, uint64_t now)
+/*
+ * A fill's level into every part (every part locked), and the shares:
+ * each part keeps at least what its holders hold now (a share below it
+ * would let another part grant what is still held), and gets toward what
+ * the level grants its holders (granted), as far as count allows; the
+ * rest stays free for the first part that lacks it. One part has no
+ * share to set: it may have all of count.
+ */
+static void apply_fill(struct flow *f, const struct sl_quota_level *level,
+		       const uint64_t *granted, uint64_t count, uint64_t now)
 {
-	uint64_t count;
-	int ret = fill_room(&w->needs, &w->scratch, &w->scratch_cap,
-			    f->live.n);
+	uint64_t extra[SL_TOKEND_MAX_THREADS], used[SL_TOKEND_MAX_THREADS];
+	uint64_t used_sum = 0, extra_sum = 0, budget, shares = 0;
 
-	if (ret)
+	for (uint32_t k = 0; k < f->n_parts; k++) {
+		struct part *p = &f->part[k];
+		uint64_t plan = f->n_parts > 1
+					? sl_add_sat(p->reserved, granted[k])
+					: 0;
+
+		used[k] = p->outstanding + p->reserved;
+		extra[k] = plan > used[k] ? plan - used[k] : 0;
+		used_sum += used[k];
+		extra_sum = sl_add_sat(extra_sum, extra[k]);
+	}
+	budget = count > used_sum ? count - used_sum : 0;
+	pthread_mutex_lock(&f->lock);
+	for (uint32_t k = 0; k < f->n_parts; k++) {
+		struct part *p = &f->part[k];
+
+		p->share = used[k] + (extra_sum <= budget
+					      ? extra[k]
+					      : sl_mul_div(extra[k], budget,
+							   extra_sum));
+		shares += p->share;
+		p->level = *level;
+		p->have_level = true;
+		p->dirty = false;
+		p->level_at = now;
+	}
+	STORE(f->shares, shares);
+	STORE(f->changed, false);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* The water level now and the shares from it, in the caller's buffers
+ * (every part locked). */
+static int fill_now(struct flow *f, uint64_t **needs, uint64_t **scratch,
+		    size_t *cap, uint64_t now)
+{
+	uint64_t granted[SL_TOKEND_MAX_THREADS];
+	uint32_t at[SL_TOKEND_MAX_THREADS + 1];
+	struct sl_quota_level level;
+	uint64_t count = count_at(f, now);
+	uint32_t n = live_holders(f);
+	int ret = fill_room(needs, scratch, cap, n);
+
+	if (ret || !n)
 		return ret;
-	count = fill_input(f, w->needs, now);
-	sl_quota_global_level(count, w->needs, f->live.n, w->scratch,
-			      &f->level);
+	gather_needs(f, *needs, at);
+	sl_quota_global_level(fill_count(f, count), *needs, n, *scratch,
+			      &level);
+	if (f->n_parts > 1)
+		part_grants(f, *needs, at, &level, granted);
 	f->fills++;
-	f->have_level = true;
-	f->dirty = false;
-	f->level_at = now;
+	apply_fill(f, &level, granted, count, now);
 	return 0;
 }
 
-/* Least ms between two fills of f: more holders, fewer fills. */
-static uint64_t fill_period(const struct sl_tokend *td, const struct flow *f)
+/*
+ * A small flow's fill in the SYNC that finds it changed: every part
+ * locked in order, p's released first so that no thread holding a part
+ * waits for another.
+ */
+static int fill_inline(struct worker *w, struct flow *f, struct part *p,
+		       uint64_t now)
 {
-	uint64_t by_size = f->live.n / SL_TOKEND_FILL_PER_MS;
+	int ret;
+
+	if (f->n_parts > 1) {
+		pthread_mutex_unlock(&p->lock);
+		lock_parts(f);
+	}
+	ret = fill_now(f, &w->needs, &w->scratch, &w->scratch_cap, now);
+	if (f->n_parts > 1) {
+		for (uint32_t k = f->n_parts; k--;)
+			if (&f->part[k] != p)
+				pthread_mutex_unlock(&f->part[k].lock);
+	}
+	return ret;
+}
+
+/* Least ms between two fills of f: more holders, fewer fills. */
+static uint64_t fill_period(const struct sl_tokend *td, uint32_t holders)
+{
+	uint64_t by_size = holders / SL_TOKEND_FILL_PER_MS;
 
 	return by_size > td->cfg.rebalance_ms ? by_size : td->cfg.rebalance_ms;
 }
 
+static bool any_dirty(const struct flow *f)
+{
+	for (uint32_t k = 0; k < f->n_parts; k++)
+		if (f->part[k].dirty)
+			return true;
+	return LOAD(f->changed);
+}
+
 /*
- * A large flow's fill by the balancer: the needs copied under the flow's
- * lock, the level computed outside it, and kept unless a fill began
- * meanwhile (a SYNC's, or a rule change's reset).
+ * A large flow's fill by the balancer: the needs copied with every part
+ * locked, the level and what it grants each part computed with none, and
+ * applied unless a fill began meanwhile (a SYNC's, or a rule change's reset).
  */
 static void fill_large(struct sl_tokend *td, struct flow *f, uint64_t now)
 {
+	uint64_t granted[SL_TOKEND_MAX_THREADS];
+	uint32_t at[SL_TOKEND_MAX_THREADS + 1];
 	struct sl_quota_level level;
 	uint64_t count, fills;
 	uint32_t n;
 
-	pthread_mutex_lock(&f->lock);
-	n = f->live.n;
-	if (n <= SL_TOKEND_INLINE_FILL || !f->have_level || !f->dirty ||
-	    now - f->level_at < fill_period(td, f) ||
+	lock_parts(f);
+	n = live_holders(f);
+	if (n <= SL_TOKEND_INLINE_FILL || !f->part[0].have_level ||
+	    !any_dirty(f) || now - f->part[0].level_at < fill_period(td, n) ||
 	    fill_room(&td->bal_needs, &td->bal_scratch, &td->bal_cap, n)) {
-		pthread_mutex_unlock(&f->lock);
+		unlock_parts(f);
 		return;
 	}
-	count = fill_input(f, td->bal_needs, now);
+	gather_needs(f, td->bal_needs, at);
+	count = count_at(f, now);
 	fills = ++f->fills;
-	f->dirty = false;
-	f->level_at = now;
-	pthread_mutex_unlock(&f->lock);
-	sl_quota_global_level(count, td->bal_needs, n, td->bal_scratch,
-			      &level);
-	pthread_mutex_lock(&f->lock);
+	for (uint32_t k = 0; k < f->n_parts; k++) {
+		f->part[k].dirty = false;
+		f->part[k].level_at = now;
+	}
+	STORE(f->changed, false);
+	unlock_parts(f);
+	sl_quota_global_level(fill_count(f, count), td->bal_needs, n,
+			      td->bal_scratch, &level);
+	if (f->n_parts > 1)
+		part_grants(f, td->bal_needs, at, &level, granted);
+	lock_parts(f);
 	if (f->fills == fills)
-		f->level = level;
-	pthread_mutex_unlock(&f->lock);
+		apply_fill(f, &level, granted, count, now);
+	unlock_parts(f);
 }
 
-/* The answer for one flow of one SYNC; the lease starts now. */
-int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
-		  struct flow *f, const struct sl_flow_report *r, uint64_t now,
-		  struct sl_flow_grant *g)
+/* Whether the SYNC fills the flow: a small one changed, or none yet. */
+static bool fill_due(const struct sl_tokend *td, const struct flow *f,
+		     const struct part *p, uint64_t now)
+{
+	return !p->have_level ||
+	       ((p->dirty || LOAD(f->changed)) &&
+		LOAD(f->n_live) <= SL_TOKEND_INLINE_FILL &&
+		now - p->level_at >= td->cfg.rebalance_ms);
+}
+
+/*
+ * Whether a SYNC that its part's share cuts short fills the flow: the
+ * count it lacks may sit in another part's share, which only a fill
+ * moves. One part holds every share there is.
+ */
+static bool short_fill_due(const struct sl_tokend *td, const struct flow *f,
+			   const struct part *p, uint64_t now)
+{
+	return f->n_parts > 1 && LOAD(f->n_live) <= SL_TOKEND_INLINE_FILL &&
+	       now - p->level_at >= td->cfg.rebalance_ms;
+}
+
+/* The answer for one flow of one SYNC in its node's part (locked). */
+static int grant_in_part(struct worker *w, const struct view *v,
+			 struct conn *c, struct flow *f, struct part *p,
+			 const struct sl_flow_report *r, uint64_t now,
+			 struct sl_flow_grant *g)
 {
 	struct sl_tokend *td = w->td;
-	struct holder *h = get_holder(f, c->node);
-	uint64_t others, want, count, need;
-	bool learning;
+	uint64_t want, capped, count, need = sl_quota_need(r->demand);
+	bool learning = now < v->start + td->cfg.learn_ms;
+	struct holder *h;
 	int ret;
 
+again:
+	h = get_holder(p, c->slot);
 	if (!h)
 		return -ENOMEM;
-	if (h->live_pos != NO_POS && f->live.expires[h->live_pos] <= now)
-		drop_live(f, h);
+	if (h->live_pos != NO_POS && p->live.expires[h->live_pos] <= now)
+		drop_live(f, p, h);
 	if (h->gone_pos != NO_POS)
-		drop_gone(f, h); /* back: its answer replaces the reservation */
+		drop_gone(f, p, h); /* back: its answer replaces it */
 	if (h->live_pos == NO_POS) {
-		ret = make_live(f, h, c->node);
+		ret = make_live(f, p, h, c->node);
 		if (ret)
 			return ret;
 	}
-	need = sl_quota_need(r->demand);
-	if (f->live.need[h->live_pos] != need)
-		f->dirty = true;
-	f->live.need[h->live_pos] = need;
-	others = f->outstanding - h->grant;
+	if (p->live.need[h->live_pos] != need)
+		p->dirty = true;
+	p->live.need[h->live_pos] = need;
+	/* the lease starts now: no expiry takes it while a fill runs */
+	p->live.expires[h->live_pos] = now + td->cfg.ttl_ms;
 	g->flags = 0;
-	learning = now < v->start + td->cfg.learn_ms;
-	if (learning && r->held)
-		f->warm = true;
-	count = learning ? f->count : flow_count(f, now);
+	if (learning && r->held && !LOAD(f->warm)) {
+		pthread_mutex_lock(&f->lock);
+		STORE(f->warm, true);
+		pthread_mutex_unlock(&f->lock);
+	}
+	count = learning ? f->count : grant_count(f, p, now);
 
 	switch (f->cl->threshold) {
 	case SL_THRESH_GLOBAL:
 		if (learning) {
 			/* Unknown holders may still hold the last server's
 			 * leases: renew what the client holds, no more. */
-			want = r->held;
 			g->flags = SL_GRANT_KEEP | SL_GRANT_LEARNING;
-		} else {
-			/* a large flow's is the balancer's (fill_large) */
-			if (!f->have_level ||
-			    (f->dirty && f->live.n <= SL_TOKEND_INLINE_FILL &&
-			     now - f->level_at >= td->cfg.rebalance_ms)) {
-				ret = rebalance(w, f, now);
+			want = part_cap(f, p, count, p->outstanding - h->grant,
+					r->held);
+			break;
+		}
+		/* a large flow's is the balancer's (fill_large) */
+		for (bool fill = fill_due(td, f, p, now);; fill = true) {
+			if (fill) {
+				ret = fill_inline(w, f, p, now);
 				if (ret)
 					return ret;
+				h = &p->h[c->slot];
+				if (h->live_pos == NO_POS)
+					goto again; /* forgotten meanwhile */
 			}
-			want = sl_quota_grant(&f->level, need);
+			want = sl_quota_grant(&p->level, need);
+			/* vanished holders' fallbacks count as granted */
+			capped = part_cap(f, p, count,
+					  p->outstanding - h->grant, want);
+			if (capped == want || fill ||
+			    !short_fill_due(td, f, p, now))
+				break;
 		}
-		/* vanished holders' fallbacks count as granted */
-		want = sl_quota_cap(count, others + f->reserved, want);
+		if (capped < want && f->n_parts > 1 && !LOAD(f->changed))
+			STORE(f->changed, true); /* the balancer's fill */
+		want = capped;
 		break;
 	case SL_THRESH_AVG_LOCAL:
 		want = count;
@@ -425,15 +729,28 @@ int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 				  count, f->count);
 		break;
 	}
-	f->outstanding = others + want;
+	p->outstanding = p->outstanding - h->grant + want;
 	h->grant = want;
-	f->live.expires[h->live_pos] = now + td->cfg.ttl_ms;
 	g->grant = want;
 	g->ttl_ms = td->cfg.ttl_ms;
-	g->holders = f->live.n + f->gone.n;
+	g->holders = LOAD(f->n_live) + LOAD(f->n_gone);
 	if (!learning)
 		h->told = g->holders;
 	return 0;
+}
+
+/* The answer for one flow of one SYNC; the lease starts now. */
+int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
+		  struct flow *f, const struct sl_flow_report *r, uint64_t now,
+		  struct sl_flow_grant *g)
+{
+	struct part *p = &f->part[c->part];
+	int ret;
+
+	pthread_mutex_lock(&p->lock);
+	ret = grant_in_part(w, v, c, f, p, r, now, g);
+	pthread_mutex_unlock(&p->lock);
+	return ret;
 }
 
 /* ---- the balancer ---- */
@@ -445,11 +762,13 @@ static bool node_held(const struct ns *ns, uint32_t id)
 
 	for (uint32_t j = 0; j < ns->n_flows && !held; j++) {
 		struct flow *f = &ns->flows[j];
+		struct part *p = &f->part[id % f->n_parts];
+		uint32_t at = id / f->n_parts;
 
-		pthread_mutex_lock(&f->lock);
-		held = id < f->h_cap && (f->h[id].live_pos != NO_POS ||
-					 f->h[id].gone_pos != NO_POS);
-		pthread_mutex_unlock(&f->lock);
+		pthread_mutex_lock(&p->lock);
+		held = at < p->h_cap && (p->h[at].live_pos != NO_POS ||
+					 p->h[at].gone_pos != NO_POS);
+		pthread_mutex_unlock(&p->lock);
 	}
 	return held;
 }
@@ -492,10 +811,10 @@ static void balance(struct sl_tokend *td, uint64_t now)
 		for (uint32_t j = 0; j < ns->n_flows; j++) {
 			struct flow *f = &ns->flows[j];
 
-			if (expire) {
-				pthread_mutex_lock(&f->lock);
-				expire_flow(td, ns, f, now);
-				pthread_mutex_unlock(&f->lock);
+			for (uint32_t k = 0; expire && k < f->n_parts; k++) {
+				pthread_mutex_lock(&f->part[k].lock);
+				expire_part(td, ns, f, &f->part[k], now);
+				pthread_mutex_unlock(&f->part[k].lock);
 			}
 			fill_large(td, f, now);
 		}
@@ -561,21 +880,44 @@ void ts_free_nodes(struct ns *v, uint32_t n)
 	}
 }
 
+static void free_part(struct part *p)
+{
+	pthread_mutex_destroy(&p->lock);
+	free(p->h);
+	free(p->live.node);
+	free(p->live.need);
+	free(p->live.expires);
+	free(p->gone.node);
+}
+
 void ts_free_flows(struct ns *v, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		for (uint32_t j = 0; j < v[i].n_flows; j++) {
-			pthread_mutex_destroy(&v[i].flows[j].lock);
-			free(v[i].flows[j].h);
-			free(v[i].flows[j].live.node);
-			free(v[i].flows[j].live.need);
-			free(v[i].flows[j].live.expires);
-			free(v[i].flows[j].gone.node);
+			struct flow *f = &v[i].flows[j];
+
+			for (uint32_t k = 0; f->part && k < f->n_parts; k++)
+				free_part(&f->part[k]);
+			free(f->part);
+			pthread_mutex_destroy(&f->lock);
 		}
 		free(v[i].flows);
 		v[i].flows = NULL;
 		v[i].n_flows = 0;
 	}
+}
+
+/* f's parts, one per worker, each on lines of its own; -ENOMEM. */
+static int make_parts(struct flow *f, uint32_t n)
+{
+	f->part = aligned_alloc(_Alignof(struct part), n * sizeof(*f->part));
+	if (!f->part)
+		return -ENOMEM;
+	memset(f->part, 0, n * sizeof(*f->part));
+	f->n_parts = n;
+	for (uint32_t k = 0; k < n; k++)
+		pthread_mutex_init(&f->part[k].lock, NULL);
+	return 0;
 }
 
 /*
@@ -651,6 +993,12 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 		ns = find_ns_in(v, n, r->cluster.ns);
 		f = &ns->flows[ns->n_flows++];
 		pthread_mutex_init(&f->lock, NULL);
+		if (make_parts(f, td->n_w)) {
+			ts_free_flows(v, n);
+			ts_free_nodes(v + td->n_ns, n - td->n_ns);
+			free(v);
+			return -ENOMEM;
+		}
 		f->id = r->cluster.flow_id;
 		f->count = r->count;
 		f->cl = &r->cluster;
@@ -678,6 +1026,24 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 	return 0;
 }
 
+/* The grants (reservations: their reservations) of p's holders of the
+ * nodes in node[0..n) from a count of was to count; their sum. */
+static uint64_t rescale(const struct flow *f, struct part *p,
+			const uint32_t *node, uint32_t n, bool reservations,
+			uint64_t count, uint64_t was)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct holder *h = holder_of(f, p, node[i]);
+		uint64_t *v = reservations ? &h->reserved : &h->grant;
+
+		*v = sl_mul_div(*v, count, was);
+		sum += *v;
+	}
+	return sum;
+}
+
 /*
  * A flow that stays (same namespace and id) keeps its holders, leases,
  * reservations and ramp; at a new count their grants are counted at its
@@ -685,36 +1051,38 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
  */
 static void carry_flow(struct flow *to, struct flow *from)
 {
-	const struct sl_cluster *cl = to->cl;
-	const struct sl_rule *rule = to->rule;
 	uint64_t count = to->count, was = from->count;
 
-	*to = *from;
-	pthread_mutex_init(&to->lock, NULL); /* unlocked: all locks held */
-	to->cl = cl;
-	to->rule = rule;
-	to->count = count;
-	to->have_level = false;
-	to->dirty = true;
-	/* moved: the old set is freed without them (its ids stay sorted) */
-	from->h = NULL;
-	from->live = (struct live_set){ 0 };
-	from->gone = (struct node_set){ 0 };
-	if (count == was || !was)
-		return;
-	to->outstanding = 0;
-	for (uint32_t i = 0; i < to->live.n; i++) {
-		struct holder *h = &to->h[to->live.node[i]];
+	to->warm = from->warm;
+	to->warm_start = from->warm_start;
+	to->n_live = from->n_live;
+	to->n_gone = from->n_gone;
+	to->changed = true;
+	for (uint32_t k = 0; k < to->n_parts; k++) {
+		struct part *t = &to->part[k], *p = &from->part[k];
 
-		h->grant = sl_mul_div(h->grant, count, was);
-		to->outstanding += h->grant;
-	}
-	to->reserved = 0;
-	for (uint32_t i = 0; i < to->gone.n; i++) {
-		struct holder *h = &to->h[to->gone.node[i]];
-
-		h->reserved = sl_mul_div(h->reserved, count, was);
-		to->reserved += h->reserved;
+		t->h = p->h;
+		t->h_cap = p->h_cap;
+		t->live = p->live;
+		t->gone = p->gone;
+		t->outstanding = p->outstanding;
+		t->reserved = p->reserved;
+		t->dirty = true;
+		/* moved: the old set is freed without them (its ids stay
+		 * sorted) */
+		p->h = NULL;
+		p->live = (struct live_set){ 0 };
+		p->gone = (struct node_set){ 0 };
+		if (count != was && was) {
+			t->outstanding = rescale(to, t, t->live.node, t->live.n,
+						 false, count, was);
+			t->reserved = rescale(to, t, t->gone.node, t->gone.n,
+					      true, count, was);
+		}
+		/* what each part holds, until the first fill */
+		t->share = t->outstanding + t->reserved;
+		to->shares += t->share;
+		to->reserved += t->reserved;
 	}
 }
 

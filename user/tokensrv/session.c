@@ -413,9 +413,7 @@ static int on_sync(struct worker *w, struct conn *c, const struct sl_msg *m,
 			w->st.unknown_flows++;
 			continue;
 		}
-		pthread_mutex_lock(&f->lock);
 		ret = ts_grant_flow(w, &v, c, f, &r, now, g);
-		pthread_mutex_unlock(&f->lock);
 		if (ret)
 			return ret;
 	}
@@ -549,6 +547,8 @@ static int on_auth(struct worker *w, struct conn *c, const void *frame,
 	if (ret)
 		return ret;
 	c->node = node;
+	c->part = node % td->n_w;
+	c->slot = node / td->n_w;
 	c->keyed = true;
 	hs_del(w, c);
 	c->session = true;
@@ -669,18 +669,16 @@ static int on_readable(struct worker *w, struct conn *c, uint64_t now)
 }
 
 /*
- * A session just authenticated at worker 0 goes to the worker serving
- * the fewest, to be polled there from now on (what it sent meanwhile
- * waits in its socket or its input buffer).
+ * A session just authenticated at worker 0 goes to the worker that owns
+ * its node id, to be polled there from now on (what it sent meanwhile
+ * waits in its socket or its input buffer): that worker's SYNCs write its
+ * own part of each flow only.
  */
 static void hand_over(struct worker *w, struct conn *c)
 {
 	struct sl_tokend *td = w->td;
-	struct worker *to = w;
+	struct worker *to = &td->w[c->part];
 
-	for (uint32_t i = 1; i < td->n_w; i++)
-		if (LOAD(td->w[i].sessions) < LOAD(to->sessions))
-			to = &td->w[i];
 	if (to == w)
 		return;
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);

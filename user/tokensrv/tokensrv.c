@@ -52,17 +52,12 @@ void ts_unlock_all(struct sl_tokend *td)
 		pthread_mutex_unlock(&td->w[i].lock);
 }
 
-/* Every flow's holders and reservations, each under its flow's lock. */
+/* Every flow's holders and reservations, each under its flow's locks. */
 static void forget_flows(struct sl_tokend *td)
 {
 	for (uint32_t i = 0; i < td->n_ns; i++) {
 		for (uint32_t j = 0; j < td->ns[i].n_flows; j++) {
-			struct flow *f = &td->ns[i].flows[j];
-
-			pthread_mutex_lock(&f->lock);
-			ts_forget_flow(f);
-			f->have_level = false;
-			pthread_mutex_unlock(&f->lock);
+			ts_forget_flow(&td->ns[i].flows[j]);
 		}
 	}
 }
@@ -624,9 +619,9 @@ int sl_tokend_get_info(struct sl_tokend *td, struct sl_tokend_info *out)
 			strcpy(o->rule, f->rule->name);
 			o->flow_id = f->id;
 			o->count = f->count;
-			o->granted = f->outstanding;
-			o->holders = f->live.n;
-			o->vanished = f->gone.n;
+			o->granted = ts_flow_granted(f);
+			o->holders = f->n_live;
+			o->vanished = f->n_gone;
 			o->reserved = f->reserved;
 		}
 	}

@@ -7,14 +7,17 @@
  * the balancer thread and the flows built from the rules.
  *
  * Worker 0 accepts and authenticates; a session then moves to the worker
- * with the fewest, which serves its SYNCs. Flows are shared: each has a
- * lock, held for one holder's grant. The balancer expires leases and
- * water-fills large flows off the SYNC path. Locks: a worker's own while
- * it handles a batch of events (the balancer's while it runs a pass);
- * under one, a namespace's (its nodes and SYNC budget) and then a flow's;
- * the role's alone. Whatever changes every flow or connection (rules,
- * secrets, the copy for metrics) takes every worker's lock in order, then
- * the balancer's.
+ * that owns its node id (node % threads), which serves its SYNCs. A flow
+ * has a part per worker: the holders of that worker's nodes and a share
+ * of the count; a SYNC locks its node's part only. The balancer expires
+ * leases and water-fills large flows off the SYNC path, and a fill moves
+ * the shares between parts. Locks: a worker's own while it handles a
+ * batch of events (the balancer's while it runs a pass); under one, a
+ * namespace's (its nodes and SYNC budget), or a flow's parts (one, or
+ * all in order; a thread holding one part waits for no other), and under
+ * those the flow's own lock; the role's alone. Whatever changes every
+ * flow or connection (rules, secrets, the copy for metrics) takes every
+ * worker's lock in order, then the balancer's.
  */
 #ifndef SLUICE_TOKENSRV_INT_H
 #define SLUICE_TOKENSRV_INT_H
@@ -63,31 +66,55 @@ struct node_set {
  * line of f->h per holder (10,000 holders: 160 KB, not 640 KB).
  */
 struct live_set {
-	uint32_t *node;
 	uint64_t *need;	   /* the last demand and its headroom (sl_quota_need) */
 	uint64_t *expires; /* ms; the lease ends here */
+	uint32_t *node;
 	uint32_t n, cap;
 };
 
+/*
+ * A worker's part of a flow: the holders of the nodes its sessions serve
+ * (node n is in part n % n_parts, at h[n / n_parts]) and the share of the
+ * flow's count they may hold. A SYNC writes only its node's part, so the
+ * workers of one fleet's flows write no line in common (docs/cluster.md,
+ * "Threads").
+ */
+struct part {
+	/* what a SYNC reads and writes, in two cache lines */
+	pthread_mutex_t lock; /* everything below */
+	struct live_set live; /* holders with a lease */
+	struct holder *h;
+	uint32_t h_cap;
+	bool have_level, dirty; /* dirty: a need changed since the last fill */
+	uint64_t outstanding; /* sum of live holders' grants */
+	uint64_t reserved;    /* sum of vanished holders' reservations */
+	uint64_t share;	      /* what outstanding + reserved may reach */
+	struct sl_quota_level level; /* the flow's, from its last fill */
+	uint64_t level_at;
+	struct node_set gone; /* vanished holders with a reservation */
+} __attribute__((aligned(256))); /* a cache line apart is not enough: the
+				  * L2 fetches the lines next to the one
+				  * missed (docs/benchmarks.md) */
+
 struct flow {
-	pthread_mutex_t lock; /* everything below but id, count, cl, rule */
+	/* read at every SYNC; n_live to warm written when holders come and
+	 * go, at fills and when a part's share runs short */
 	uint32_t id;
+	uint32_t n_parts; /* one per worker */
 	uint64_t count;
 	const struct sl_cluster *cl;
 	const struct sl_rule *rule;
-	struct holder *h; /* indexed by node number of the namespace */
-	uint32_t h_cap;
-	struct live_set live; /* holders with a lease */
-	struct node_set gone; /* vanished holders with a reservation */
-	uint64_t outstanding; /* sum of live holders' grants */
-	uint64_t reserved;    /* sum of vanished holders' reservations */
-	struct sl_quota_level level;
-	uint64_t level_at;
-	uint64_t fills; /* water fills begun: the balancer's is current */
-	bool have_level, dirty;
+	struct part *part;
+	uint32_t n_live, n_gone; /* every part's holders and vanished */
+	bool changed; /* a holder came or went, or a part ran short */
+	bool warm;    /* ramped up, or found busy after a restart */
+	/* read when a part's share runs short */
+	pthread_mutex_t lock __attribute__((aligned(64)));
+	uint64_t shares;   /* sum of the parts' shares; the rest is free */
+	uint64_t reserved; /* sum of the parts' reservations */
+	uint64_t fills; /* begun (every part locked): the last is current */
 	uint64_t warm_start; /* ms; the warm-up ramp runs from here */
-	bool warm;	     /* ramped up, or found busy after a restart */
-} __attribute__((aligned(64))); /* workers share flows, not cache lines */
+} __attribute__((aligned(64)));
 
 struct conn;
 
@@ -127,6 +154,8 @@ struct conn {
 	char ns_name[SL_PROTO_NAME_MAX + 1]; /* as HELLO named it */
 	uint8_t ns_len;
 	uint32_t node;
+	uint32_t part, slot; /* node % threads, node / threads: its flows'
+			      * part and its holder's place there */
 	char node_name[SL_PROTO_NAME_MAX + 1];
 	uint8_t node_len;
 	uint8_t nonce[SL_PROTO_NONCE_LEN];	   /* ours, in the CHALLENGE */
@@ -241,6 +270,7 @@ int ts_grow_nodes(uint32_t **v, uint32_t *cap, uint32_t first);
 struct node *ts_node_at(const struct ns *ns, uint32_t id);
 struct flow *ts_find_flow(struct ns *ns, uint32_t id);
 void ts_forget_flow(struct flow *f);
+uint64_t ts_flow_granted(const struct flow *f);
 int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 		  struct flow *f, const struct sl_flow_report *r, uint64_t now,
 		  struct sl_flow_grant *g);
