@@ -866,10 +866,26 @@ static struct ns *find_ns_in(struct ns *v, uint32_t n, const char *name)
 	return NULL;
 }
 
-/* The node tables of n namespaces. */
+/* A new namespace's SYNC budget, each worker's full; NULL: no memory. */
+static struct ns_budget *new_budget(struct sl_tokend *td)
+{
+	struct ns_budget *b = aligned_alloc(_Alignof(struct ns_budget),
+					    td->n_w * sizeof(*b));
+	uint64_t now = sl_now_ms();
+
+	for (uint32_t k = 0; b && k < td->n_w; k++)
+		b[k] = (struct ns_budget){
+			.tokens = ts_worker_burst(td),
+			.tokens_at = now,
+		};
+	return b;
+}
+
+/* The node tables and SYNC budgets of n namespaces. */
 void ts_free_nodes(struct ns *v, uint32_t n)
 {
 	for (uint32_t i = 0; i < n; i++) {
+		free(v[i].budget);
 		for (uint32_t k = 0; v[i].chunk && k <= v[i].top / NODE_CHUNK;
 		     k++)
 			free(v[i].chunk[k]);
@@ -957,12 +973,12 @@ int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
 				pr_warn("tokend: no secret for namespace "
 					"'%s': its clients will be refused",
 					ns->name);
-			ns->tokens = td->cfg.ns_rate / 5.0 + 1;
-			ns->tokens_at = sl_now_ms();
 			pthread_mutex_init(&ns->lock, NULL);
+			ns->budget = new_budget(td);
 			ns->chunk = calloc(td->cfg.max_nodes / NODE_CHUNK + 1,
 					   sizeof(*ns->chunk));
-			if (!ns->chunk || sl_index_init(&ns->by_name, 64)) {
+			if (!ns->budget || !ns->chunk ||
+			    sl_index_init(&ns->by_name, 64)) {
 				ts_free_nodes(v + td->n_ns, n - td->n_ns);
 				free(v);
 				return -ENOMEM;

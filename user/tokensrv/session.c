@@ -239,6 +239,27 @@ void ts_view_get(struct sl_tokend *td, struct view *v)
 	pthread_mutex_unlock(&td->role_lock);
 }
 
+/* in_force changed (under role_lock): workers copy it at their next SYNC. */
+void ts_view_changed(struct sl_tokend *td)
+{
+	STORE(td->view_gen, td->view_gen + 1);
+}
+
+/* The same as w last copied it, copied again once it changed: a SYNC
+ * reads the role's line and writes none. */
+static void worker_view(struct worker *w, struct view *v)
+{
+	struct sl_tokend *td = w->td;
+
+	if (LOAD(td->view_gen) != w->view_gen) {
+		pthread_mutex_lock(&td->role_lock);
+		w->view = td->in_force;
+		w->view_gen = td->view_gen;
+		pthread_mutex_unlock(&td->role_lock);
+	}
+	*v = w->view;
+}
+
 /* A leader grants until its etcd lease may have run out, not after. */
 bool ts_serving(const struct view *v, uint64_t now)
 {
@@ -346,28 +367,29 @@ int ts_put_frame_grants(struct worker *w, const struct view *v, struct conn *c,
 	return ret ? ret : out_commit(c, len);
 }
 
-/* Refill the namespace's SYNC budget; false when it is spent. */
-static bool ns_admit(struct sl_tokend *td, struct ns *ns, uint64_t now)
+/*
+ * Refill w's share of the namespace's SYNC budget; false when it is
+ * spent. Each worker has ns_rate / threads: its sessions are the
+ * namespace's nodes it owns, a share of them.
+ */
+static bool ns_admit(struct worker *w, struct ns *ns, uint64_t now)
 {
-	double burst = td->cfg.ns_rate / 5.0 + 1;
-	bool ok = true;
+	struct sl_tokend *td = w->td;
+	struct ns_budget *b = &ns->budget[w - td->w];
+	double rate = ts_worker_rate(td), burst = ts_worker_burst(td);
 
 	if (!td->cfg.ns_rate)
 		return true;
-	pthread_mutex_lock(&ns->lock);
-	if (now > ns->tokens_at) {
-		ns->tokens +=
-			(now - ns->tokens_at) * (td->cfg.ns_rate / 1000.0);
-		ns->tokens_at = now;
+	if (now > b->tokens_at) {
+		b->tokens += (now - b->tokens_at) * (rate / 1000);
+		b->tokens_at = now;
 	}
-	if (ns->tokens > burst)
-		ns->tokens = burst;
-	if (ns->tokens < 1)
-		ok = false;
-	else
-		ns->tokens -= 1;
-	pthread_mutex_unlock(&ns->lock);
-	return ok;
+	if (b->tokens > burst)
+		b->tokens = burst;
+	if (b->tokens < 1)
+		return false;
+	b->tokens -= 1;
+	return true;
 }
 
 static int on_sync(struct worker *w, struct conn *c, const struct sl_msg *m,
@@ -379,7 +401,7 @@ static int on_sync(struct worker *w, struct conn *c, const struct sl_msg *m,
 	uint32_t i;
 	int ret;
 
-	ts_view_get(td, &v);
+	worker_view(w, &v);
 	/* a fresh clock: the process may have been stopped mid-batch */
 	if (!ts_serving(&v, sl_now_ms()))
 		return ts_redirect_conn(w, &v, c, m->req_id, now);
@@ -392,7 +414,7 @@ static int on_sync(struct worker *w, struct conn *c, const struct sl_msg *m,
 		return ts_put_frame_grants(w, &v, c, m->req_id, SL_SRV_DRAIN, 0,
 					   0);
 	}
-	if (!ns_admit(td, c->ns, now)) {
+	if (!ns_admit(w, c->ns, now)) {
 		/* Overloaded: the leases in force stay right; never push
 		 * clients into fallback. */
 		w->st.keep_replies++;

@@ -97,6 +97,7 @@ static void drain(struct worker *w)
 		return;
 	}
 	td->in_force.draining = true;
+	ts_view_changed(td);
 	pthread_mutex_unlock(&td->role_lock);
 	pr_info("tokend: draining: every lease ends now");
 	drain_conns(w);
@@ -146,6 +147,7 @@ static void on_role(struct worker *w, uint64_t now)
 	td->in_force.role = r;
 	if (elected)
 		td->in_force.start = now;
+	ts_view_changed(td);
 	pthread_mutex_unlock(&td->role_lock);
 	if (deposed) {
 		pr_info("tokend: no longer the leader (term %llu): "
@@ -446,11 +448,13 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	pthread_mutex_init(&td->role_lock, NULL);
 	td->auth = secrets != NULL;
 	td->lfd = td->spare_fd = td->bal_ctl[0] = td->bal_ctl[1] = -1;
-	td->w = calloc(td->cfg.threads, sizeof(*td->w));
+	td->w = aligned_alloc(_Alignof(struct worker),
+			      td->cfg.threads * sizeof(*td->w));
 	if (!td->w) {
 		ret = -ENOMEM;
 		goto fail;
 	}
+	memset(td->w, 0, td->cfg.threads * sizeof(*td->w));
 	for (; td->n_w < td->cfg.threads; td->n_w++) {
 		td->w[td->n_w].epfd = -1;
 		td->w[td->n_w].ctl[0] = td->w[td->n_w].ctl[1] = -1;
@@ -511,6 +515,7 @@ int sl_tokend_new(const struct sl_tokend_cfg *cfg, const struct sl_ruleset *rs,
 	td->last_expire = td->last_gc = td->in_force.start = sl_now_ms();
 	td->role.leader = td->acted.leader = td->in_force.role.leader =
 		!cfg->elected;
+	td->view_gen = 1; /* each worker copies it at its first SYNC */
 	*out = td;
 	return 0;
 fail:
@@ -528,8 +533,10 @@ void sl_tokend_set_role(struct sl_tokend *td, const struct sl_tokend_role *r)
 	td->role = *r;
 	/* a renewal (or a new leader's address) is in force at once; a
 	 * change of term or leadership once worker 0 acted on it */
-	if (r->leader == f->leader && r->term == f->term)
+	if (r->leader == f->leader && r->term == f->term) {
 		*f = *r;
+		ts_view_changed(td);
+	}
 	pthread_mutex_unlock(&td->role_lock);
 	sl_tokend_command(td, SL_TOKEND_ROLE);
 }

@@ -31,6 +31,11 @@
 #include "tokensrv.h"
 #include "util.h"
 
+/* What two workers write stays this far apart: the L2 fetches the cache
+ * lines next to a missed one, so one line apart still bounces
+ * (docs/benchmarks.md, "The token server's grant path over threads"). */
+#define TS_APART 256
+
 #define IN_INIT	     4096
 #define EVENTS	     256
 #define ACCEPT_BURST 64
@@ -92,9 +97,7 @@ struct part {
 	struct sl_quota_level level; /* the flow's, from its last fill */
 	uint64_t level_at;
 	struct node_set gone; /* vanished holders with a reservation */
-} __attribute__((aligned(256))); /* a cache line apart is not enough: the
-				  * L2 fetches the lines next to the one
-				  * missed (docs/benchmarks.md) */
+} __attribute__((aligned(TS_APART)));
 
 struct flow {
 	/* read at every SYNC; n_live to warm written when holders come and
@@ -128,19 +131,24 @@ struct node {
 
 #define NODE_CHUNK 1024
 
+/* A worker's share of a namespace's SYNC rate: only its SYNCs spend it. */
+struct ns_budget {
+	double tokens; /* SYNC frames the namespace may still send here */
+	uint64_t tokens_at;
+} __attribute__((aligned(TS_APART)));
+
 struct ns {
 	char name[SL_NAME_MAX + 1];
 	const struct sl_secret *secret;
 	struct flow *flows; /* sorted by id */
 	uint32_t n_flows;
-	/* under lock: the node table and the SYNC budget */
+	/* under lock: the node table */
 	pthread_mutex_t lock;
 	struct node **chunk; /* max_nodes / NODE_CHUNK, filled on demand */
 	struct sl_index by_name; /* FNV-1a of a name -> node number */
 	uint32_t *free_ids, n_free, free_cap; /* let go, reused first */
 	uint32_t n_nodes, top;	    /* in use; numbers ever handed out */
-	double tokens; /* SYNC frames the namespace may still send */
-	uint64_t tokens_at;
+	struct ns_budget *budget;   /* one per worker */
 };
 
 struct worker;
@@ -176,6 +184,13 @@ struct conn {
 	struct conn *hs_prev, *hs_next; /* handshakes, oldest first */
 };
 
+/* What a SYNC is answered under, copied under role_lock. */
+struct view {
+	struct sl_tokend_role role; /* the role in force */
+	uint64_t start;		    /* the learn period runs from here */
+	bool draining;
+};
+
 /* A thread serving connections: its own epoll, list and counters. */
 struct worker {
 	struct sl_tokend *td;
@@ -194,14 +209,9 @@ struct worker {
 	struct sl_flow_grant *grants; /* one SYNC's answer */
 	struct sl_tokend_stats st;
 	bool stopping;
-};
-
-/* What a SYNC is answered under, copied under role_lock. */
-struct view {
-	struct sl_tokend_role role; /* the role in force */
-	uint64_t start;		    /* the learn period runs from here */
-	bool draining;
-};
+	struct view view; /* in_force as of view_gen */
+	uint64_t view_gen;
+} __attribute__((aligned(TS_APART))); /* each writes its own counters */
 
 struct sl_tokend {
 	struct sl_tokend_cfg cfg;
@@ -232,8 +242,20 @@ struct sl_tokend {
 	pthread_mutex_t role_lock;   /* role and in_force */
 	struct sl_tokend_role role;  /* set by sl_tokend_set_role() */
 	struct view in_force;	     /* what SYNCs are answered under */
+	uint64_t view_gen; /* atomic: bumped at each change of in_force */
 	struct sl_tokend_role acted; /* the role worker 0 last acted on */
 };
+
+/* A worker's share of --ns-rate (SYNCs per second), and its burst. */
+static inline double ts_worker_rate(const struct sl_tokend *td)
+{
+	return (double)td->cfg.ns_rate / td->n_w;
+}
+
+static inline double ts_worker_burst(const struct sl_tokend *td)
+{
+	return ts_worker_rate(td) / 5 + 1;
+}
 
 #define LOAD(x)	    __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
@@ -253,6 +275,7 @@ int ts_fail_conn(struct worker *w, struct conn *c, uint32_t req, uint16_t code,
 		 uint64_t now);
 void ts_send_or_close(struct worker *w, struct conn *c, int queued);
 void ts_view_get(struct sl_tokend *td, struct view *v);
+void ts_view_changed(struct sl_tokend *td);
 bool ts_serving(const struct view *v, uint64_t now);
 int ts_redirect_conn(struct worker *w, const struct view *v, struct conn *c,
 		     uint32_t req, uint64_t now);
