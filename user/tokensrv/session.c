@@ -76,7 +76,6 @@ void ts_conn_close(struct worker *w, struct conn *c)
 		hs_del(w, c);
 	} else {
 		ADD(w->td->sessions, -1);
-		ADD(w->sessions, -1);
 	}
 	if (c->session && c->ns) {
 		struct node *nd;
@@ -575,7 +574,6 @@ static int on_auth(struct worker *w, struct conn *c, const void *frame,
 	hs_del(w, c);
 	c->session = true;
 	ADD(td->sessions, 1);
-	ADD(w->sessions, 1);
 	ts_view_get(td, &v);
 	if (!ts_serving(&v, now))
 		return ts_redirect_conn(w, &v, c, m->req_id, now);
@@ -705,8 +703,6 @@ static void hand_over(struct worker *w, struct conn *c)
 		return;
 	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	conn_unlink(w, c);
-	ADD(w->sessions, -1);
-	ADD(to->sessions, 1);
 	c->w = to;
 	pthread_mutex_lock(&to->inbox_lock);
 	c->next = to->inbox;

@@ -202,7 +202,6 @@ struct worker {
 	struct conn *hs_old, *hs_new; /* handshakes in accept order (0's) */
 	pthread_mutex_t inbox_lock;
 	struct conn *inbox; /* sessions handed over by worker 0 */
-	uint32_t sessions;  /* atomic: served here now */
 	uint64_t last_sweep;
 	uint64_t *scratch, *needs; /* water filling */
 	size_t scratch_cap;
