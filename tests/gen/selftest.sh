@@ -34,6 +34,9 @@ fi
 ok "namespaces $NS_TX/$NS_RX with xdppass on veth-rx"
 
 OUT=$NETNS_TMP
+# xdpflood's cases need live frames, which some hosts refuse
+LIVE=1
+live_frames_refused && LIVE=0
 # rx_start ARGS...: rxcount on veth-rx, bounded; rx_stop leaves $OUT/rx.out
 rx_start()
 {
@@ -58,17 +61,23 @@ check "pktsend rate within 3% of 50000 pps, any 1 s <= 51500" \
 	holds "(${pps:-0} - 50000)^2 <= 1500^2 && ${max:-1e9} <= 51500"
 
 # 2. xdpflood: what one sender core delivers through XDP_PASS.
-rx_start --proto udp --dport 9 --drop
-tx xdpflood --duration 2 --cpu 0 >"$OUT/tx.out"
-rx_stop
-secs=$(jnum "$OUT/tx.out" seconds) pps=$(jnum "$OUT/tx.out" pps)
-got=$(jnum "$OUT/rx.out" packets)
-rate=$(awk "BEGIN { printf \"%d\", ${got:-0} / (${secs:-0} + 1e-9) }")
-echo "# xdpflood 1 CPU: sent ${pps:-?} pps, rxcount $rate pps delivered"
-check "xdpflood delivers >= 500k pps ($rate)" holds "$rate >= 500000"
+if [ "$LIVE" = 0 ]; then
+	skip "xdpflood delivers >= 500k pps" "$LIVE_WHY"
+else
+	rx_start --proto udp --dport 9 --drop
+	tx xdpflood --duration 2 --cpu 0 >"$OUT/tx.out"
+	rx_stop
+	secs=$(jnum "$OUT/tx.out" seconds) pps=$(jnum "$OUT/tx.out" pps)
+	got=$(jnum "$OUT/rx.out" packets)
+	rate=$(awk "BEGIN { printf \"%d\", ${got:-0} / (${secs:-0} + 1e-9) }")
+	echo "# xdpflood 1 CPU: sent ${pps:-?} pps, rxcount $rate pps delivered"
+	check "xdpflood delivers >= 500k pps ($rate)" holds "$rate >= 500000"
+fi
 
 # 3. two floods on CPU 0 and CPU 1 reach both rx queues.
-if [ "$(nproc)" -lt 2 ]; then
+if [ "$LIVE" = 0 ]; then
+	skip "xdpflood on CPU 0 and 1 reaches both rx queues" "$LIVE_WHY"
+elif [ "$(nproc)" -lt 2 ]; then
 	skip "xdpflood on two CPUs reaches both rx queues" "needs 2 CPUs"
 else
 	rx_start --proto udp --dport 9 --drop
@@ -89,11 +98,16 @@ else
 fi
 
 # 4. --sources 100: 100 distinct source addresses, from both generators.
-rx_start --proto udp --dport 9 --drop --distinct-src
-tx xdpflood --duration 0.5 --sources 100 >/dev/null
-rx_stop
-n=$(jnum "$OUT/rx.out" distinct_src)
-check "xdpflood --sources 100: ${n:-?} distinct sources" [ "${n:-0}" = 100 ]
+if [ "$LIVE" = 0 ]; then
+	skip "xdpflood --sources 100: 100 distinct sources" "$LIVE_WHY"
+else
+	rx_start --proto udp --dport 9 --drop --distinct-src
+	tx xdpflood --duration 0.5 --sources 100 >/dev/null
+	rx_stop
+	n=$(jnum "$OUT/rx.out" distinct_src)
+	check "xdpflood --sources 100: ${n:-?} distinct sources" \
+		[ "${n:-0}" = 100 ]
+fi
 rx_start --proto udp --dport 9 --drop --distinct-src
 tx pktsend --count 1000 --sources 100 --src 2001:db8::1 \
 	--dst 2001:db8::2 >/dev/null
@@ -146,12 +160,14 @@ csum_case TcpOutRsts pktsend --count 200 $v6 --proto tcp --tcp-flags ack \
 	--sources 7 || bad=1
 csum_case Icmp6InEchos pktsend --count 200 $v6 --proto icmpv6 \
 	--sources 7 || bad=1
-csum_case UdpNoPorts xdpflood --duration 0.2 --rate 50000 $v4 \
-	--sources 7 --size 101 || bad=1
-csum_case TcpOutRsts xdpflood --duration 0.2 --rate 50000 $v6 \
-	--proto tcp --sources 7 || bad=1
+if [ "$LIVE" = 1 ]; then
+	csum_case UdpNoPorts xdpflood --duration 0.2 --rate 50000 $v4 \
+		--sources 7 --size 101 || bad=1
+	csum_case TcpOutRsts xdpflood --duration 0.2 --rate 50000 $v6 \
+		--proto tcp --sources 7 || bad=1
+fi
 e1=$(csum_errors)
-check "checksums valid for UDP/TCP/ICMP over IPv4/IPv6 (errors +$((e1 - e0)))" \
+check "checksums valid for UDP/TCP/ICMP over IPv4/IPv6 (errors +$((e1 - e0)))$([ "$LIVE" = 1 ] || echo ", pktsend's only")" \
 	[ "$bad" = 0 ] && [ "$e1" = "$e0" ]
 
 # 6. VLAN tags, as the receiving stack sees them.
@@ -165,12 +181,16 @@ for tag in "--vlan 10" "--qinq 100,10"; do
 done
 
 # The stack untags in place; xdpflood must undo that in recycled frames.
-rx_start --proto udp --dport 9 --drop
-tx xdpflood --duration 0.5 --vlan 10 --sources 5 >"$OUT/tx.out"
-rx_stop
-sent=$(jnum "$OUT/tx.out" sent) got=$(jnum "$OUT/rx.out" packets)
-check "xdpflood --vlan 10: rxcount counts ${got:-?} of ${sent:-?}" \
-	holds "${sent:-0} > 0 && ${got:-0} >= 0.99 * $sent"
+if [ "$LIVE" = 0 ]; then
+	skip "xdpflood --vlan 10: rxcount counts what it sent" "$LIVE_WHY"
+else
+	rx_start --proto udp --dport 9 --drop
+	tx xdpflood --duration 0.5 --vlan 10 --sources 5 >"$OUT/tx.out"
+	rx_stop
+	sent=$(jnum "$OUT/tx.out" sent) got=$(jnum "$OUT/rx.out" packets)
+	check "xdpflood --vlan 10: rxcount counts ${got:-?} of ${sent:-?}" \
+		holds "${sent:-0} > 0 && ${got:-0} >= 0.99 * $sent"
+fi
 
 # 7. rxcount filters: only IPv6 TCP to [2001:db8::2]:80 counts.
 rx_start --proto tcp --dport 80 --dst 2001:db8::2 --drop

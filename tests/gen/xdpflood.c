@@ -59,7 +59,8 @@ static const char caveats[] =
     "the rewritten source; other in-place edits (forwarding, NAT) leak:\n"
     "use pktsend there, and for smooth rates. 'sent' counts frames\n"
     "redirected, not delivered: count at the receiver.\n"
-    "Exit 77 when the kernel lacks live frames (Linux >= 5.18).\n";
+    "Exit 77 when the kernel lacks live frames (Linux >= 5.18) or the host\n"
+    "refuses them (EPERM).\n";
 
 static void print_usage(FILE *f)
 {
@@ -184,6 +185,9 @@ static int flood(int prog_fd, const struct frame *f, const struct flood_opts *o,
 		 */
 		if ((err == -EINVAL || err == -EOPNOTSUPP) && !*sent)
 			return -EOPNOTSUPP;
+		/* a host may refuse live frames to root (a sandbox's policy) */
+		if (err == -EPERM && !*sent)
+			return -EPERM;
 		if (err)
 			return err;
 		*sent += n;
@@ -241,9 +245,12 @@ int main(int argc, char **argv)
 	if (!err)
 		err = flood(bpf_program__fd(skel->progs.xdpflood), &f, &o,
 			    &sent, &ns);
-	if (err == -EOPNOTSUPP) {
-		gen_log(
-		    "kernel lacks BPF_F_TEST_XDP_LIVE_FRAMES (Linux 5.18+)");
+	if (err == -EOPNOTSUPP || err == -EPERM) {
+		gen_log(err == -EPERM
+				? "this host refuses BPF_F_TEST_XDP_LIVE_FRAMES "
+				  "(EPERM): use pktsend"
+				: "kernel lacks BPF_F_TEST_XDP_LIVE_FRAMES "
+				  "(Linux 5.18+)");
 		xdpflood_bpf__destroy(skel);
 		return EXIT_SKIP;
 	}

@@ -181,6 +181,23 @@ netns_stop()
 	return $rc
 }
 
+# Whether xdpflood can send here: 0, or 1 with LIVE_WHY set to why not
+# (a kernel before 5.18, or a host that refuses BPF_F_TEST_XDP_LIVE_FRAMES
+# even to root). One frame out of veth-tx; call after netns_setup.
+live_frames_refused()
+{
+	local err rc
+
+	err=$(ip netns exec "$NS_TX" "$GEN_BIN/xdpflood" --dev veth-tx \
+		--dst-mac "$RX_MAC" --duration 0.01 --repeat 1 2>&1 >/dev/null)
+	rc=$?
+	LIVE_WHY=
+	[ "$rc" = 77 ] || return 1
+	LIVE_WHY=$(grep -v '^ready$' <<<"$err" | tail -n1)
+	LIVE_WHY=${LIVE_WHY#xdpflood: }
+	return 0
+}
+
 # Prints "ok 1 - NAME # SKIP reason" and exits 0 unless we are root and
 # native XDP attaches to a veth (probed with xdppass in a scratch netns).
 skip_unless_root_and_xdp()
