@@ -10,7 +10,7 @@
 #ifndef SLUICE_EXPLAIN_XDP_H
 #define SLUICE_EXPLAIN_XDP_H
 
-#include "admit.h"
+#include "source.h"
 #include "classify.h"
 #include "frag.h"
 

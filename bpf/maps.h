@@ -119,7 +119,7 @@ struct {
 	__type(value, struct sluice_src_state);
 } src_table SEC(".maps");
 
-/* Counters of the sketch tier (admit.h): epoch:16, prev:24, cur:24. */
+/* Counters of the sketch tier (source.h): epoch:16, prev:24, cur:24. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, SLUICE_SKETCH_ROWS << SLUICE_SKETCH_BITS);
@@ -127,7 +127,7 @@ struct {
 	__type(value, __u64);
 } src_sketch SEC(".maps");
 
-/* Sources refused until a time, read before src_table (admit.h): sets
+/* Sources refused until a time, read before src_table (source.h): sets
  * of ways, each a cache line of a page-aligned (mmapable) array. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

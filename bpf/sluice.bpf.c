@@ -18,6 +18,7 @@
 #include "parse.h"
 #include "classify.h"
 #include "admit.h"
+#include "source.h"
 #include "breaker.h"
 #include "conns.h"
 #include "frag.h"

@@ -310,7 +310,7 @@ struct sluice_src_state {
 	__u64 slots[SLUICE_SRC_SLOTS + 1];
 };
 
-/* Per_source sources refused until a time (src_deny, admit.h), those of
+/* Per_source sources refused until a time (src_deny, source.h), those of
  * one hash in one cache line. A way is one word, written and read whole:
  * the low 32 bits a tag of the source, the rule set and the count (0:
  * none), the high 32 the time, sluice_now_coarse() >> SLUICE_SRC_DENY_UNIT
@@ -322,7 +322,7 @@ struct sluice_src_deny_set {
 /*
  * A CPU's token cache for one source (direct-mapped by a hash of key):
  * tokens of its entry, or what the sketch last said of it, so that a
- * source's packets on a CPU write only this CPU's line (admit.h).
+ * source's packets on a CPU write only this CPU's line (source.h).
  */
 struct sluice_src_cached {
 	struct sluice_src_key key;

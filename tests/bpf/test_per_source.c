@@ -371,7 +371,7 @@ out:
 	return sum / SLUICE_SKETCH_ROWS;
 }
 
-/* The per-CPU cache line of an IPv4 source of a rule (admit.h's
+/* The per-CPU cache line of an IPv4 source of a rule (source.h's
  * source_cache_index(), /32). */
 static uint32_t cache_index(uint32_t slot, const char *src)
 {

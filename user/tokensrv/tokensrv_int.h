@@ -297,6 +297,15 @@ int ts_grant_flow(struct worker *w, const struct view *v, struct conn *c,
 		  struct flow *f, const struct sl_flow_report *r, uint64_t now,
 		  struct sl_flow_grant *g);
 void *ts_balancer_main(void *arg);
+
+/* p's holder of node: a part holds the nodes its worker serves */
+static inline struct holder *ts_holder_of(const struct flow *f,
+					  struct part *p, uint32_t node)
+{
+	return &p->h[node / f->n_parts];
+}
+
+/* flowset.c */
 void ts_free_nodes(struct ns *v, uint32_t n);
 void ts_free_flows(struct ns *v, uint32_t n);
 int ts_build_flows(struct sl_tokend *td, const struct sl_ruleset *rs,
