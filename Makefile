@@ -63,7 +63,7 @@ DEB_PKGS := make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev \
 	    libmicrohttpd-dev prometheus \
 	    curl libncurses-dev tmux libcurl4-openssl-dev etcd-server \
 	    etcd-client nftables iptables gnuplot-nox libmnl-dev zsh debhelper \
-	    lintian
+	    lintian busybox-static
 deps:
 	@missing=""; for p in $(DEB_PKGS) $(EXTRA_DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
