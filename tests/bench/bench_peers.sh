@@ -240,12 +240,13 @@ drop_case()	# NAME RECEIVER... -- FILTER-SETUP...
 	receiver_down
 }
 
-# live frames, or where the host refuses them pktsend: a tenth of the
-# rate, so every receiver keeps up and only the ns a packet compare
+# live frames, or where the host refuses them pktsend: a thirtieth of
+# the rate, which every receiver keeps up with, and 600 ns a packet of
+# AF_PACKET and veth that hide an XDP program's cost (docs/benchmarks.md)
 FLOOD_GEN=xdpflood
 if live_frames_refused; then
-	echo "# xdpflood cannot send here ($LIVE_WHY): floods from pktsend," \
-	     "compare the softirq ns a packet" >&2
+	echo "# xdpflood cannot send here ($LIVE_WHY): floods from pktsend;" \
+	     "only the stack's limiters stand out" >&2
 	FLOOD_GEN=pktsend
 fi
 echo "# drop path: $RUNS runs x ${DROP_S} s per case, flood on CPU $GEN_CPU ($FLOOD_GEN)" >&2
@@ -593,7 +594,7 @@ want memory && for ((run = 1; run <= RUNS; run++)); do
 		"$(map_memory | awk '$1 == "rule_cpu" { print $3 }')"
 	receiver_down
 done
-python3 - "$NETNS_TMP/maps.txt" "$RES" <<'PY'
+want memory && python3 - "$NETNS_TMP/maps.txt" "$RES" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
 total = sum(int(b) for _, _, b in rows)
