@@ -181,9 +181,9 @@ netns_stop()
 	return $rc
 }
 
-# Whether xdpflood can send here: 0, or 1 with LIVE_WHY set to why not
-# (a kernel before 5.18, or a host that refuses BPF_F_TEST_XDP_LIVE_FRAMES
-# even to root). One frame out of veth-tx; call after netns_setup.
+# Whether xdpflood cannot send here: 0 with LIVE_WHY set to why (a kernel
+# before 5.18, or a host that refuses BPF_F_TEST_XDP_LIVE_FRAMES even to
+# root), else 1. One frame out of veth-tx; call after netns_setup.
 live_frames_refused()
 {
 	local err rc
