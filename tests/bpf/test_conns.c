@@ -5,7 +5,8 @@
  * a retransmitted SYN takes none; a client's FIN or RST, and a server's
  * FIN on egress, give the place back once; the sweep forgets a handshake
  * the client never finished after 5 s and an established connection
- * after idle_timeout_s, and a server's segments keep it; shadow counts
+ * after idle_timeout_s, and a server's segments keep it, and one made
+ * after the sweep read its clock is not idle; shadow counts
  * the refusal and passes; per_source holds each source to count, sources
  * past max_sources sharing the overflow's; a conns layer refuses after
  * the layer before it; a rule that takes a slot over does not inherit
@@ -208,6 +209,37 @@ static void test_idle(struct sl_dataplane *d)
 	    "idle: its late FIN gives nothing back");
 }
 
+/* The sweep reads its clock once, then walks the table for ticks: an
+ * entry made or touched after that read is fresh, not 2^64 ns idle. */
+static void test_sweep_after_stamp(struct sl_dataplane *d)
+{
+	uint64_t t0;
+
+	next_scenario();
+	t0 = test_time();
+	if (!tap(apply(d, RULES(CONNS("api", 10,
+				      ",\"conns\":{\"idle_timeout_s\":10}"))) ==
+			 0,
+		 "sweep clock: applies"))
+		return;
+	/* 4100 acknowledged, 4101 still in its handshake, both at t0 + 1 s */
+	set_time(t0 + SEC);
+	syns(d, 4100, 2, XDP_PASS);
+	from_client(d, 4100, PKT_ACK);
+	/* a sweep whose clock was read 4 ms (a tick) before them */
+	set_time(t0 + SEC - 4000000);
+	sweep(d);
+	tap(open_of(d, "api") == 2,
+	    "sweep clock: connections stamped after the sweep's clock stay "
+	    "open (%llu of 2)",
+	    (unsigned long long)open_of(d, "api"));
+	set_time(t0 + 7 * SEC);
+	sweep(d);
+	tap(open_of(d, "api") == 1,
+	    "sweep clock: 6 s later the unfinished handshake goes (%llu open)",
+	    (unsigned long long)open_of(d, "api"));
+}
+
 static void test_per_source(struct sl_dataplane *d)
 {
 	static const char *const src[] = { "192.0.2.1", "192.0.2.2",
@@ -392,6 +424,7 @@ int main(void)
 		test_count(&dp);
 		test_refuse_drop_and_shadow(&dp);
 		test_idle(&dp);
+		test_sweep_after_stamp(&dp);
 		test_per_source(&dp);
 		test_layers(&dp);
 		test_two_conns_layers(&dp);
