@@ -25,6 +25,14 @@ _Static_assert((SLUICE_LAYERS & (SLUICE_LAYERS - 1)) == 0,
 
 struct bpf_map;
 
+/* Whether a stamp last is timeout or more before the sweep's clock now.
+ * A stamp after now (the walk spans ticks, and a segment may stamp an
+ * entry meanwhile) is fresh, not 2^64 ns old. */
+static __always_inline bool sweep_stale(__u64 now, __u64 last, __u64 timeout)
+{
+	return last < now && now - last >= timeout;
+}
+
 /* Give a place back; never below 0 (a close that raced the sweep). */
 static __always_inline void count_down(__u64 *open)
 {
@@ -402,7 +410,7 @@ static long sweep_conn(struct bpf_map *map, struct sluice_conn_key *k,
 {
 	struct sluice_conn_open held;
 	struct sluice_rule_cfg *cfg;
-	__u64 timeout = 0, idle, last;
+	__u64 timeout = 0, idle;
 	bool live = false;
 
 	__builtin_memcpy(&held, c, sizeof(held));
@@ -421,10 +429,7 @@ static long sweep_conn(struct bpf_map *map, struct sluice_conn_key *k,
 	}
 	if (!held.acked)
 		timeout = SLUICE_CONN_SYN_TIMEOUT_NS;
-	last = READ_ONCE(c->last_ns);
-	/* made or touched since the sweep read its clock (the walk spans
-	 * ticks): fresh, not 2^64 ns idle */
-	if (live && (last >= s->now || s->now - last < timeout))
+	if (live && !sweep_stale(s->now, READ_ONCE(c->last_ns), timeout))
 		return 0;
 	if (bpf_map_delete_elem(map, k))
 		return 0;
@@ -444,11 +449,10 @@ static long sweep_source(struct bpf_map *map, struct sluice_src_key *key,
 	__u32 slot = key->rule, epoch = n->epoch;
 	struct sluice_conn_count *rule = bpf_map_lookup_elem(&conn_rule, &slot);
 	bool live = conns_rule_live(slot, epoch);
-	__u64 last = READ_ONCE(n->last_ns);
 
-	/* as in sweep_conn(): a source heard of since the sweep began */
-	if (live && (READ_ONCE(n->open) || last >= s->now ||
-		     s->now - last < 4 * SLUICE_CONN_TOUCH_NS))
+	if (live && (READ_ONCE(n->open) ||
+		     !sweep_stale(s->now, READ_ONCE(n->last_ns),
+				  4 * SLUICE_CONN_TOUCH_NS)))
 		return 0;
 	if (!bpf_map_delete_elem(map, key) && live && rule &&
 	    key->family != SLUICE_SRC_OVERFLOW_FAMILY)

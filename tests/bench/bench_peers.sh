@@ -243,12 +243,9 @@ drop_case()	# NAME RECEIVER... -- FILTER-SETUP...
 # live frames, or where the host refuses them pktsend: a thirtieth of
 # the rate, which every receiver keeps up with, and 600 ns a packet of
 # AF_PACKET and veth that hide an XDP program's cost (docs/benchmarks.md)
-FLOOD_GEN=xdpflood
-if live_frames_refused; then
-	echo "# xdpflood cannot send here ($LIVE_WHY): floods from pktsend;" \
-	     "only the stack's limiters stand out" >&2
-	FLOOD_GEN=pktsend
-fi
+pick_flood_gen >&2
+[ "$FLOOD_GEN" = xdpflood ] ||
+	echo "# with pktsend only the stack's limiters stand out" >&2
 echo "# drop path: $RUNS runs x ${DROP_S} s per case, flood on CPU $GEN_CPU ($FLOOD_GEN)" >&2
 DROP_RULE=$(rules_file drop '{"proto":"udp","dport":9000}' 1000)
 SRC_RULE=$(rules_file persrc '{"proto":"udp","dport":9000}' 10 \

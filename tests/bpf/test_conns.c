@@ -169,17 +169,23 @@ static void test_refuse_drop_and_shadow(struct sl_dataplane *d)
 	    "shadow: a refused connection's FIN gives nothing back");
 }
 
+/* A new scenario with rule api, count 10, idle_timeout_s 10. */
+static bool apply_idle_rule(struct sl_dataplane *d, const char *scenario)
+{
+	next_scenario();
+	return tap(apply(d, RULES(CONNS("api", 10,
+					",\"conns\":{\"idle_timeout_s\":10}"))) ==
+			   0,
+		   "%s: applies", scenario);
+}
+
 static void test_idle(struct sl_dataplane *d)
 {
 	uint64_t t0;
 
-	next_scenario();
-	t0 = test_time();
-	if (!tap(apply(d, RULES(CONNS("api", 10,
-				      ",\"conns\":{\"idle_timeout_s\":10}"))) ==
-			 0,
-		 "idle: applies"))
+	if (!apply_idle_rule(d, "idle"))
 		return;
+	t0 = test_time();
 	/* 4000: handshake never finished; 4001, 4002 acknowledged */
 	syns(d, 4000, 3, XDP_PASS);
 	from_client(d, 4001, PKT_ACK);
@@ -215,13 +221,9 @@ static void test_sweep_after_stamp(struct sl_dataplane *d)
 {
 	uint64_t t0;
 
-	next_scenario();
-	t0 = test_time();
-	if (!tap(apply(d, RULES(CONNS("api", 10,
-				      ",\"conns\":{\"idle_timeout_s\":10}"))) ==
-			 0,
-		 "sweep clock: applies"))
+	if (!apply_idle_rule(d, "sweep clock"))
 		return;
+	t0 = test_time();
 	/* 4100 acknowledged, 4101 still in its handshake, both at t0 + 1 s */
 	set_time(t0 + SEC);
 	syns(d, 4100, 2, XDP_PASS);

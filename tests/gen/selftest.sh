@@ -37,6 +37,8 @@ OUT=$NETNS_TMP
 # xdpflood's cases need live frames, which some hosts refuse
 LIVE=1
 live_frames_refused && LIVE=0
+# live DESC: true when xdpflood can send, else DESC is skipped
+live() { [ "$LIVE" = 1 ] || { skip "$1" "$LIVE_WHY"; return 1; }; }
 # rx_start ARGS...: rxcount on veth-rx, bounded; rx_stop leaves $OUT/rx.out
 rx_start()
 {
@@ -61,9 +63,7 @@ check "pktsend rate within 3% of 50000 pps, any 1 s <= 51500" \
 	holds "(${pps:-0} - 50000)^2 <= 1500^2 && ${max:-1e9} <= 51500"
 
 # 2. xdpflood: what one sender core delivers through XDP_PASS.
-if [ "$LIVE" = 0 ]; then
-	skip "xdpflood delivers >= 500k pps" "$LIVE_WHY"
-else
+if live "xdpflood delivers >= 500k pps"; then
 	rx_start --proto udp --dport 9 --drop
 	tx xdpflood --duration 2 --cpu 0 >"$OUT/tx.out"
 	rx_stop
@@ -75,11 +75,9 @@ else
 fi
 
 # 3. two floods on CPU 0 and CPU 1 reach both rx queues.
-if [ "$LIVE" = 0 ]; then
-	skip "xdpflood on CPU 0 and 1 reaches both rx queues" "$LIVE_WHY"
-elif [ "$(nproc)" -lt 2 ]; then
+if [ "$(nproc)" -lt 2 ]; then
 	skip "xdpflood on two CPUs reaches both rx queues" "needs 2 CPUs"
-else
+elif live "xdpflood on CPU 0 and 1 reaches both rx queues"; then
 	rx_start --proto udp --dport 9 --drop
 	tx xdpflood --duration 2 --cpu 0 >"$OUT/tx0.out" &
 	p0=$!
@@ -98,9 +96,7 @@ else
 fi
 
 # 4. --sources 100: 100 distinct source addresses, from both generators.
-if [ "$LIVE" = 0 ]; then
-	skip "xdpflood --sources 100: 100 distinct sources" "$LIVE_WHY"
-else
+if live "xdpflood --sources 100: 100 distinct sources"; then
 	rx_start --proto udp --dport 9 --drop --distinct-src
 	tx xdpflood --duration 0.5 --sources 100 >/dev/null
 	rx_stop
@@ -181,9 +177,7 @@ for tag in "--vlan 10" "--qinq 100,10"; do
 done
 
 # The stack untags in place; xdpflood must undo that in recycled frames.
-if [ "$LIVE" = 0 ]; then
-	skip "xdpflood --vlan 10: rxcount counts what it sent" "$LIVE_WHY"
-else
+if live "xdpflood --vlan 10: rxcount counts what it sent"; then
 	rx_start --proto udp --dport 9 --drop
 	tx xdpflood --duration 0.5 --vlan 10 --sources 5 >"$OUT/tx.out"
 	rx_stop

@@ -73,12 +73,10 @@ if [ -n "${SLUICE_VM:-}" ]; then
 	RATE=300 QGEN=pktsend QRATE=1000 FLIPS=60 FLIP_S=40 READY_S=120
 	MINFLIPS=4 GAP=0.1
 else
-	RATE=10000 QGEN=xdpflood QRATE=1000000 FLIPS=2000 FLIP_S=35
+	pick_flood_gen
+	RATE=10000 QGEN=$FLOOD_GEN QRATE=1000000 FLIPS=2000 FLIP_S=35
 	READY_S=10 MINFLIPS=100 GAP=0
-	if live_frames_refused; then
-		echo "# xdpflood cannot send here ($LIVE_WHY): Q from pktsend"
-		QGEN=pktsend QRATE=300000
-	fi
+	[ "$QGEN" = xdpflood ] || QRATE=300000
 fi
 T=$NETNS_TMP
 

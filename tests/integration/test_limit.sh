@@ -112,14 +112,12 @@ PY
 		"$name: busiest 100 ms after 1.5 s $busy <= $count x (1/16 + 1/10 + 1/32 + 1/64)"
 }
 
-FLOODS=("flood-100k-1cpu 100000 xdpflood 0 250000"
-	"flood-100k-2cpu 100000 xdpflood 0,1 125000"
-	"flood-20k-2cpu-unpaced 20000 xdpflood 0,1 0")
-if live_frames_refused; then
-	# pktsend sends them smoothly (unpaced, 0.6-0.7 Mpps a core here)
-	echo "# xdpflood cannot send here ($LIVE_WHY): floods from pktsend"
-	FLOODS=("${FLOODS[@]/xdpflood/pktsend}")
-fi
+# pktsend, where it floods, sends them smoothly (unpaced, 0.6-0.7 Mpps a
+# core here)
+pick_flood_gen
+FLOODS=("flood-100k-1cpu 100000 $FLOOD_GEN 0 250000"
+	"flood-100k-2cpu 100000 $FLOOD_GEN 0,1 125000"
+	"flood-20k-2cpu-unpaced 20000 $FLOOD_GEN 0,1 0")
 # LIMIT_CASES="name ..." runs only those cases (for chasing one figure)
 for c in "paced-20k-1cpu 20000 pktsend 0 50000" \
 	 "paced-20k-2cpu 20000 pktsend 0,1 25000" "${FLOODS[@]}"; do

@@ -54,12 +54,8 @@ send old 198.18.0.10 198.18.1.1 20 1000 10 0
 send heavy 198.18.0.12 198.18.2.1 2 10000 10 0
 sleep 2
 # unpaced: the churn's noise in the sketch as high as this machine makes it
-CHURN_GEN=xdpflood
-if live_frames_refused; then
-	echo "# xdpflood cannot send here ($LIVE_WHY): the churn from pktsend"
-	CHURN_GEN=pktsend
-fi
-sl_bg PID_churn ip netns exec "$NS_TX" "$GEN_BIN/$CHURN_GEN" --dev veth-tx \
+pick_flood_gen
+sl_bg PID_churn ip netns exec "$NS_TX" "$GEN_BIN/$FLOOD_GEN" --dev veth-tx \
 	--dst-mac "$RX_MAC" --dst 198.18.0.13 --src 198.18.32.0 \
 	--sources 120000 --dport 9000 --duration 6 --cpu 1 \
 	>"$T/gen_churn.json"

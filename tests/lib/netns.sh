@@ -198,6 +198,16 @@ live_frames_refused()
 	return 0
 }
 
+# FLOOD_GEN: xdpflood, or pktsend where live frames are refused (said as
+# a TAP comment). Call after netns_setup.
+pick_flood_gen()
+{
+	FLOOD_GEN=xdpflood
+	live_frames_refused || return 0
+	echo "# xdpflood cannot send here ($LIVE_WHY): floods from pktsend"
+	FLOOD_GEN=pktsend
+}
+
 # Prints "ok 1 - NAME # SKIP reason" and exits 0 unless we are root and
 # native XDP attaches to a veth (probed with xdppass in a scratch netns).
 skip_unless_root_and_xdp()
