@@ -19,7 +19,9 @@
  *
  * Bound (derivation in docs/architecture.md): any interval_ms admits at
  * most L * (1 + 1/SLUICE_LEDGER_DIV + 1/SLUICE_CHUNK_DIV) = 1.047 L with
- * the defaults, whatever the arrival shape; the long-run rate is count.
+ * the defaults, whatever the arrival shape, plus what contended CPUs'
+ * shares leave unspent beyond their chunks (about two ticks' credit); the
+ * long-run rate is count.
  * A per_source rule's sources are admitted in source.h.
  */
 #ifndef SLUICE_ADMIT_H
@@ -582,15 +584,21 @@ static __always_inline __u64 fair_want(struct sluice_budget *bud,
 	share = mine * ratio32(supply, total);
 	owed = rc->owed + (share >> (32 - OWED_FRAC)) +
 	       ((bpf_get_prandom_u32() & frac_mask) < (share & frac_mask));
-	/* what a CPU is owed carries up to a chunk, or a few tokens where
-	 * a chunk is one or two; it asks for a chunk at most (the bound) */
-	cap = chunk > OWED_MIN_CAP ? chunk : OWED_MIN_CAP;
+	/* what a CPU is owed carries up to twice its share now (a share
+	 * another CPU's request beat is asked for again), a chunk, or a few
+	 * tokens: not a chunk alone, which is count / (64 x nr_cpus) and
+	 * under a tick's share where few of many CPUs carry the load */
+	cap = share >> 31;
+	if (cap < chunk)
+		cap = chunk;
+	if (cap < OWED_MIN_CAP)
+		cap = OWED_MIN_CAP;
 	if (owed > cap << OWED_FRAC)
 		owed = cap << OWED_FRAC;
 	if (owed > 0xffffffffULL)
 		owed = 0xffffffffULL;
 	rc->owed = owed;
-	return owed >> OWED_FRAC < chunk ? owed >> OWED_FRAC : chunk;
+	return owed >> OWED_FRAC;
 }
 
 /*

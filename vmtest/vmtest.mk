@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # VM test harness: `make vmtest` runs $(VMTEST_SUITES) inside a qemu VM for
 # every kernel of vmtest/kernels (`make vmtest KERNEL=6.1` for one) and
-# prints a table kernel x (result, passed, failed, skipped, seconds).
+# prints a table kernel x (result, passed, failed, skipped, seconds); then
+# $(VMTEST_CPUS_SUITES) in a guest of more vCPUs.
 # Included by the top-level Makefile; see docs/kernels.md.
 #
 # Interface:
@@ -17,6 +18,12 @@
 
 VMTEST_PREREQS ?=
 VMTEST_SUITES  ?= vmtest/smoke.sh
+# then a guest of VMTEST_CPUS vCPUs on VMTEST_CPUS_KERNEL runs
+# VMTEST_CPUS_SUITES (none: no such guest), its results in
+# $(BUILD)/vmtest/<kernel>-<n>cpu/
+VMTEST_CPUS_SUITES ?=
+VMTEST_CPUS        ?= 8
+VMTEST_CPUS_KERNEL ?= 6.12
 VMTEST_TIMEOUT ?= 900
 VMTEST_ACCEL   ?= auto
 
@@ -49,11 +56,21 @@ $(VMTEST_SMOKE_OBJ): vmtest/smoke.bpf.c | vmtest-deps
 		-I/usr/include/$(shell uname -m)-linux-gnu -c $< -o $@
 
 vmtest: vmtest-deps $(VMTEST_PREREQS) $(VMTEST_SMOKE_OBJ)
+	@rc=0; \
 	BUILD=$(call vmtest_q,$(BUILD)) \
 	VMTEST_SUITES=$(call vmtest_q,$(VMTEST_SUITES)) \
 	VMTEST_TIMEOUT=$(call vmtest_q,$(VMTEST_TIMEOUT)) \
 	VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL)) \
-		vmtest/vmtest.sh $(KERNEL)
+		vmtest/vmtest.sh $(KERNEL) || rc=1; \
+	if [ -n $(call vmtest_q,$(strip $(VMTEST_CPUS_SUITES))) ]; then \
+		BUILD=$(call vmtest_q,$(BUILD)) \
+		VMTEST_SUITES=$(call vmtest_q,$(VMTEST_CPUS_SUITES)) \
+		VMTEST_SMP=$(call vmtest_q,$(VMTEST_CPUS)) \
+		VMTEST_TIMEOUT=$(call vmtest_q,$(VMTEST_TIMEOUT)) \
+		VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL)) \
+			vmtest/vmtest.sh $(VMTEST_CPUS_KERNEL) || rc=1; \
+	fi; \
+	exit $$rc
 
 # Drops the kernel cache (vmtest/cache/, git-ignored) and the VM results.
 vmtest-clean:

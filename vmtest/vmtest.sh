@@ -42,6 +42,9 @@ vm_timeout=${VMTEST_TIMEOUT:-900}
 accel_req=${VMTEST_ACCEL:-auto}
 mem=${VMTEST_MEM:-1G}
 smp=${VMTEST_SMP:-2}
+# a guest of other than 2 vCPUs keeps its results apart: 6.12-8cpu
+smp_tag=
+[ "$smp" = 2 ] || smp_tag=-${smp}cpu
 boot_tries=${VMTEST_BOOT_TRIES:-3}
 qemu=${QEMU:-qemu-system-x86_64}
 
@@ -410,7 +413,7 @@ run_kernel() {
 	row_accel=$accel
 	say "$spec: running $pkg $pkgver (uname -r $kver) under $accel, timeout ${vm_timeout}s"
 
-	share=$build_abs/vmtest/$spec
+	share=$build_abs/vmtest/$spec$smp_tag
 	local tv boot
 	for ((boot = 1; ; boot++)); do
 		rm -rf "$share"
@@ -428,16 +431,16 @@ run_kernel() {
 		[ "$rc" = 0 ] && [ "$boot" -lt "$boot_tries" ] || break
 		if ! grep -qs '^running job' "$share/init.log"; then
 			cp "$share/console.log" \
-				"$build_abs/vmtest/$spec-boot-crash-$boot.log" 2>/dev/null
+				"$build_abs/vmtest/$spec$smp_tag-boot-crash-$boot.log" 2>/dev/null
 			say "$spec: the guest crashed while booting, before its job" \
-				"(console in $build_abs/vmtest/$spec-boot-crash-$boot.log):" \
+				"(console in $build_abs/vmtest/$spec$smp_tag-boot-crash-$boot.log):" \
 				"booting again"
 		elif [ "$accel" = tcg ] && tcg_dispatcher_crash "$share/console.log"; then
 			cp "$share/console.log" \
-				"$build_abs/vmtest/$spec-dispatcher-crash-$boot.log" 2>/dev/null
+				"$build_abs/vmtest/$spec$smp_tag-dispatcher-crash-$boot.log" 2>/dev/null
 			say "$spec: the guest hit TCG's int3 in the XDP dispatcher" \
 				"while the job ran (console in" \
-				"$build_abs/vmtest/$spec-dispatcher-crash-$boot.log):" \
+				"$build_abs/vmtest/$spec$smp_tag-dispatcher-crash-$boot.log):" \
 				"running the job again"
 		else
 			break
@@ -524,18 +527,19 @@ for d in "$repo" "$build_abs" "$cache"; do
 done
 mkdir -p "$build_abs/vmtest"
 say "suites: $suites"
+say "vCPUs: $smp"
 table=()
 failed=0
 t_all=$(date +%s)
 for k in "${kernels[@]}"; do
 	run_kernel "$k" || failed=1
-	table+=("$(printf '%-6s %-52s %-6s %-5s %6s %6s %7s %7s' "$k" "$row_pkg" \
+	table+=("$(printf '%-10s %-52s %-6s %-5s %6s %6s %7s %7s' "$k$smp_tag" "$row_pkg" \
 		"$row_result" "$row_accel" "$row_p" "$row_f" "$row_s" "$row_secs")")
 	[ -n "$row_why" ] && table+=("         -> $row_why")
 done
 
 echo
-printf '%-6s %-52s %-6s %-5s %6s %6s %7s %7s\n' kernel package result accel \
+printf '%-10s %-52s %-6s %-5s %6s %6s %7s %7s\n' kernel package result accel \
 	passed failed skipped seconds
 printf '%s\n' "${table[@]}"
 echo "vmtest: $((${#kernels[@]})) kernel(s) in $(($(date +%s) - t_all))s:" \
