@@ -554,7 +554,7 @@ static __always_inline __u64 fair_want(struct sluice_budget *bud,
 	__u64 mine = (__u32)(arrived - rc->asked) + cost;
 	bool refused = rc->refusal.at_ns &&
 		       now_ns - rc->refusal.at_ns < 2ULL << SLUICE_DEMAND_SHIFT;
-	__u64 w, next, base, total, stock, supply, share, owed, cap;
+	__u64 w, next, base, total, stock, supply, share, owed, cap, want;
 
 	rc->asked = arrived + cost;
 	w = READ_ONCE(bud->demand);
@@ -584,13 +584,15 @@ static __always_inline __u64 fair_want(struct sluice_budget *bud,
 	share = mine * ratio32(supply, total);
 	owed = rc->owed + (share >> (32 - OWED_FRAC)) +
 	       ((bpf_get_prandom_u32() & frac_mask) < (share & frac_mask));
-	/* what a CPU is owed carries up to twice its share now (a share
-	 * another CPU's request beat is asked for again), a chunk, or a few
-	 * tokens: not a chunk alone, which is count / (64 x nr_cpus) and
-	 * under a tick's share where few of many CPUs carry the load */
+	/* it asks for what it is owed, up to twice its share now (a share
+	 * another CPU's request beat is asked for again) or a chunk: not a
+	 * chunk alone, which is count / (64 x nr_cpus) and under a tick's
+	 * share where few of many CPUs carry the load; the rest carries,
+	 * a few tokens at least where that is one or two */
 	cap = share >> 31;
 	if (cap < chunk)
 		cap = chunk;
+	want = owed >> OWED_FRAC < cap ? owed >> OWED_FRAC : cap;
 	if (cap < OWED_MIN_CAP)
 		cap = OWED_MIN_CAP;
 	if (owed > cap << OWED_FRAC)
@@ -598,7 +600,7 @@ static __always_inline __u64 fair_want(struct sluice_budget *bud,
 	if (owed > 0xffffffffULL)
 		owed = 0xffffffffULL;
 	rc->owed = owed;
-	return owed >> OWED_FRAC;
+	return want;
 }
 
 /*

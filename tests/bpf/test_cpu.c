@@ -133,7 +133,8 @@ struct split {
  * share of what the rule admits is within tol of its share of the
  * offered load, and the rule admits its count within 5 %; in no window
  * from the first packet on does it admit more than the error bound of
- * docs/architecture.md: L (1 + 1/32 + 1/64) and two ticks' credit. The
+ * docs/architecture.md: L (1 + 1/32 + 1/64, or a token a sending CPU)
+ * and two ticks' credit. The
  * clock ticks every 4 ms (a jiffy at HZ 250): refusals are judged on the
  * tick.
  */
@@ -143,8 +144,11 @@ static void fair_split(struct sl_dataplane *dp, const struct split *c)
 	uint64_t interval_ns = (c->interval_ms ? c->interval_ms : 1000) *
 			       NSEC_PER_MSEC;
 	uint64_t limit = c->count * interval_ns / NSEC_PER_SEC;
-	uint64_t most = limit + limit / SLUICE_LEDGER_DIV +
-			limit / SLUICE_CHUNK_DIV +
+	/* each sending CPU holds a token at least, a chunk being one */
+	uint64_t held = limit / SLUICE_CHUNK_DIV > (uint64_t)c->n
+				? limit / SLUICE_CHUNK_DIV
+				: (uint64_t)c->n;
+	uint64_t most = limit + limit / SLUICE_LEDGER_DIV + held +
 			2 * c->count * tick_ns / NSEC_PER_SEC;
 	struct pkt p = udp_to(c->dport, NULL, 0);
 	uint64_t start, offered = 0, mark[SPLIT_MAX] = {}, got[SPLIT_MAX] = {};
