@@ -146,7 +146,7 @@ VMTEST_SUITES ?= "vmtest/smoke.sh" $(BPF_SUITES) \
 	$(foreach t,$(filter-out $(HOST_ONLY_TESTS),$(INTEG_TESTS)),"$(t)")
 # The data plane's suites again in a guest of 8 vCPUs (6.12): per-CPU
 # state, chunks sized by nr_cpus and shares among more CPUs than two,
-# which this machine's two hide (docs/testing.md).
+# which this machine's two hide (docs/kernels.md).
 VMTEST_CPUS_SUITES ?= $(BPF_SUITES)
 VMTEST_PREREQS := all gen $(TEST_BINS)
 
