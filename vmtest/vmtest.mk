@@ -55,19 +55,19 @@ $(VMTEST_SMOKE_OBJ): vmtest/smoke.bpf.c | vmtest-deps
 	$(CLANG) -O2 -g -target bpf -mcpu=v3 -Wall \
 		-I/usr/include/$(shell uname -m)-linux-gnu -c $< -o $@
 
+# what both runs of vmtest.sh share
+vmtest_env = BUILD=$(call vmtest_q,$(BUILD)) \
+	VMTEST_TIMEOUT=$(call vmtest_q,$(VMTEST_TIMEOUT)) \
+	VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL))
+
 vmtest: vmtest-deps $(VMTEST_PREREQS) $(VMTEST_SMOKE_OBJ)
 	@rc=0; \
-	BUILD=$(call vmtest_q,$(BUILD)) \
-	VMTEST_SUITES=$(call vmtest_q,$(VMTEST_SUITES)) \
-	VMTEST_TIMEOUT=$(call vmtest_q,$(VMTEST_TIMEOUT)) \
-	VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL)) \
+	$(vmtest_env) VMTEST_SUITES=$(call vmtest_q,$(VMTEST_SUITES)) \
 		vmtest/vmtest.sh $(KERNEL) || rc=1; \
 	if [ -n $(call vmtest_q,$(strip $(VMTEST_CPUS_SUITES))) ]; then \
-		BUILD=$(call vmtest_q,$(BUILD)) \
+		$(vmtest_env) \
 		VMTEST_SUITES=$(call vmtest_q,$(VMTEST_CPUS_SUITES)) \
 		VMTEST_SMP=$(call vmtest_q,$(VMTEST_CPUS)) \
-		VMTEST_TIMEOUT=$(call vmtest_q,$(VMTEST_TIMEOUT)) \
-		VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL)) \
 			vmtest/vmtest.sh $(VMTEST_CPUS_KERNEL) || rc=1; \
 	fi; \
 	exit $$rc
