@@ -61,7 +61,7 @@ vmtest_env = BUILD=$(call vmtest_q,$(BUILD)) \
 	VMTEST_ACCEL=$(call vmtest_q,$(VMTEST_ACCEL))
 
 vmtest: vmtest-deps $(VMTEST_PREREQS) $(VMTEST_SMOKE_OBJ)
-	@rc=0; \
+	@rc=0; rm -f $(call vmtest_q,$(BUILD)/vmtest/summary.txt); \
 	$(vmtest_env) VMTEST_SUITES=$(call vmtest_q,$(VMTEST_SUITES)) \
 		vmtest/vmtest.sh $(KERNEL) || rc=1; \
 	if [ -n $(call vmtest_q,$(strip $(VMTEST_CPUS_SUITES))) ]; then \
@@ -69,6 +69,8 @@ vmtest: vmtest-deps $(VMTEST_PREREQS) $(VMTEST_SMOKE_OBJ)
 		VMTEST_SUITES=$(call vmtest_q,$(VMTEST_CPUS_SUITES)) \
 		VMTEST_SMP=$(call vmtest_q,$(VMTEST_CPUS)) \
 			vmtest/vmtest.sh $(VMTEST_CPUS_KERNEL) || rc=1; \
+		echo "vmtest: and the guests of 2 vCPUs, from above:"; \
+		cat $(call vmtest_q,$(BUILD)/vmtest/summary.txt) 2>/dev/null; \
 	fi; \
 	exit $$rc
 

@@ -536,12 +536,22 @@ for k in "${kernels[@]}"; do
 	table+=("$(printf '%-10s %-52s %-6s %-5s %6s %6s %7s %7s' "$k$smp_tag" "$row_pkg" \
 		"$row_result" "$row_accel" "$row_p" "$row_f" "$row_s" "$row_secs")")
 	[ -n "$row_why" ] && table+=("         -> $row_why")
+	# the failed tests by name: the guest's output scrolls far above
+	while IFS= read -r line; do
+		table+=("         -> not ok: ${line#FAIL	}")
+	done < <([ "$row_f" != - ] && [ "$row_f" != 0 ] &&
+		grep -s '^FAIL' "$build_abs/vmtest/$k$smp_tag/results.txt" | head -n 20)
 done
 
-echo
-printf '%-10s %-52s %-6s %-5s %6s %6s %7s %7s\n' kernel package result accel \
-	passed failed skipped seconds
-printf '%s\n' "${table[@]}"
-echo "vmtest: $((${#kernels[@]})) kernel(s) in $(($(date +%s) - t_all))s:" \
-	"$([ $failed = 0 ] && echo all passed || echo FAILED)"
+# the table again in a file, which `make vmtest` prints after its last
+# guest so that a failure stays in the tail of a long log
+summary_file=$build_abs/vmtest/summary$smp_tag.txt
+{
+	echo
+	printf '%-10s %-52s %-6s %-5s %6s %6s %7s %7s\n' kernel package result accel \
+		passed failed skipped seconds
+	printf '%s\n' "${table[@]}"
+	echo "vmtest: $((${#kernels[@]})) kernel(s) in $(($(date +%s) - t_all))s:" \
+		"$([ $failed = 0 ] && echo all passed || echo FAILED)"
+} | tee "$summary_file"
 exit $failed
