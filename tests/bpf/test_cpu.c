@@ -313,6 +313,9 @@ static void idle_burst(struct sl_dataplane *dp)
 
 static void test_cpu_fairness(struct sl_dataplane *dp)
 {
+	/* the equal case's phases are the host's to vary: a TCG guest
+	 * takes 12 s a run */
+	unsigned int seeds = getenv("SLUICE_VM") ? 1 : 6;
 	int home = sched_getcpu();
 
 	if (dp->n_cpus < 2 || !run_on_cpu(1) || !run_on_cpu(0)) {
@@ -322,7 +325,7 @@ static void test_cpu_fairness(struct sl_dataplane *dp)
 	if (shares_elsewhere(dp->n_cpus, "fair shares"))
 		goto out;
 	/* the shape that failed test_vlan.sh: one sender took 82 % */
-	for (unsigned int seed = 1; seed <= 6; seed++)
+	for (unsigned int seed = 1; seed <= seeds; seed++)
 		fair_shares(dp, "equal", 7200 + seed, "pps", 3000, 3000, 3000,
 			    true, seed, 0.1);
 	fair_shares(dp, "equal-poisson", 7210, "pps", 3000, 3000, 3000, false,
