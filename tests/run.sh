@@ -19,7 +19,7 @@ for suite in "$@"; do
 	t0=$SECONDS
 	bash -c "$suite" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
-	# per suite, for the time the whole run takes
+	# what each suite takes of the run's time
 	echo "# suite took $((SECONDS - t0)) s"
 	p=$(grep -cE '^ok [0-9]+' "$log" | tr -d ' ')
 	s=$(grep -cE '^ok [0-9]+.*# *SKIP' "$log" | tr -d ' ')

@@ -69,7 +69,7 @@ vmtest: vmtest-deps $(VMTEST_PREREQS) $(VMTEST_SMOKE_OBJ)
 		VMTEST_SUITES=$(call vmtest_q,$(VMTEST_CPUS_SUITES)) \
 		VMTEST_SMP=$(call vmtest_q,$(VMTEST_CPUS)) \
 			vmtest/vmtest.sh $(VMTEST_CPUS_KERNEL) || rc=1; \
-		echo "vmtest: and the guests of 2 vCPUs, from above:"; \
+		echo "vmtest: and the first run's table, from above:"; \
 		cat $(call vmtest_q,$(BUILD)/vmtest/summary.txt) 2>/dev/null; \
 	fi; \
 	exit $$rc
